@@ -1,1 +1,93 @@
-"""jobclaim."""
+"""What a claim is, and whether a Job is its: the contract the controller and the
+webhook share.
+
+The public surface is this module; everything the two sides need is named here, so
+neither reaches into a private module and grows a second copy of a rule.
+"""
+
+from jobclaim._canonical import canonical_json, digest_of, is_digest, is_epoch, sha256_digest
+from jobclaim.admission import seal, snapshot_digest, snapshot_problem
+from jobclaim.builder import (
+    JobInputs,
+    annotations_for,
+    build_job,
+    labels_for,
+    migration_job_inputs,
+    schema_job_inputs,
+)
+from jobclaim.claim import (
+    CLEANUP_TTL_SECONDS,
+    Claim,
+    Owner,
+    migration_claim,
+    pending_apply_claim,
+    schema_claim,
+)
+from jobclaim.errors import BuildRefused, InvalidInput, PtahError
+from jobclaim.match import MATCH, Verdict, manager_record_problem, match
+from jobclaim.naming import (
+    coordination_digest,
+    is_dns_label,
+    job_name,
+    lease_holder,
+    lease_name,
+    migration_plan_name,
+    plan_name,
+    projection_names,
+)
+from jobclaim.operations import (
+    MIGRATION_OPERATIONS,
+    SCHEMA_OPERATIONS,
+    LockRule,
+    OperationInfo,
+    migration_operation,
+    operation_info,
+    schema_operation,
+)
+from jobclaim.template import template_digest
+
+__all__ = [
+    "CLEANUP_TTL_SECONDS",
+    "MATCH",
+    "MIGRATION_OPERATIONS",
+    "SCHEMA_OPERATIONS",
+    "BuildRefused",
+    "Claim",
+    "InvalidInput",
+    "JobInputs",
+    "LockRule",
+    "OperationInfo",
+    "Owner",
+    "PtahError",
+    "Verdict",
+    "annotations_for",
+    "build_job",
+    "canonical_json",
+    "coordination_digest",
+    "digest_of",
+    "is_digest",
+    "is_dns_label",
+    "is_epoch",
+    "job_name",
+    "labels_for",
+    "lease_holder",
+    "lease_name",
+    "manager_record_problem",
+    "match",
+    "migration_claim",
+    "migration_job_inputs",
+    "migration_operation",
+    "migration_plan_name",
+    "operation_info",
+    "pending_apply_claim",
+    "plan_name",
+    "projection_names",
+    "schema_claim",
+    "schema_job_inputs",
+    "schema_operation",
+    "seal",
+    "sha256_digest",
+    "snapshot_digest",
+    "snapshot_problem",
+    "template_digest",
+]

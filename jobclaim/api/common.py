@@ -1,0 +1,119 @@
+"""Spec and status types both families share."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from jobclaim.api._base import (
+    Digest,
+    Epoch,
+    PinnedImage,
+    PositiveInt32,
+    Timestamp,
+    WireModel,
+)
+from jobclaim.api.meta import ConfigMapKeySelector, NamedReference, SecretKeySelector
+from jobclaim.api.snapshot import Toleration
+
+Engine = Literal["PostgreSQL", "MySQL"]
+ApplyPolicy = Literal["Never", "OnApproval", "Always"]
+TransactionMode = Literal["all", "file", "none"]
+
+
+class DatabaseTargetSpec(WireModel):
+    """Which database. Exactly one of coordinationKey and realmRef names its realm."""
+
+    engine: Engine
+    coordination_key: str | None = Field(default=None, min_length=1, max_length=253)
+    realm_ref: NamedReference | None = None
+    shared_realm: bool = False
+    url_from: SecretKeySelector
+
+    @model_validator(mode="after")
+    def _one_realm(self) -> DatabaseTargetSpec:
+        if (self.coordination_key is None) == (self.realm_ref is None):
+            raise ValueError("exactly one of coordinationKey and realmRef names the realm")
+        return self
+
+
+class OCIArtifactSourceSpec(WireModel):
+    oci_ref: str = Field(min_length=1, max_length=512)
+    registry_auth_from: NamedReference | None = None
+    verification_policy_from: ConfigMapKeySelector | None = None
+
+
+class ResourceRequirements(WireModel):
+    limits: dict[str, str] | None = None
+    requests: dict[str, str] | None = None
+
+
+class PodMetadataSpec(WireModel):
+    """Metadata a user declares for the operation Pods (for third-party admission)."""
+
+    labels: dict[str, str] = Field(default_factory=dict, max_length=16)
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=16)
+
+
+class ExecutionSpec(WireModel):
+    active_deadline_seconds: int = Field(default=900, ge=30, le=86400)
+    failure_retry_interval: str = "30s"
+    connect_timeout: str = "10s"
+    resources: ResourceRequirements | None = None
+    service_account_name: str | None = None
+    image_pull_secrets: list[NamedReference] | None = None
+    node_selector: dict[str, str] | None = None
+    tolerations: list[Toleration] | None = None
+    # Affinity is Kubernetes' own deep type; it is carried verbatim into the Pod.
+    affinity: dict[str, Any] | None = None
+    runtime_class_name: str | None = None
+    priority_class_name: str | None = None
+    pod_metadata: PodMetadataSpec | None = None
+
+
+class ExecutionBindingStatus(WireModel):
+    """What the operation Jobs are bound to; a change to any part installs a new epoch."""
+
+    epoch: Epoch
+    controller_state_version: PositiveInt32
+    ptah_version: str = Field(min_length=1, max_length=128)
+    executor_image: PinnedImage
+    runner_protocol_version: PositiveInt32
+
+
+class ManagerRecord(WireModel):
+    """Who dispatched: audit only, bound by nothing (the admission snapshot pins it)."""
+
+    controller_image: PinnedImage
+    controller_revision: str = Field(min_length=1, max_length=128)
+    runner_image: PinnedImage
+
+
+class TargetLockReleaseStatus(WireModel):
+    """A Lease release a retirement owes; all four parts are needed to release exactly."""
+
+    coordination_digest: Digest
+    operation_id: str = Field(min_length=1)
+    lease_duration_seconds: int = Field(ge=5, le=86460)
+    lease_epoch: Epoch
+
+
+class ApproverRecord(WireModel):
+    username: str = Field(min_length=1)
+    uid: str | None = None
+    groups: list[str] = Field(default_factory=list)
+
+
+class ConsumedApprovalStatus(WireModel):
+    name: str
+    uid: str
+    approver: ApproverRecord
+    approved_at: Timestamp
+
+
+class OCIArtifactAccessBinding(WireModel):
+    reference: str
+    digest: Digest
+    media_type: str | None = None
+    size: int | None = None

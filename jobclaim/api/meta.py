@@ -1,0 +1,82 @@
+"""Kubernetes object metadata, complete: every field ObjectMeta defines.
+
+Listed whole, because strict decoding refuses what it does not list, and a real API
+server sends all of these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from jobclaim.api._base import Timestamp, WireModel
+
+
+class OwnerReference(WireModel):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ManagedFieldsEntry(WireModel):
+    manager: str | None = None
+    operation: str | None = None
+    api_version: str | None = None
+    time: Timestamp | None = None
+    fields_type: str | None = None
+    fields_v1: dict[str, Any] | None = Field(default=None, alias="fieldsV1")
+    subresource: str | None = None
+
+
+class ObjectMeta(WireModel):
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    self_link: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: Timestamp | None = None
+    deletion_timestamp: Timestamp | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+    managed_fields: list[ManagedFieldsEntry] | None = None
+
+
+class ObjectReference(WireModel):
+    """An exact object: a name alone can be reused by a replacement, a UID cannot."""
+
+    name: str
+    uid: str
+
+
+class NamedReference(WireModel):
+    name: str
+
+
+class SecretKeySelector(WireModel):
+    name: str
+    key: str
+    optional: bool | None = None
+
+
+class ConfigMapKeySelector(WireModel):
+    name: str
+    key: str
+    optional: bool | None = None
+
+
+class Condition(WireModel):
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: Timestamp | None = None
+    observed_generation: int | None = None

@@ -1,0 +1,260 @@
+"""PtahSchema and its satellites: plans, plan approvals."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from jobclaim.api._base import (
+    Digest,
+    Epoch,
+    PinnedImage,
+    PositiveInt32,
+    Timestamp,
+    WireModel,
+)
+from jobclaim.api.common import (
+    ApplyPolicy,
+    ApproverRecord,
+    ConsumedApprovalStatus,
+    DatabaseTargetSpec,
+    ExecutionBindingStatus,
+    ExecutionSpec,
+    ManagerRecord,
+    OCIArtifactAccessBinding,
+    OCIArtifactSourceSpec,
+    TargetLockReleaseStatus,
+    TransactionMode,
+)
+from jobclaim.api.meta import Condition, ObjectMeta, ObjectReference
+from jobclaim.api.snapshot import AdmissionSnapshot
+
+SchemaPhase = Literal[
+    "Pending",
+    "Resolving",
+    "Verifying",
+    "Observing",
+    "Planning",
+    "ReadyToApply",
+    "AwaitingApproval",
+    "Blocked",
+    "Applying",
+    "VerifyingConvergence",
+    "InSync",
+    "Suspended",
+    "Failed",
+]
+SCHEMA_FINALIZER = "operator.ptah.run/active-operation"
+
+
+class SchemaPolicy(WireModel):
+    apply: ApplyPolicy = "OnApproval"
+    allow_destructive: bool = False
+    drift_severity: Literal["all", "destructive"] = "all"
+    exclude: list[str] = Field(default_factory=list)
+    lock_timeout: str = "30s"
+    transaction_mode: TransactionMode = "all"
+    protected_tables: list[str] = Field(default_factory=list)
+
+
+class PtahSchemaSpec(WireModel):
+    target: DatabaseTargetSpec
+    desired: OCIArtifactSourceSpec
+    policy: SchemaPolicy = Field(default_factory=SchemaPolicy)
+    interval: str = "10m"
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    suspend: bool = False
+
+
+class CurrentPlanStatus(WireModel):
+    """The plan the schema would apply, and the approval reserved for it."""
+
+    name: str
+    uid: str
+    fingerprint: Digest
+    content_digest: Digest
+    artifact_digest: Digest | None = None
+    coordination_digest: Digest | None = None
+    target_identity_digest: Digest | None = None
+    actual_state_fingerprint: Digest | None = None
+    desired_state_fingerprint: Digest | None = None
+    policy_fingerprint: Digest | None = None
+    verification_policy_uid: str | None = None
+    verification_policy_digest: Digest | None = None
+    execution_binding_id: Epoch
+    controller_image: PinnedImage | None = None
+    controller_revision: str | None = None
+    controller_state_version: PositiveInt32
+    ptah_version: str
+    executor_image: PinnedImage | None = None
+    runner_image: PinnedImage | None = None
+    runner_protocol_version: PositiveInt32 | None = None
+    destructive: bool = False
+    privilege_changes: list[str] = Field(default_factory=list)
+    statement_count: int = Field(default=0, ge=0)
+    # Projections are named <plan>-000.. so the count fixes every name.
+    chunk_count: int = Field(default=1, ge=1, le=16)
+    created_at: Timestamp | None = None
+    approval: ConsumedApprovalStatus | None = None
+
+
+class ActiveOperationStatus(WireModel):
+    """The claim: written before the Job exists, naming the Job it may create."""
+
+    type: str
+    id: str = Field(min_length=1)
+    input_fingerprint: Digest
+    job_name: str = Field(min_length=1, max_length=63)
+    job_uid: str | None = None
+    started_at: Timestamp | None = None
+    attempt: int = Field(default=1, ge=1)
+    execution_binding_id: Epoch
+    admission_snapshot: AdmissionSnapshot | None = None
+    admission_snapshot_refreshed: bool = False
+    dispatch_started: bool = False
+    dispatch_not_after: Timestamp | None = None
+    execution_not_after: Timestamp | None = None
+    termination_grace_period_seconds: int | None = None
+    coordination_digest: Digest | None = None
+    target_identity_digest: Digest | None = None
+    lease_duration_seconds: int | None = Field(default=None, ge=5, le=86460)
+    lease_epoch: str | None = None
+    lease_continuity_lost: bool = False
+    target: DatabaseTargetSpec | None = None
+    source: OCIArtifactAccessBinding | None = None
+    verification_policy_uid: str | None = None
+    verification_policy_digest: Digest | None = None
+
+
+class PendingObservationStatus(WireModel):
+    """An Apply that may have changed the database; it holds the realm until proven."""
+
+    outcome: Literal["ApplySucceeded", "OutcomeUnknown"]
+    apply_operation_id: str
+    apply_job_name: str
+    apply_job_uid: str | None = None
+    admission_snapshot: AdmissionSnapshot | None = None
+    apply_pod_uids: list[str] = Field(default_factory=list, max_length=8)
+    apply_pod_count: int = Field(default=0, ge=0)
+    apply_generation: int | None = None
+    observe_after: Timestamp | None = None
+    plan: CurrentPlanStatus | None = None
+    dispatched_by: ManagerRecord | None = None
+    target: DatabaseTargetSpec | None = None
+    coordination_digest: Digest
+    plan_required: bool = False
+    lease_duration_seconds: int = Field(ge=5, le=86460)
+    lease_epoch: Epoch
+
+
+class RetiredPlanReference(WireModel):
+    name: str
+    uid: str
+    fingerprint: Digest
+
+
+class RetiredJobStatus(WireModel):
+    operation: str
+    name: str
+    uid: str | None = None
+
+
+class BindingRetirementStatus(WireModel):
+    """What an execution-binding rotation still owes the retired epoch."""
+
+    retired_epoch: Epoch
+    plan: RetiredPlanReference | None = None
+    job: RetiredJobStatus | None = None
+
+
+class PtahSchemaStatus(WireModel):
+    observed_generation: int | None = None
+    phase: SchemaPhase | None = None
+    execution_binding: ExecutionBindingStatus | None = None
+    source: OCIArtifactAccessBinding | None = None
+    plan: CurrentPlanStatus | None = None
+    applied: CurrentPlanStatus | None = None
+    active_operation: ActiveOperationStatus | None = None
+    pending_observation: PendingObservationStatus | None = None
+    pending_lock_release: TargetLockReleaseStatus | None = None
+    pending_binding_retirement: BindingRetirementStatus | None = None
+    last_attempt_time: Timestamp | None = None
+    last_successful_reconciliation: Timestamp | None = None
+    next_reconciliation_time: Timestamp | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class PtahSchema(WireModel):
+    api_version: Literal["operator.ptah.run/v1alpha1"] = "operator.ptah.run/v1alpha1"
+    kind: Literal["PtahSchema"] = "PtahSchema"
+    metadata: ObjectMeta
+    spec: PtahSchemaSpec
+    status: PtahSchemaStatus | None = None
+
+
+class PlanChunk(WireModel):
+    name: str
+    key: Literal["chunk"] = "chunk"
+    index: int = Field(ge=0, lt=16)
+    digest: Digest
+    size: int = Field(ge=1, le=512 * 1024)
+
+
+class PtahSchemaPlanSpec(WireModel):
+    schema_ref: ObjectReference
+    fingerprint: Digest
+    content_digest: Digest
+    coordination_digest: Digest
+    target_identity_digest: Digest | None = None
+    execution_binding_id: Epoch
+    controller_state_version: PositiveInt32
+    ptah_version: str
+    executor_image: PinnedImage
+    runner_protocol_version: PositiveInt32
+    dispatched_by: ManagerRecord | None = None
+    destructive: bool = False
+    privilege_changes: list[str] = Field(default_factory=list)
+    statement_count: int = Field(ge=1)
+    chunks: list[PlanChunk] = Field(min_length=1, max_length=16)
+
+
+class PublishedChunk(WireModel):
+    name: str
+    uid: str
+    index: int
+
+
+class PtahSchemaPlanStatus(WireModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    published_chunks: list[PublishedChunk] = Field(default_factory=list)
+
+
+class PtahSchemaPlan(WireModel):
+    api_version: Literal["operator.ptah.run/v1alpha1"] = "operator.ptah.run/v1alpha1"
+    kind: Literal["PtahSchemaPlan"] = "PtahSchemaPlan"
+    metadata: ObjectMeta
+    spec: PtahSchemaPlanSpec
+    status: PtahSchemaPlanStatus | None = None
+
+
+class ApprovalStatus(WireModel):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class PtahSchemaApprovalSpec(WireModel):
+    schema_ref: ObjectReference
+    plan_ref: ObjectReference
+    plan_fingerprint: Digest
+    execution_binding_id: Epoch | None = None
+    approver: ApproverRecord | None = None
+    approved_at: Timestamp | None = None
+    mutation_request_uid: str | None = None
+
+
+class PtahSchemaApproval(WireModel):
+    api_version: Literal["operator.ptah.run/v1alpha1"] = "operator.ptah.run/v1alpha1"
+    kind: Literal["PtahSchemaApproval"] = "PtahSchemaApproval"
+    metadata: ObjectMeta
+    spec: PtahSchemaApprovalSpec
+    status: ApprovalStatus | None = None

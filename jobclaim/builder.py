@@ -1,0 +1,382 @@
+"""The one builder of operation Jobs, used by the controller and the webhook alike.
+
+It writes every field the API server would default, so a Job read back equals its
+rebuild and the Pod template digest computed before the Job existed still holds
+after the API server stored it. Any field left to the server's defaulting would make
+a later API server version's default a reason to refuse the controller's own Job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobclaim._canonical import is_digest, is_epoch
+from jobclaim.api.common import (
+    DatabaseTargetSpec,
+    ExecutionBindingStatus,
+    ExecutionSpec,
+    ManagerRecord,
+)
+from jobclaim.api.migration import PtahMigration
+from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
+from jobclaim.claim import Owner
+from jobclaim.envelope import (
+    ANN_CONTROLLER_IMAGE,
+    ANN_CONTROLLER_REVISION,
+    ANN_EPOCH,
+    ANN_INPUT_FINGERPRINT,
+    ANN_OPERATION_ID,
+    ANN_PLAN_CONTENT_DIGEST,
+    ANN_PLAN_FINGERPRINT,
+    ANN_PTAH_VERSION,
+    ANN_SNAPSHOT_DIGEST,
+    ANN_STATE_VERSION,
+    COMPONENT,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_OPERATION,
+    LABEL_OPERATION_ID,
+    MANAGED_BY,
+    MUTATING_MARKS,
+    OWNER_LABEL,
+    declared_metadata_problem,
+    operation_id_label_value,
+)
+from jobclaim.errors import BuildRefused, InvalidInput
+from jobclaim.naming import job_name, projection_names
+from jobclaim.operations import operation_info
+
+RUNNER_CONTAINER: Final = "ptah"
+EXECUTOR_CONTAINER: Final = "executor"
+RUNNER_USER: Final = 65532
+PLAN_MOUNT: Final = "/var/run/ptah/plan"
+EXECUTOR_DIR: Final = "/var/run/ptah/bin"
+DEFAULT_GRACE_SECONDS: Final = 30
+
+
+@dataclass(frozen=True, slots=True)
+class JobInputs:
+    """Everything one operation Job is built from; nothing else is read."""
+
+    owner: Owner
+    operation: str
+    operation_id: str
+    input_fingerprint: str
+    attempt: int
+    job_name: str
+    epoch: str
+    binding: ExecutionBindingStatus
+    manager: ManagerRecord
+    execution: ExecutionSpec
+    target: DatabaseTargetSpec
+    execution_not_after: str | None = None
+    termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
+    plan: CurrentPlanStatus | None = None
+    expected_sequence: tuple[str, ...] = ()
+    snapshot_digest: str | None = None
+
+
+def schema_job_inputs(
+    schema: PtahSchema,
+    *,
+    binding: ExecutionBindingStatus,
+    manager: ManagerRecord,
+    snapshot_digest: str | None = None,
+) -> JobInputs:
+    """The inputs a PtahSchema's active claim builds its Job from."""
+    status = schema.status
+    operation = status.active_operation if status else None
+    if status is None or operation is None:
+        raise BuildRefused("the schema has no active operation to build a Job for")
+    plan = status.plan if operation.type == "Apply" else None
+    if operation.type == "Apply" and plan is None:
+        raise BuildRefused("an Apply claim cannot build its Job without status.plan")
+    return JobInputs(
+        owner=Owner.of("PtahSchema", schema.metadata),
+        operation=operation.type,
+        operation_id=operation.id,
+        input_fingerprint=operation.input_fingerprint,
+        attempt=operation.attempt,
+        job_name=operation.job_name,
+        epoch=operation.execution_binding_id,
+        binding=binding,
+        manager=manager,
+        execution=schema.spec.execution,
+        target=operation.target or schema.spec.target,
+        execution_not_after=operation.execution_not_after,
+        termination_grace_period_seconds=(
+            operation.termination_grace_period_seconds or DEFAULT_GRACE_SECONDS
+        ),
+        plan=plan,
+        snapshot_digest=snapshot_digest,
+    )
+
+
+def migration_job_inputs(
+    migration: PtahMigration,
+    *,
+    binding: ExecutionBindingStatus,
+    manager: ManagerRecord,
+    expected_sequence: tuple[str, ...] = (),
+    snapshot_digest: str | None = None,
+) -> JobInputs:
+    """The inputs a PtahMigration's active claim builds its Job from."""
+    status = migration.status
+    operation = status.active_operation if status else None
+    if operation is None:
+        raise BuildRefused("the migration has no active operation to build a Job for")
+    if operation.type == "Apply" and not expected_sequence:
+        raise BuildRefused("a migration Apply cannot build its Job without its plan's sequence")
+    return JobInputs(
+        owner=Owner.of("PtahMigration", migration.metadata),
+        operation=operation.type,
+        operation_id=operation.id,
+        input_fingerprint=operation.input_fingerprint,
+        attempt=operation.attempt,
+        job_name=operation.job_name,
+        epoch=operation.execution_binding_id,
+        binding=binding,
+        manager=manager,
+        execution=migration.spec.execution,
+        target=operation.target or migration.spec.target,
+        execution_not_after=operation.execution_not_after,
+        expected_sequence=expected_sequence,
+        snapshot_digest=snapshot_digest,
+    )
+
+
+def _refuse_inputs(inputs: JobInputs) -> None:
+    family = inputs.owner.family
+    if family is None:
+        raise BuildRefused(f"{inputs.owner.kind} is not a kind that dispatches Jobs")
+    info = operation_info(family, inputs.operation)
+    if not info.known:
+        raise BuildRefused(f"{inputs.operation!r} is not an operation this operator defines")
+    if not is_epoch(inputs.epoch) or inputs.epoch != inputs.binding.epoch:
+        raise BuildRefused("the claim's execution epoch is not the binding in force")
+    if inputs.snapshot_digest is not None and not is_digest(inputs.snapshot_digest):
+        raise BuildRefused("the admission snapshot digest is not a sha256 digest")
+    try:
+        derived = job_name(
+            family=family,
+            owner_name=inputs.owner.name,
+            owner_uid=inputs.owner.uid,
+            operation=inputs.operation,
+            operation_id=inputs.operation_id,
+            epoch=inputs.epoch,
+            input_fingerprint=inputs.input_fingerprint,
+            attempt=inputs.attempt,
+        )
+    except InvalidInput as error:
+        raise BuildRefused(f"the claim cannot name its Job: {error}") from error
+    if derived != inputs.job_name:
+        # The persisted name is what a restarted controller looks the Job up by; a Job
+        # built under another name would be one no claim can find.
+        raise BuildRefused("the claim's persisted Job name is not the one its inputs derive")
+    if family == "schema" and inputs.operation == "Apply":
+        plan = inputs.plan
+        if plan is None:
+            raise BuildRefused("an Apply claim cannot build its Job without its plan")
+        if plan.execution_binding_id != inputs.epoch:
+            raise BuildRefused("the plan was made under another execution epoch than its claim")
+    declared = inputs.execution.pod_metadata
+    if declared is not None:
+        for what in (declared.labels, declared.annotations):
+            problem = declared_metadata_problem(what)
+            if problem:
+                raise BuildRefused(problem)
+
+
+def labels_for(inputs: JobInputs) -> dict[str, str]:
+    """The labels the claim fixes (user-declared labels are added under them)."""
+    family = inputs.owner.family or ""
+    return {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT.get(family, ""),
+        OWNER_LABEL.get(family, ""): inputs.owner.name,
+        LABEL_OPERATION: inputs.operation.lower(),
+        LABEL_OPERATION_ID: operation_id_label_value(inputs.operation_id),
+    }
+
+
+def annotations_for(inputs: JobInputs) -> dict[str, str]:
+    """The operation envelope the claim fixes, plus the plan binding and mutating marks."""
+    envelope = {
+        ANN_OPERATION_ID: inputs.operation_id,
+        ANN_INPUT_FINGERPRINT: inputs.input_fingerprint,
+        ANN_PTAH_VERSION: inputs.binding.ptah_version,
+        ANN_EPOCH: inputs.epoch,
+        ANN_CONTROLLER_IMAGE: inputs.manager.controller_image,
+        ANN_CONTROLLER_REVISION: inputs.manager.controller_revision,
+        ANN_STATE_VERSION: str(inputs.binding.controller_state_version),
+    }
+    if inputs.snapshot_digest is not None:
+        envelope[ANN_SNAPSHOT_DIGEST] = inputs.snapshot_digest
+    if inputs.plan is not None:
+        envelope[ANN_PLAN_FINGERPRINT] = inputs.plan.fingerprint
+        envelope[ANN_PLAN_CONTENT_DIGEST] = inputs.plan.content_digest
+    family = inputs.owner.family or ""
+    if operation_info(family, inputs.operation).mutating:
+        envelope.update(MUTATING_MARKS)
+    return envelope
+
+
+def _hardened_container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": RUNNER_USER,
+        "runAsGroup": RUNNER_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container_defaults() -> dict[str, Any]:
+    # The API server's container defaults, written so a read-back equals the rebuild.
+    return {
+        "imagePullPolicy": "IfNotPresent",
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
+
+
+def _env(inputs: JobInputs) -> list[dict[str, Any]]:
+    family = inputs.owner.family or ""
+    info = operation_info(family, inputs.operation)
+    url = inputs.target.url_from
+    secret_ref: dict[str, Any] = {"name": url.name, "key": url.key}
+    env: list[dict[str, Any]] = [
+        # The database URL reaches the Pod from its Secret; the controller never reads it.
+        {"name": "PTAH_DATABASE_URL", "valueFrom": {"secretKeyRef": secret_ref}},
+        {"name": "PTAH_ENGINE", "value": inputs.target.engine},
+        {"name": "PTAH_EXECUTOR", "value": f"{EXECUTOR_DIR}/ptah"},
+        {"name": "PTAH_OPERATION", "value": info.runner_operation},
+        {"name": "PTAH_OPERATION_ID", "value": inputs.operation_id},
+        {"name": "PTAH_RUNNER_PROTOCOL", "value": str(inputs.binding.runner_protocol_version)},
+    ]
+    if inputs.execution_not_after is not None:
+        env.append({"name": "PTAH_EXECUTION_NOT_AFTER", "value": inputs.execution_not_after})
+    if inputs.plan is not None:
+        env.append({"name": "PTAH_PLAN_DIR", "value": PLAN_MOUNT})
+        env.append({"name": "PTAH_PLAN_CONTENT_DIGEST", "value": inputs.plan.content_digest})
+    if inputs.expected_sequence:
+        env.append({"name": "PTAH_EXPECT_SEQUENCE", "value": ",".join(inputs.expected_sequence)})
+    return env
+
+
+def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "executor", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "executor", "mountPath": EXECUTOR_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if inputs.plan is not None:
+        for index, name in enumerate(projection_names(inputs.plan.name, inputs.plan.chunk_count)):
+            volume = f"plan-{index:03d}"
+            volumes.append({"name": volume, "configMap": {"name": name, "defaultMode": 0o444}})
+            mounts.append(
+                {"name": volume, "mountPath": f"{PLAN_MOUNT}/{index:03d}", "readOnly": True}
+            )
+    return volumes, mounts
+
+
+def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
+    execution = inputs.execution
+    volumes, mounts = _volumes_and_mounts(inputs)
+    resources = execution.resources.to_wire() if execution.resources else {}
+    runner = {
+        "name": RUNNER_CONTAINER,
+        "image": inputs.manager.runner_image,
+        "command": ["python", "-m", "controller.runner"],
+        "env": _env(inputs),
+        "resources": resources,
+        "securityContext": _hardened_container_security(),
+        "volumeMounts": mounts,
+        **_container_defaults(),
+    }
+    executor = {
+        "name": EXECUTOR_CONTAINER,
+        "image": inputs.binding.executor_image,
+        # The executor image's contract: copy its ptah binary into the shared directory.
+        "command": ["/ptah", "install", EXECUTOR_DIR],
+        "resources": resources,
+        "securityContext": _hardened_container_security(),
+        "volumeMounts": [{"name": "executor", "mountPath": EXECUTOR_DIR}],
+        **_container_defaults(),
+    }
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "containers": [runner],
+        "dnsPolicy": "ClusterFirst",
+        "enableServiceLinks": False,
+        "initContainers": [executor],
+        "restartPolicy": "Never",
+        "schedulerName": "default-scheduler",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUNNER_USER,
+            "runAsGroup": RUNNER_USER,
+            "fsGroup": RUNNER_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "serviceAccountName": execution.service_account_name or "default",
+        "terminationGracePeriodSeconds": inputs.termination_grace_period_seconds,
+        "volumes": volumes,
+    }
+    if execution.image_pull_secrets is not None:
+        spec["imagePullSecrets"] = [s.to_wire() for s in execution.image_pull_secrets]
+    if execution.node_selector is not None:
+        spec["nodeSelector"] = dict(execution.node_selector)
+    if execution.tolerations is not None:
+        spec["tolerations"] = [t.to_wire() for t in execution.tolerations]
+    if execution.affinity is not None:
+        spec["affinity"] = execution.affinity
+    if execution.runtime_class_name is not None:
+        spec["runtimeClassName"] = execution.runtime_class_name
+    if execution.priority_class_name is not None:
+        spec["priorityClassName"] = execution.priority_class_name
+    return spec
+
+
+def build_job(inputs: JobInputs) -> dict[str, Any]:
+    """The operation Job a claim may create, exactly as the API server will store it.
+
+    One Pod, never retried (``backoffLimit: 0``, ``restartPolicy: Never``, a
+    replacement only once a Pod has fully failed): a second executor of the same
+    mutating claim is exactly what the lifecycle exists to prevent.
+    """
+    _refuse_inputs(inputs)
+    declared = inputs.execution.pod_metadata
+    labels = {**(declared.labels if declared else {}), **labels_for(inputs)}
+    annotations = {**(declared.annotations if declared else {}), **annotations_for(inputs)}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": inputs.job_name,
+            "namespace": inputs.owner.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [inputs.owner.reference()],
+        },
+        "spec": {
+            "activeDeadlineSeconds": inputs.execution.active_deadline_seconds,
+            "backoffLimit": 0,
+            "completionMode": "NonIndexed",
+            "completions": 1,
+            "parallelism": 1,
+            "podReplacementPolicy": "Failed",
+            "suspend": False,
+            "template": {
+                "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
+                "spec": _pod_spec(inputs),
+            },
+        },
+    }

@@ -1,0 +1,170 @@
+"""What a claim is: the explicit inputs every reader holds a Job to.
+
+A ``Claim`` is a plain record built from a resource's status; ``match`` is a pure
+function over it. Callers do all reads, so the controller and the webhook can hand
+the same record to the same predicate and cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobclaim.api._base import API_VERSION
+from jobclaim.api.common import ExecutionBindingStatus
+from jobclaim.api.migration import PtahMigration
+from jobclaim.api.schema import CurrentPlanStatus, PendingObservationStatus, PtahSchema
+from jobclaim.api.snapshot import AdmissionSnapshot
+from jobclaim.operations import Family, OperationInfo, family_of_kind, operation_info
+
+CLEANUP_TTL_SECONDS: Final = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The resource a Job is dispatched for."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def family(self) -> Family | None:
+        return family_of_kind(self.kind)
+
+    def reference(self) -> dict[str, Any]:
+        """The one controller owner reference an operation Job carries."""
+        return {
+            "apiVersion": API_VERSION,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    @classmethod
+    def of(cls, kind: str, metadata: Any) -> Owner:
+        return cls(
+            kind=kind,
+            namespace=metadata.namespace or "",
+            name=metadata.name or "",
+            uid=metadata.uid or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Everything a Job is held to.
+
+    ``built`` is the rebuilt Job when the claim's inputs still hold (full-rebuild
+    mode); None means the inputs may have moved and only what the claim itself fixes
+    is checked (envelope mode). ``stored`` says whether the Job was read back from the
+    API server (it may then carry the cleanup TTL) or is being submitted.
+    ``binding`` is the execution binding in force, when the reader knows it.
+    """
+
+    owner: Owner
+    operation: str
+    operation_id: str
+    epoch: str
+    job_name: str
+    snapshot: AdmissionSnapshot | None
+    input_fingerprint: str | None = None
+    job_uid: str | None = None
+    binding: ExecutionBindingStatus | None = None
+    plan: CurrentPlanStatus | None = None
+    built: Mapping[str, Any] | None = None
+    stored: bool = True
+
+    @property
+    def info(self) -> OperationInfo:
+        family = self.owner.family
+        return operation_info(family, self.operation) if family else operation_info("", "")
+
+    @property
+    def mutating(self) -> bool:
+        return self.info.mutating
+
+
+def schema_claim(
+    schema: PtahSchema,
+    *,
+    built: Mapping[str, Any] | None = None,
+    stored: bool = True,
+    binding: ExecutionBindingStatus | None = None,
+) -> Claim | None:
+    """The claim a PtahSchema's ``status.activeOperation`` makes, or None without one.
+
+    An Apply claim carries ``status.plan``: the plan it runs is part of what it fixes.
+    """
+    status = schema.status
+    operation = status.active_operation if status else None
+    if status is None or operation is None:
+        return None
+    return Claim(
+        owner=Owner.of("PtahSchema", schema.metadata),
+        operation=operation.type,
+        operation_id=operation.id,
+        epoch=operation.execution_binding_id,
+        job_name=operation.job_name,
+        snapshot=operation.admission_snapshot,
+        input_fingerprint=operation.input_fingerprint,
+        job_uid=operation.job_uid,
+        binding=binding,
+        plan=status.plan if operation.type == "Apply" else None,
+        built=built,
+        stored=stored,
+    )
+
+
+def pending_apply_claim(
+    schema: PtahSchema, pending: PendingObservationStatus, *, stored: bool = True
+) -> Claim | None:
+    """The claim a pending observation keeps on the Apply Job it records.
+
+    The input fingerprint is no longer known (the Job's own must still be a digest),
+    and the epoch is the one the plan was made under.
+    """
+    if pending.plan is None:
+        return None
+    return Claim(
+        owner=Owner.of("PtahSchema", schema.metadata),
+        operation="Apply",
+        operation_id=pending.apply_operation_id,
+        epoch=pending.plan.execution_binding_id,
+        job_name=pending.apply_job_name,
+        snapshot=pending.admission_snapshot,
+        job_uid=pending.apply_job_uid,
+        plan=pending.plan,
+        stored=stored,
+    )
+
+
+def migration_claim(
+    migration: PtahMigration,
+    *,
+    built: Mapping[str, Any] | None = None,
+    stored: bool = True,
+    binding: ExecutionBindingStatus | None = None,
+) -> Claim | None:
+    """The claim a PtahMigration's ``status.activeOperation`` makes, or None."""
+    status = migration.status
+    operation = status.active_operation if status else None
+    if operation is None:
+        return None
+    return Claim(
+        owner=Owner.of("PtahMigration", migration.metadata),
+        operation=operation.type,
+        operation_id=operation.id,
+        epoch=operation.execution_binding_id,
+        job_name=operation.job_name,
+        snapshot=operation.admission_snapshot,
+        input_fingerprint=operation.input_fingerprint,
+        job_uid=operation.job_uid,
+        binding=binding,
+        built=built,
+        stored=stored,
+    )

@@ -1,0 +1,262 @@
+"""``match(job, claim)``: whether a Job is the one its claim built. Decided only here.
+
+Every reader asks this one predicate: the controller's read-back after the create,
+its adoption of a Job a stopped pass created, its supervision and cleanup, and the
+webhook when it admits the create, the cleanup TTL or a plan published from a Job.
+The webhook therefore refuses exactly the Jobs the controller would not recognize.
+
+The first check that fails names the verdict; the order is part of the contract,
+because tests and security reviewers read the sentence to learn what differed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobclaim._canonical import (
+    is_canonical_positive_int32,
+    is_clean_text,
+    is_digest,
+    is_epoch,
+    is_pinned_image,
+)
+from jobclaim.admission import snapshot_problem
+from jobclaim.api._base import API_VERSION
+from jobclaim.claim import CLEANUP_TTL_SECONDS, Claim
+from jobclaim.envelope import (
+    ANN_CONTROLLER_IMAGE,
+    ANN_CONTROLLER_REVISION,
+    ANN_EPOCH,
+    ANN_INPUT_FINGERPRINT,
+    ANN_OPERATION_ID,
+    ANN_PLAN_CONTENT_DIGEST,
+    ANN_PLAN_FINGERPRINT,
+    ANN_PTAH_VERSION,
+    ANN_SNAPSHOT_DIGEST,
+    ANN_STATE_VERSION,
+    COMPONENT,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_OPERATION,
+    LABEL_OPERATION_ID,
+    MANAGED_BY,
+    MUTATING_MARKS,
+    OWNER_LABEL,
+    claimed_metadata_problem,
+    operation_id_label_value,
+)
+from jobclaim.semantic import semantic_equal
+from jobclaim.template import (
+    generated_identity_problem,
+    template_digest,
+    without_generated_identity,
+)
+
+_SERVER_ASSIGNED: Final = ("uid", "resourceVersion", "generation", "creationTimestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Match, or the sentence naming the first thing that differs."""
+
+    matched: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.matched
+
+
+MATCH: Final = Verdict(True)
+
+
+def _refuse(reason: str) -> Verdict:
+    return Verdict(False, reason)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _claim_problem(claim: Claim) -> str | None:
+    owner = claim.owner
+    if owner.family is None or not (owner.namespace and owner.name and owner.uid):
+        return "the claim names no owner that dispatches Jobs"
+    if not claim.info.known:
+        # An operation type this code does not define is not read-only; accepting a
+        # Job for it would act on work nobody here can describe.
+        return "the claim names an operation this operator does not define"
+    if not (claim.operation and claim.operation_id and claim.job_name):
+        return "the claim names no operation or Job"
+    if not is_epoch(claim.epoch):
+        return "the claim names no execution epoch"
+    if claim.snapshot is None:
+        return "the claim's admission snapshot is invalid: the claim has none"
+    problem = snapshot_problem(claim.snapshot)
+    if problem:
+        return f"the claim's admission snapshot is invalid: {problem}"
+    return None
+
+
+def _owner_problem(metadata: Mapping[str, Any], claim: Claim) -> str | None:
+    refs = metadata.get("ownerReferences")
+    if not isinstance(refs, list) or len(refs) != 1:
+        return "the Job does not have exactly one owner"
+    ref = _map(refs[0])
+    owner = claim.owner
+    if (
+        ref.get("apiVersion") != API_VERSION
+        or ref.get("kind") != owner.kind
+        or ref.get("name") != owner.name
+        or ref.get("uid") != owner.uid
+        or ref.get("controller") is not True
+        or ref.get("blockOwnerDeletion") is not True
+    ):
+        return f"the Job's controller owner is not {owner.kind} {owner.name}"
+    return None
+
+
+def match(job: Mapping[str, Any] | None, claim: Claim) -> Verdict:
+    """Whether ``job`` is the Job ``claim`` reserved; the first difference otherwise."""
+    problem = _claim_problem(claim)
+    if problem:
+        return _refuse(problem)
+    metadata = _map(job.get("metadata")) if isinstance(job, Mapping) else {}
+    if job is None or not metadata.get("uid"):
+        return _refuse("the Job has no API-assigned identity")
+    if metadata.get("namespace") != claim.owner.namespace or metadata.get("name") != claim.job_name:
+        return _refuse("the Job's name or namespace is not the one the claim reserved")
+    if claim.job_uid and metadata.get("uid") != claim.job_uid:
+        return _refuse("the Job's UID is not the one the claim recorded")
+    problem = _owner_problem(metadata, claim)
+    if problem:
+        return _refuse(problem)
+    if claim.binding is not None and claim.epoch != claim.binding.epoch:
+        return _refuse("the claim was made under an execution epoch that is no longer in force")
+    if _map(metadata.get("annotations")).get(ANN_EPOCH) != claim.epoch:
+        return _refuse("the Job runs under another execution epoch than its claim")
+    problem = generated_identity_problem(job)
+    if problem:
+        return _refuse(problem)
+    normalized = without_generated_identity(job)
+    verdict = (
+        _against_rebuild(normalized, claim) if claim.built else _against_envelope(normalized, claim)
+    )
+    if not verdict:
+        return verdict
+    assert claim.snapshot is not None
+    template = _map(_map(normalized.get("spec")).get("template"))
+    if template_digest(template) != claim.snapshot.template_digest:
+        return _refuse("the Job's Pod template does not match the persisted admission snapshot")
+    return MATCH
+
+
+def _against_rebuild(job: Mapping[str, Any], claim: Claim) -> Verdict:
+    """Full-rebuild mode: the Job is exactly what the claim's inputs build today."""
+    assert claim.built is not None
+    built = without_generated_identity(claim.built)
+    metadata, built_metadata = _map(job.get("metadata")), _map(built.get("metadata"))
+    if metadata.get("labels") != built_metadata.get("labels") or metadata.get(
+        "annotations"
+    ) != built_metadata.get("annotations"):
+        return _refuse("the Job's labels or annotations are not the ones its claim builds")
+    if not claim.stored:
+        # A submitted Job carries nothing its claim did not build: a finalizer or an
+        # extra owner on create would change how the Job dies, which nobody reviewed.
+        scrubbed = {
+            k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED and k != "managedFields"
+        }
+        if scrubbed != built_metadata:
+            return _refuse("the Job's metadata is not the metadata its claim builds")
+    spec = dict(_map(job.get("spec")))
+    built_spec = _map(built.get("spec"))
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if claim.stored and ttl == CLEANUP_TTL_SECONDS:
+        # The one change allowed after the create: the cleanup TTL a harvest sets.
+        if "ttlSecondsAfterFinished" in built_spec:
+            spec["ttlSecondsAfterFinished"] = built_spec["ttlSecondsAfterFinished"]
+        else:
+            del spec["ttlSecondsAfterFinished"]
+    if not semantic_equal(spec, built_spec):
+        return _refuse("the Job's spec is not the one its claim builds")
+    return MATCH
+
+
+def manager_record_problem(annotations: Mapping[str, str]) -> str | None:
+    """Why the manager record a Job carries is ambiguous, or None.
+
+    The record is read from the Job itself (a later manager of the same binding may
+    have dispatched it), so each value must have exactly one reading.
+    """
+    if not is_pinned_image(annotations.get(ANN_CONTROLLER_IMAGE)):
+        return "the Job's controller image is not pinned by a lowercase SHA-256 digest"
+    revision = annotations.get(ANN_CONTROLLER_REVISION)
+    if not is_clean_text(revision):
+        return "the Job's controller revision is invalid: empty, padded, too long or not text"
+    if not is_canonical_positive_int32(annotations.get(ANN_STATE_VERSION)):
+        return "the Job's controller state version is not a canonical positive integer"
+    if not is_clean_text(annotations.get(ANN_PTAH_VERSION)):
+        return "the Job's data-plane version is empty or ambiguous"
+    return None
+
+
+def _against_envelope(job: Mapping[str, Any], claim: Claim) -> Verdict:
+    """Envelope mode: the inputs may have moved, so hold the Job to what the claim fixes."""
+    metadata = _map(job.get("metadata"))
+    labels: Mapping[str, str] = _map(metadata.get("labels"))
+    annotations: Mapping[str, str] = _map(metadata.get("annotations"))
+    family = claim.owner.family or ""
+    claimed_labels = {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: COMPONENT[family],
+        OWNER_LABEL[family]: claim.owner.name,
+        LABEL_OPERATION: claim.operation.lower(),
+        LABEL_OPERATION_ID: operation_id_label_value(claim.operation_id),
+    }
+    problem = claimed_metadata_problem(labels, claimed_labels)
+    if problem:
+        return _refuse(f"the Job's labels are not its claim's: {problem}")
+    problem = manager_record_problem(annotations)
+    if problem:
+        return _refuse(problem)
+    if claim.binding is not None and (
+        annotations.get(ANN_PTAH_VERSION) != claim.binding.ptah_version
+        or annotations.get(ANN_STATE_VERSION) != str(claim.binding.controller_state_version)
+    ):
+        return _refuse("the Job does not carry the versions of the execution binding in force")
+    fingerprint = claim.input_fingerprint or annotations.get(ANN_INPUT_FINGERPRINT, "")
+    if not is_digest(fingerprint):
+        return _refuse("the Job carries no input fingerprint its claim can accept")
+    assert claim.snapshot is not None
+    claimed = {
+        ANN_OPERATION_ID: claim.operation_id,
+        ANN_INPUT_FINGERPRINT: fingerprint,
+        ANN_EPOCH: claim.epoch,
+        ANN_SNAPSHOT_DIGEST: claim.snapshot.digest,
+        **{k: annotations[k] for k in (ANN_CONTROLLER_IMAGE, ANN_CONTROLLER_REVISION)},
+        ANN_STATE_VERSION: annotations[ANN_STATE_VERSION],
+        ANN_PTAH_VERSION: annotations[ANN_PTAH_VERSION],
+    }
+    plan = claim.plan
+    if plan is not None:
+        if (
+            not (plan.name and plan.uid)
+            or plan.execution_binding_id != claim.epoch
+            or plan.ptah_version != annotations[ANN_PTAH_VERSION]
+            or str(plan.controller_state_version) != annotations[ANN_STATE_VERSION]
+        ):
+            return _refuse("the Job does not carry the plan binding its claim runs")
+        claimed[ANN_PLAN_FINGERPRINT] = plan.fingerprint
+        claimed[ANN_PLAN_CONTENT_DIGEST] = plan.content_digest
+    if claim.mutating:
+        claimed.update(MUTATING_MARKS)
+    problem = claimed_metadata_problem(annotations, claimed)
+    if problem:
+        return _refuse(f"the Job's annotations are not its claim's: {problem}")
+    template_metadata = _map(_map(_map(job.get("spec")).get("template")).get("metadata"))
+    if _map(template_metadata.get("annotations")) != annotations:
+        return _refuse("the Job's Pod template annotations differ from the Job's")
+    if _map(template_metadata.get("labels")) != labels:
+        return _refuse("the Job's Pod template labels differ from the Job's")
+    return MATCH

@@ -1,0 +1,121 @@
+"""Comparing Kubernetes objects by what they mean, not how they are spelled.
+
+The API server rewrites some values on the way in (a quantity ``0.5`` comes back as
+``500m``), so a byte comparison would refuse a Job the controller itself created.
+Everything else is compared exactly, and an absent field is never equal to an empty
+one: ``nodeSelector: {}`` and no nodeSelector are different requests to the API.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any, Final
+
+_QUANTITY: Final = re.compile(
+    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+_BINARY: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# Maps whose values are quantities, and scalar keys that hold one.
+QUANTITY_MAPS: Final = frozenset({"limits", "requests", "overhead"})
+QUANTITY_SCALARS: Final = frozenset({"sizeLimit"})
+
+
+def quantity_value(text: str) -> Fraction | None:
+    """The exact value of a Kubernetes quantity, or None when ``text`` is not one."""
+    found = _QUANTITY.fullmatch(text)
+    if found is None:
+        return None
+    value = Fraction(found["number"])
+    suffix = found["suffix"] or ""
+    if suffix in _BINARY:
+        value *= 2 ** _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        value *= Fraction(10) ** _DECIMAL[suffix]
+    elif suffix:
+        value *= Fraction(10) ** int(suffix[1:])
+    return -value if found["sign"] == "-" else value
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_quantity(text: str) -> str:
+    """A spelling-free form of a quantity for digests: ``q:<numerator>/<denominator>``.
+
+    Text that is not a quantity is returned unchanged, so a malformed value still
+    changes the digest rather than being folded into a valid one.
+    """
+    value = quantity_value(text)
+    if value is None:
+        return text
+    return f"q:{value.numerator}/{value.denominator}"
+
+
+def _equal_quantities(left: Any, right: Any) -> bool:
+    if isinstance(left, str) and isinstance(right, str):
+        a, b = quantity_value(left), quantity_value(right)
+        return a is not None and a == b
+    return False
+
+
+def semantic_equal(left: Any, right: Any, *, key: str = "") -> bool:
+    """Equal by meaning: quantities by value, everything else exactly, absent != empty."""
+    if left == right:
+        return True
+    if isinstance(left, Mapping) and isinstance(right, Mapping):
+        if left.keys() != right.keys():
+            return False
+        if key in QUANTITY_MAPS:
+            return all(left[k] == right[k] or _equal_quantities(left[k], right[k]) for k in left)
+        return all(semantic_equal(left[k], right[k], key=k) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(
+            semantic_equal(a, b, key=key) for a, b in zip(left, right, strict=True)
+        )
+    if key in QUANTITY_SCALARS:
+        return _equal_quantities(left, right)
+    return False
+
+
+def _canonical_map(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: canonical_quantity(v) if isinstance(v, str) else v for k, v in value.items()}
+
+
+def _canonical_container(container: Any) -> Any:
+    if not isinstance(container, dict) or not isinstance(container.get("resources"), dict):
+        return container
+    resources = {k: _canonical_map(v) for k, v in container["resources"].items()}
+    return {**container, "resources": resources}
+
+
+def _canonical_volume(volume: Any) -> Any:
+    empty_dir = volume.get("emptyDir") if isinstance(volume, dict) else None
+    if not isinstance(empty_dir, dict) or not isinstance(empty_dir.get("sizeLimit"), str):
+        return volume
+    return {
+        **volume,
+        "emptyDir": {**empty_dir, "sizeLimit": canonical_quantity(empty_dir["sizeLimit"])},
+    }
+
+
+def pod_spec_with_canonical_quantities(spec: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of a Pod spec with every quantity in a spelling-free form.
+
+    Quantities live in exactly these places of a Pod spec: container and init
+    container resources, the RuntimeClass overhead and emptyDir size limits. Only
+    those paths are copied, which keeps the digest cheap enough to take per request.
+    """
+    out = dict(spec)
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        if isinstance(out.get(key), list):
+            out[key] = [_canonical_container(c) for c in out[key]]
+    if "overhead" in out:
+        out["overhead"] = _canonical_map(out["overhead"])
+    if isinstance(out.get("volumes"), list):
+        out["volumes"] = [_canonical_volume(v) for v in out["volumes"]]
+    return out

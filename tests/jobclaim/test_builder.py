@@ -1,0 +1,125 @@
+"""The builder: what every operation Job carries, and what it refuses to build."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jobclaim import BuildRefused, build_job, schema_job_inputs
+from jobclaim.api import PodMetadataSpec
+from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
+from tests.jobclaim.world import BINDING, MANAGER, OTHER_EPOCH, migration_world, schema_world
+
+
+def pod(job: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = job["spec"]["template"]["spec"]
+    return spec
+
+
+def test_one_pod_never_retried_and_no_ttl_on_create() -> None:
+    spec = schema_world().built["spec"]
+    assert spec["backoffLimit"] == 0
+    assert spec["parallelism"] == 1 and spec["completions"] == 1
+    assert spec["podReplacementPolicy"] == "Failed"
+    assert "ttlSecondsAfterFinished" not in spec
+    assert pod(schema_world().built)["restartPolicy"] == "Never"
+    assert spec["activeDeadlineSeconds"] == 900
+
+
+def test_the_pod_is_hardened() -> None:
+    spec = pod(schema_world().built)
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    for container in spec["containers"] + spec["initContainers"]:
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert security["runAsNonRoot"] is True
+
+
+def test_the_owner_is_the_one_controller() -> None:
+    refs = schema_world().built["metadata"]["ownerReferences"]
+    assert len(refs) == 1
+    assert refs[0]["controller"] is True and refs[0]["blockOwnerDeletion"] is True
+    assert refs[0]["kind"] == "PtahSchema" and refs[0]["uid"] == "schema-uid-1"
+
+
+@pytest.mark.parametrize(
+    ("world", "count", "marked"),
+    [
+        (lambda: schema_world("Apply"), 11, True),
+        (lambda: schema_world("Plan"), 8, False),
+        (lambda: migration_world("Apply"), 9, True),
+        (lambda: migration_world("History"), 8, False),
+    ],
+)
+def test_the_envelope_annotations(world: Any, count: int, marked: bool) -> None:
+    job = world().built
+    annotations = job["metadata"]["annotations"]
+    assert len(annotations) == count
+    assert set(ENVELOPE_KEYS) <= set(annotations)
+    assert (set(MUTATING_MARKS) <= set(annotations)) is marked
+    template = job["spec"]["template"]["metadata"]
+    assert template["annotations"] == annotations
+    assert template["labels"] == job["metadata"]["labels"]
+
+
+def test_an_apply_mounts_its_projections() -> None:
+    volumes = pod(schema_world("Apply").built)["volumes"]
+    names = [v["configMap"]["name"] for v in volumes if "configMap" in v]
+    plan = schema_world("Apply").resource.status.plan  # type: ignore[union-attr]
+    assert plan is not None
+    assert names == [f"{plan.name}-000", f"{plan.name}-001"]
+
+
+def test_the_database_url_comes_from_its_secret_only() -> None:
+    env = {e["name"]: e for e in pod(schema_world().built)["containers"][0]["env"]}
+    assert env["PTAH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "orders-db",
+        "key": "url",
+    }
+    assert "value" not in env["PTAH_DATABASE_URL"]
+
+
+def test_building_is_deterministic() -> None:
+    builds = [schema_world().built for _ in range(8)]
+    assert all(b == builds[0] for b in builds)
+
+
+def test_declared_pod_metadata_sits_under_the_envelope() -> None:
+    labels = schema_world().built["metadata"]["labels"]
+    assert labels["team"] == "shop"
+
+
+def _inputs(**changes: Any) -> Any:
+    world = schema_world()
+    assert world.resource.kind == "PtahSchema"
+    inputs = schema_job_inputs(world.resource, binding=BINDING, manager=MANAGER)  # type: ignore[arg-type]
+    return replace(inputs, **changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "sentence"),
+    [
+        ({"job_name": "ptah-apply-orders-0000000000000000"}, "persisted Job name is not"),
+        ({"epoch": OTHER_EPOCH}, "not the binding in force"),
+        ({"snapshot_digest": "sha256:short"}, "snapshot digest is not"),
+        ({"operation": "Vacuum"}, "not an operation this operator defines"),
+        ({"plan": None}, "without its plan"),
+        (
+            {"execution": None},
+            "declares the reserved key",
+        ),
+    ],
+)
+def test_the_builder_refuses_what_it_cannot_build(changes: dict[str, Any], sentence: str) -> None:
+    if changes.get("execution", 1) is None:
+        execution = schema_world().resource.spec.execution.model_copy(
+            update={"pod_metadata": PodMetadataSpec(labels={"job-name": "x"})}
+        )
+        changes = {"execution": execution}
+    with pytest.raises(BuildRefused, match=sentence):
+        build_job(_inputs(**changes))

@@ -1,0 +1,90 @@
+"""The API models decode strictly and speak Kubernetes' camelCase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from jobclaim.api import KINDS, PtahMigration, PtahSchema, to_wire_name
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_decodes_as_its_kind(path: Path) -> None:
+    for document in yaml.safe_load_all(path.read_text()):
+        model = KINDS[document["kind"]]
+        decoded = model.model_validate(document)
+        assert decoded.to_wire()["kind"] == document["kind"]
+
+
+@pytest.mark.parametrize(
+    ("name", "wire"),
+    [
+        ("job_uid", "jobUID"),
+        ("operation_id", "operationID"),
+        ("id", "id"),
+        ("execution_binding_id", "executionBindingID"),
+        ("dispatch_started", "dispatchStarted"),
+        ("mutation_request_uid", "mutationRequestUID"),
+    ],
+)
+def test_wire_names(name: str, wire: str) -> None:
+    assert to_wire_name(name) == wire
+
+
+def _schema() -> dict[str, object]:
+    loaded: dict[str, object] = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
+    return loaded
+
+
+def test_an_unknown_field_is_refused_not_dropped() -> None:
+    document = _schema()
+    document["spec"]["surprise"] = True  # type: ignore[index]
+    with pytest.raises(ValidationError, match="surprise"):
+        PtahSchema.model_validate(document)
+
+
+def test_a_target_names_exactly_one_realm() -> None:
+    document = _schema()
+    document["spec"]["target"]["realmRef"] = {"name": "r"}  # type: ignore[index]
+    with pytest.raises(ValidationError, match="exactly one of coordinationKey and realmRef"):
+        PtahSchema.model_validate(document)
+
+
+def test_status_records_round_trip_with_their_wire_names() -> None:
+    document = {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahMigration",
+        "metadata": {"name": "m", "namespace": "n"},
+        "spec": {
+            "target": {
+                "engine": "MySQL",
+                "coordinationKey": "k",
+                "urlFrom": {"name": "s", "key": "url"},
+            },
+            "artifact": {"ociRef": "r/x:1"},
+        },
+        "status": {
+            "unresolvedRun": {
+                "outcome": "Unknown",
+                "operationID": "op",
+                "jobName": "j",
+                "recordedAt": "2026-12-02T12:00:00Z",
+            },
+            "pendingLockRelease": {
+                "coordinationDigest": "sha256:" + "0" * 64,
+                "operationID": "op",
+                "leaseDurationSeconds": 1020,
+                "leaseEpoch": "v1-" + "0" * 32,
+            },
+        },
+    }
+    decoded = PtahMigration.model_validate(document)
+    assert decoded.to_wire()["status"] == {
+        **document["status"],  # type: ignore[dict-item]
+        "conditions": [],
+    }

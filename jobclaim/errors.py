@@ -1,8 +1,9 @@
 """The operator's error hierarchy, rooted here because every package imports jobclaim.
 
     PtahError
-     └── InvalidInput        an input a name, digest, snapshot or Job cannot be formed from
-          └── BuildRefused   the builder will not build a Job from this claim
+     ├── InvalidInput        an input a name, digest, snapshot or Job cannot be formed from
+     │    └── BuildRefused   the builder will not build a Job from this claim
+     └── ApiError            a failed API call (see jobclaim.apiserver for the tree)
 
 Messages are lower-case sentences saying what is wrong; callers prefix context.
 """

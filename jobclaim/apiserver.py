@@ -1,0 +1,229 @@
+"""The API boundary both sides read and write through: resources, errors, protocols.
+
+The controller and the webhook each receive an object implementing these protocols:
+the real adapter (the one module that imports the ``kubernetes`` client) in
+production, the in-memory double in tests. Defining the boundary here, beside the
+contract, keeps one error hierarchy for both: a webhook that mapped a failed read
+differently from the controller would allow what the controller refuses.
+
+    PtahError
+     └── ApiError                   the API server answered, or could not be reached
+          ├── NotFound              404
+          ├── Conflict              409 on a stale resourceVersion or precondition
+          ├── AlreadyExists         409 on create: something stands under the name
+          ├── Refused               refused before storing: 400/401/403/422/429, or an
+          │                         admission webhook that failed closed
+          ├── Invalid(Refused)      422: the object does not validate
+          └── Unavailable           timeouts, connection errors, other 5xx: the write
+                                    may or may not have happened
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
+
+from jobclaim.api._base import GROUP, VERSION
+from jobclaim.errors import PtahError
+
+Object = dict[str, Any]
+
+
+class ApiError(PtahError):
+    """Any failed API call. ``status`` is the HTTP code when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class AlreadyExists(ApiError):
+    pass
+
+
+class Refused(ApiError):
+    """The API server refused the request before storing anything."""
+
+
+class Invalid(Refused):
+    pass
+
+
+class Unavailable(ApiError):
+    """No answer, or an answer that does not say whether the write happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One REST resource: enough to build its URL and to name it in a sentence."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    has_status: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+JOBS: Final = Resource("batch", "v1", "jobs", "Job", has_status=True)
+PODS: Final = Resource("", "v1", "pods", "Pod", has_status=True)
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+SERVICEACCOUNTS: Final = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+LIMITRANGES: Final = Resource("", "v1", "limitranges", "LimitRange")
+EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event")
+NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+RUNTIMECLASSES: Final = Resource(
+    "node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False
+)
+PRIORITYCLASSES: Final = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+
+
+def _ptah(plural: str, kind: str, *, has_status: bool = True) -> Resource:
+    return Resource(GROUP, VERSION, plural, kind, has_status=has_status)
+
+
+PTAHSCHEMAS: Final = _ptah("ptahschemas", "PtahSchema")
+PTAHSCHEMAPLANS: Final = _ptah("ptahschemaplans", "PtahSchemaPlan")
+PTAHSCHEMAAPPROVALS: Final = _ptah("ptahschemaapprovals", "PtahSchemaApproval")
+PTAHMIGRATIONS: Final = _ptah("ptahmigrations", "PtahMigration")
+PTAHMIGRATIONPLANS: Final = _ptah("ptahmigrationplans", "PtahMigrationPlan", has_status=False)
+PTAHMIGRATIONAPPROVALS: Final = _ptah("ptahmigrationapprovals", "PtahMigrationApproval")
+PTAHMIGRATIONRUNACKNOWLEDGMENTS: Final = _ptah(
+    "ptahmigrationrunacknowledgments", "PtahMigrationRunAcknowledgment"
+)
+
+PTAH_RESOURCES: Final = (
+    PTAHSCHEMAS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHMIGRATIONS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+)
+BY_KIND: Final[Mapping[str, Resource]] = {
+    r.kind: r
+    for r in (
+        JOBS,
+        PODS,
+        CONFIGMAPS,
+        SERVICEACCOUNTS,
+        LIMITRANGES,
+        EVENTS,
+        NAMESPACES,
+        LEASES,
+        RUNTIMECLASSES,
+        PRIORITYCLASSES,
+        *PTAH_RESOURCES,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+    object: Object
+
+
+class ApiReader(Protocol):
+    """Uncached reads. Every decision reads through this, never through a cache."""
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        """The object as stored; raises NotFound, or Unavailable when it cannot say."""
+        ...
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: Mapping[str, str] | None = None,
+    ) -> list[Object]: ...
+
+
+class ApiClient(ApiReader, Protocol):
+    """Reads and writes. Writes return the object as stored after the write."""
+
+    def create(self, resource: Resource, namespace: str | None, obj: Object) -> Object: ...
+
+    def replace(self, resource: Resource, namespace: str | None, obj: Object) -> Object:
+        """Whole-object update guarded by ``metadata.resourceVersion`` (409 if stale)."""
+        ...
+
+    def patch_metadata(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        metadata: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> Object:
+        """JSON merge patch of ``metadata`` (labels, annotations, finalizers)."""
+        ...
+
+    def patch_spec(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> Object:
+        """JSON merge patch of ``spec`` (a Job's cleanup TTL)."""
+        ...
+
+    def patch_status(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str,
+    ) -> Object:
+        """Replace ``status`` through the status subresource, only at ``resource_version``."""
+        ...
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: Literal["Foreground", "Background", "Orphan"] = "Background",
+    ) -> None: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[WatchEvent]:
+        """Change notifications; they only trigger work, decisions read uncached."""
+        ...
+
+    def read_pod_log(
+        self, namespace: str, name: str, *, container: str, limit_bytes: int
+    ) -> str: ...

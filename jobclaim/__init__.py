@@ -44,6 +44,7 @@ from jobclaim.operations import (
     operation_info,
     schema_operation,
 )
+from jobclaim.projection import build_projection, chunk_problem, projection_problem
 from jobclaim.template import template_digest
 
 __all__ = [
@@ -62,7 +63,9 @@ __all__ = [
     "Verdict",
     "annotations_for",
     "build_job",
+    "build_projection",
     "canonical_json",
+    "chunk_problem",
     "coordination_digest",
     "digest_of",
     "is_digest",
@@ -82,6 +85,7 @@ __all__ = [
     "pending_apply_claim",
     "plan_name",
     "projection_names",
+    "projection_problem",
     "schema_claim",
     "schema_job_inputs",
     "schema_operation",

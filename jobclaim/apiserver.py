@@ -101,6 +101,7 @@ def _ptah(plural: str, kind: str, *, has_status: bool = True) -> Resource:
 
 PTAHSCHEMAS: Final = _ptah("ptahschemas", "PtahSchema")
 PTAHSCHEMAPLANS: Final = _ptah("ptahschemaplans", "PtahSchemaPlan")
+PTAHSCHEMAPLANCHUNKS: Final = _ptah("ptahschemaplanchunks", "PtahSchemaPlanChunk", has_status=False)
 PTAHSCHEMAAPPROVALS: Final = _ptah("ptahschemaapprovals", "PtahSchemaApproval")
 PTAHMIGRATIONS: Final = _ptah("ptahmigrations", "PtahMigration")
 PTAHMIGRATIONPLANS: Final = _ptah("ptahmigrationplans", "PtahMigrationPlan", has_status=False)
@@ -112,6 +113,7 @@ PTAHMIGRATIONRUNACKNOWLEDGMENTS: Final = _ptah(
 PTAH_RESOURCES: Final = (
     PTAHSCHEMAS,
     PTAHSCHEMAPLANS,
+    PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAAPPROVALS,
     PTAHMIGRATIONS,
     PTAHMIGRATIONPLANS,

@@ -34,6 +34,7 @@ from jobclaim.api.schema import (
     PtahSchema,
     PtahSchemaApproval,
     PtahSchemaPlan,
+    PtahSchemaPlanChunk,
     PtahSchemaSpec,
     PtahSchemaStatus,
 )
@@ -43,6 +44,7 @@ from jobclaim.api.snapshot import AdmissionSnapshot
 KINDS = {
     "PtahSchema": PtahSchema,
     "PtahSchemaPlan": PtahSchemaPlan,
+    "PtahSchemaPlanChunk": PtahSchemaPlanChunk,
     "PtahSchemaApproval": PtahSchemaApproval,
     "PtahMigration": PtahMigration,
     "PtahMigrationPlan": PtahMigrationPlan,
@@ -83,6 +85,7 @@ __all__ = [
     "PtahSchema",
     "PtahSchemaApproval",
     "PtahSchemaPlan",
+    "PtahSchemaPlanChunk",
     "PtahSchemaSpec",
     "PtahSchemaStatus",
     "ResolvedMigrationRunStatus",

@@ -238,6 +238,24 @@ class PtahSchemaPlan(WireModel):
     status: PtahSchemaPlanStatus | None = None
 
 
+class PtahSchemaPlanChunkSpec(WireModel):
+    """One verified slice of a plan's statements, owned by the plan."""
+
+    plan_ref: ObjectReference
+    index: int = Field(ge=0, lt=16)
+    # Base64 of at most 512 KiB of plan bytes.
+    data: str = Field(min_length=1, max_length=699_052)
+    digest: Digest
+    size: int = Field(ge=1, le=512 * 1024)
+
+
+class PtahSchemaPlanChunk(WireModel):
+    api_version: Literal["operator.ptah.run/v1alpha1"] = "operator.ptah.run/v1alpha1"
+    kind: Literal["PtahSchemaPlanChunk"] = "PtahSchemaPlanChunk"
+    metadata: ObjectMeta
+    spec: PtahSchemaPlanChunkSpec
+
+
 class ApprovalStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
 

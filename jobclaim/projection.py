@@ -1,0 +1,86 @@
+"""Plan projections: the ConfigMaps a schema Apply Pod reads its plan from.
+
+The Apply Pod holds no Kubernetes credential and the kubelet mounts no custom
+resource, so the controller copies each verified chunk into an immutable ConfigMap
+of the same name, owned by the plan. The controller builds them here and the webhook
+holds a submitted one to the same builder, so neither accepts bytes the other would
+not have written.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Final
+
+from jobclaim._canonical import sha256_digest
+from jobclaim.api._base import API_VERSION
+from jobclaim.api.schema import PlanChunk
+from jobclaim.envelope import PREFIX
+
+CHUNK_KEY: Final = "chunk"
+LABEL_PLAN: Final = PREFIX + "plan"
+LABEL_SCHEMA: Final = PREFIX + "schema"
+_SERVER_ASSIGNED: Final = ("uid", "resourceVersion", "generation", "creationTimestamp")
+
+
+def chunk_problem(chunk: PlanChunk, data: bytes) -> str | None:
+    """Why ``data`` is not the chunk the plan recorded, or None."""
+    if len(data) != chunk.size:
+        return f"chunk {chunk.name} holds {len(data)} bytes, the plan recorded {chunk.size}"
+    if sha256_digest(data) != chunk.digest:
+        return f"chunk {chunk.name} does not have the digest the plan recorded"
+    return None
+
+
+def build_projection(
+    *,
+    namespace: str,
+    schema_name: str,
+    plan_name: str,
+    plan_uid: str,
+    chunk: PlanChunk,
+    data: bytes,
+) -> dict[str, Any]:
+    """The immutable ConfigMap that carries one chunk to the Apply Pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": chunk.name,
+            "namespace": namespace,
+            "labels": {LABEL_PLAN: plan_name, LABEL_SCHEMA: schema_name},
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "PtahSchemaPlan",
+                    "name": plan_name,
+                    "uid": plan_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        # Immutable, so a projection the Pod mounts cannot change under a running Apply.
+        "immutable": True,
+        "binaryData": {CHUNK_KEY: base64.b64encode(data).decode("ascii")},
+    }
+
+
+def projection_problem(candidate: Mapping[str, Any], expected: Mapping[str, Any]) -> str | None:
+    """Why a stored or submitted projection is not the one the plan builds, or None.
+
+    Server-assigned metadata is ignored; everything else must be exactly equal.
+    """
+    metadata = candidate.get("metadata")
+    if not isinstance(metadata, dict):
+        return "the projection has no metadata"
+    scrubbed = {k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED}
+    scrubbed.pop("managedFields", None)
+    if scrubbed != expected["metadata"]:
+        return "the projection's metadata is not the one its plan builds"
+    rest = {k: v for k, v in candidate.items() if k != "metadata"}
+    wanted = {k: v for k, v in expected.items() if k != "metadata"}
+    if rest != wanted:
+        return "the projection's contents are not the plan's chunk bytes"
+    return None

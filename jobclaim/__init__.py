@@ -24,6 +24,7 @@ from jobclaim.claim import (
     schema_claim,
 )
 from jobclaim.errors import BuildRefused, InvalidInput, PtahError
+from jobclaim.livejob import Finished, finished, manager_record_of
 from jobclaim.match import MATCH, Verdict, manager_record_problem, match
 from jobclaim.naming import (
     coordination_digest,
@@ -44,6 +45,13 @@ from jobclaim.operations import (
     operation_info,
     schema_operation,
 )
+from jobclaim.plans import (
+    PLAN_CONTRACT_VERSION,
+    SchemaPlanContent,
+    build_migration_plan,
+    build_schema_plan,
+    published_plan_problem,
+)
 from jobclaim.projection import build_projection, chunk_problem, projection_problem
 from jobclaim.template import template_digest
 
@@ -51,23 +59,29 @@ __all__ = [
     "CLEANUP_TTL_SECONDS",
     "MATCH",
     "MIGRATION_OPERATIONS",
+    "PLAN_CONTRACT_VERSION",
     "SCHEMA_OPERATIONS",
     "BuildRefused",
     "Claim",
+    "Finished",
     "InvalidInput",
     "JobInputs",
     "LockRule",
     "OperationInfo",
     "Owner",
     "PtahError",
+    "SchemaPlanContent",
     "Verdict",
     "annotations_for",
     "build_job",
+    "build_migration_plan",
     "build_projection",
+    "build_schema_plan",
     "canonical_json",
     "chunk_problem",
     "coordination_digest",
     "digest_of",
+    "finished",
     "is_digest",
     "is_dns_label",
     "is_epoch",
@@ -75,6 +89,7 @@ __all__ = [
     "labels_for",
     "lease_holder",
     "lease_name",
+    "manager_record_of",
     "manager_record_problem",
     "match",
     "migration_claim",
@@ -86,6 +101,7 @@ __all__ = [
     "plan_name",
     "projection_names",
     "projection_problem",
+    "published_plan_problem",
     "schema_claim",
     "schema_job_inputs",
     "schema_operation",

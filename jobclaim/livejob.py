@@ -1,0 +1,77 @@
+"""What a reader takes from a live Job besides its match: who dispatched it, and whether
+it has finished.
+
+Both sides need the same answers. The controller adopts a Job another manager of the
+same binding created, so it rebuilds that Job with the manager record the Job itself
+carries; the webhook rebuilds a submitted Job the same way. A reader that took the
+record from elsewhere (its own image, say) would refuse every Job a previous replica
+dispatched, and a reader that took it loosely would rebuild a Job nobody can name.
+Whether a Job has finished decides when its cleanup TTL may be set and whether a Plan
+Job's result may be published, on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from jobclaim._canonical import is_pinned_image
+from jobclaim.api.common import ManagerRecord
+from jobclaim.builder import RUNNER_CONTAINER
+from jobclaim.envelope import ANN_CONTROLLER_IMAGE, ANN_CONTROLLER_REVISION
+from jobclaim.errors import InvalidInput
+from jobclaim.match import manager_record_problem
+
+Finished = Literal["Complete", "Failed"]
+_FINISHED: Final = ("Failed", "Complete")
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def manager_record_of(job: Mapping[str, Any]) -> ManagerRecord:
+    """The manager record a Job carries: its controller image and revision, its runner.
+
+    Raises ``InvalidInput`` with the sentence ``match`` would give when a value has
+    more than one reading. The record binds nothing by itself: the admission snapshot's
+    template digest pins every value taken here, so a rebuild from a forged record
+    fails the match it is made for.
+    """
+    annotations: Mapping[str, Any] = _map(_map(job.get("metadata")).get("annotations"))
+    problem = manager_record_problem(annotations)
+    if problem:
+        raise InvalidInput(problem)
+    pod = _map(_map(_map(job.get("spec")).get("template")).get("spec"))
+    containers = pod.get("containers")
+    runners = [
+        c
+        for c in (containers if isinstance(containers, list) else [])
+        if isinstance(c, dict) and c.get("name") == RUNNER_CONTAINER
+    ]
+    if len(runners) != 1 or not is_pinned_image(runners[0].get("image")):
+        raise InvalidInput("the Job's runner image is not pinned by a lowercase SHA-256 digest")
+    return ManagerRecord(
+        controller_image=annotations[ANN_CONTROLLER_IMAGE],
+        controller_revision=annotations[ANN_CONTROLLER_REVISION],
+        runner_image=runners[0]["image"],
+    )
+
+
+def finished(job: Mapping[str, Any]) -> Finished | None:
+    """``Failed`` or ``Complete`` once the Job controller says so, else None.
+
+    Only a condition whose status is exactly ``"True"`` counts: a Job still running
+    may carry ``Complete`` as ``"False"``. Failed wins over Complete, so a Job that
+    somehow carries both is never read as a success.
+    """
+    conditions = _map(job.get("status")).get("conditions")
+    true = {
+        c.get("type")
+        for c in (conditions if isinstance(conditions, list) else [])
+        if isinstance(c, dict) and c.get("status") == "True"
+    }
+    for kind in _FINISHED:
+        if kind in true:
+            return "Failed" if kind == "Failed" else "Complete"
+    return None

@@ -1,1 +1,84 @@
-"""certs."""
+"""Certificates for the webhook: issue them, rotate them without an outage, serve them live.
+
+The webhook server serves over a reloading TLS context::
+
+    tls = certs.ReloadingTLS("/certs/tls.crt", "/certs/tls.key")
+    await certs.serve(app, tls, host="0.0.0.0", port=8443)
+
+and a rotation is driven by `certs.Rotator(directory, bundles).run()`, where
+`bundles` is any `certs.WebhookBundles` (in memory, a JSON file, or Kubernetes).
+"""
+
+from certs._authority import (
+    BACKDATE,
+    DEFAULT_CA_VALIDITY,
+    DEFAULT_SERVING_VALIDITY,
+    CertifiedKey,
+    bundle_fingerprints,
+    fingerprint,
+    generate_ca,
+    is_issued_by,
+    issue_serving_certificate,
+    load_certificate,
+    load_certificates,
+    load_private_key,
+    service_dns_names,
+    subject_alt_names,
+    verify_serving_chain,
+)
+from certs._bundles import (
+    FileBundles,
+    InMemoryBundles,
+    WebhookBundles,
+)
+from certs._errors import (
+    CertificateError,
+    InvalidCertificateError,
+    KeyMismatchError,
+    RotationError,
+    StateFileError,
+)
+from certs._files import (
+    CA_CERT,
+    CA_KEY,
+    STATE_FILE,
+    TLS_CERT,
+    TLS_KEY,
+    DirectoryContents,
+    atomic_write,
+    read_directory,
+)
+
+__all__ = [
+    "BACKDATE",
+    "CA_CERT",
+    "CA_KEY",
+    "DEFAULT_CA_VALIDITY",
+    "DEFAULT_SERVING_VALIDITY",
+    "STATE_FILE",
+    "TLS_CERT",
+    "TLS_KEY",
+    "CertificateError",
+    "CertifiedKey",
+    "DirectoryContents",
+    "FileBundles",
+    "InMemoryBundles",
+    "InvalidCertificateError",
+    "KeyMismatchError",
+    "RotationError",
+    "StateFileError",
+    "WebhookBundles",
+    "atomic_write",
+    "bundle_fingerprints",
+    "fingerprint",
+    "generate_ca",
+    "is_issued_by",
+    "issue_serving_certificate",
+    "load_certificate",
+    "load_certificates",
+    "load_private_key",
+    "read_directory",
+    "service_dns_names",
+    "subject_alt_names",
+    "verify_serving_chain",
+]

@@ -26,11 +26,7 @@ from certs._authority import (
     subject_alt_names,
     verify_serving_chain,
 )
-from certs._bundles import (
-    FileBundles,
-    InMemoryBundles,
-    WebhookBundles,
-)
+from certs._bundles import FileBundles, InMemoryBundles, WebhookBundles
 from certs._errors import (
     CertificateError,
     InvalidCertificateError,
@@ -64,11 +60,14 @@ from certs._rotation import (
     WriteRecord,
     decide,
 )
-from certs._rotator import (
-    Clock,
-    RotationResult,
-    Rotator,
-    SystemClock,
+from certs._rotator import Clock, RotationResult, Rotator, SystemClock
+from certs._serving import (
+    DEFAULT_RELOAD_INTERVAL,
+    ReloadingTLS,
+    build_uvicorn_server,
+    fetch_served_certificate,
+    serve,
+    serve_reloading,
 )
 
 __all__ = [
@@ -76,6 +75,7 @@ __all__ = [
     "CA_CERT",
     "CA_KEY",
     "DEFAULT_CA_VALIDITY",
+    "DEFAULT_RELOAD_INTERVAL",
     "DEFAULT_SERVING_VALIDITY",
     "STATE_FILE",
     "TLS_CERT",
@@ -95,6 +95,7 @@ __all__ = [
     "Observation",
     "Phase",
     "PublishBundle",
+    "ReloadingTLS",
     "RotationError",
     "RotationPolicy",
     "RotationRecord",
@@ -108,8 +109,10 @@ __all__ = [
     "WriteFile",
     "WriteRecord",
     "atomic_write",
+    "build_uvicorn_server",
     "bundle_fingerprints",
     "decide",
+    "fetch_served_certificate",
     "fingerprint",
     "generate_ca",
     "is_issued_by",
@@ -118,6 +121,8 @@ __all__ = [
     "load_certificates",
     "load_private_key",
     "read_directory",
+    "serve",
+    "serve_reloading",
     "service_dns_names",
     "subject_alt_names",
     "verify_serving_chain",

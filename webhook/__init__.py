@@ -1,1 +1,48 @@
-"""webhook."""
+"""The validating admission webhook: what the operator's manager, and anyone else, may
+write, judged by the same ``jobclaim`` rules the controller acts by.
+
+Public surface::
+
+    engine = Engine(reader, Settings(manager_username=...))
+    outcome = engine.decide("controller-write", body)   # -> Outcome (decision, body)
+    app = create_app(engine, ...)                         # the FastAPI app
+    explain(body, objects)                                # offline rule trail
+
+Endpoints: ``POST /validate-controller-write``, ``POST /validate-manager-state``,
+``GET /healthz``, ``/readyz``, ``/metrics``.
+"""
+
+from webhook.engine import Engine, Outcome
+from webhook.explain import StateReader, explain, load_objects
+from webhook.rules import (
+    ALLOWED_MESSAGE,
+    CONTROLLER_WRITE,
+    DEFAULT_MANAGER_USERNAME,
+    ENDPOINT_PATHS,
+    MANAGER_STATE,
+    REGISTRY,
+    Decision,
+    Endpoint,
+    Refusal,
+    Rule,
+    Settings,
+)
+
+__all__ = [
+    "ALLOWED_MESSAGE",
+    "CONTROLLER_WRITE",
+    "DEFAULT_MANAGER_USERNAME",
+    "ENDPOINT_PATHS",
+    "MANAGER_STATE",
+    "REGISTRY",
+    "Decision",
+    "Endpoint",
+    "Engine",
+    "Outcome",
+    "Refusal",
+    "Rule",
+    "Settings",
+    "StateReader",
+    "explain",
+    "load_objects",
+]

@@ -1,0 +1,351 @@
+"""Who may write on the controller-write route, which writes exist, and the strict,
+complete decoding of the review: a real API server's request is judged, a malformed
+one is a 400 naming its field, and nothing malformed is ever admitted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from jobclaim.apiserver import JOBS
+from tests.webhook.scenes import (
+    Obj,
+    Scene,
+    decide,
+    job_cleanup,
+    job_create,
+    migration_plan_create,
+    projection_create,
+    schema_plan_create,
+)
+from tests.webhook.tables import Row, expect, unchanged
+from webhook import controllerwrite as cw
+from webhook import objects, review
+
+MANAGER = "system:serviceaccount:ptah-system:ptah-operator"
+
+
+def job(scene: Scene) -> Obj:
+    assert scene.obj is not None
+    return scene.obj
+
+
+def user(name: str, *groups: str) -> Any:
+    def change(scene: Scene) -> None:
+        scene.username, scene.groups = name, groups
+
+    return change
+
+
+def request(**fields: Any) -> Any:
+    return lambda scene: scene.extra.update(fields)
+
+
+def deleting_request(scene: Scene) -> None:
+    scene.operation, scene.old, scene.obj = "DELETE", scene.obj, None
+
+
+def as_operation(operation: str) -> Any:
+    def change(scene: Scene) -> None:
+        scene.operation = operation
+        if operation == "UPDATE":
+            scene.old = scene.obj
+
+    return change
+
+
+IDENTITY_ROWS = [
+    Row("the manager creating its claim's Job", unchanged, None),
+    Row("a person", user("jane@example.com"), cw.NOT_MANAGER),
+    Row("an administrator in system:masters", user("admin", "system:masters"), cw.NOT_MANAGER),
+    Row(
+        "another service account of the manager's namespace",
+        user("system:serviceaccount:ptah-system:default", "system:serviceaccounts:ptah-system"),
+        cw.NOT_MANAGER,
+    ),
+    Row("the manager's name padded", user(MANAGER + " "), cw.NOT_MANAGER),
+    Row("the manager's name in capitals", user(MANAGER.upper()), cw.NOT_MANAGER),
+    Row("the manager, without its groups", user(MANAGER), None),
+    Row("a subresource", lambda s: setattr(s, "subresource", "status"), cw.SUBRESOURCE),
+    Row("a request subresource", request(requestSubResource="status"), cw.SUBRESOURCE),
+    Row(
+        "a Secret",
+        request(resource={"group": "", "version": "v1", "resource": "secrets"}),
+        cw.OUTSIDE,
+        "v1/secrets",
+    ),
+    Row(
+        "a PtahSchema",
+        request(
+            resource={
+                "group": "operator.ptah.run",
+                "version": "v1alpha1",
+                "resource": "ptahschemas",
+            }
+        ),
+        cw.OUTSIDE,
+    ),
+    Row(
+        "Jobs of another version",
+        request(resource={"group": "batch", "version": "v2", "resource": "jobs"}),
+        cw.OUTSIDE,
+    ),
+    Row("a Job delete", deleting_request, cw.JOB_VERBS, "DELETE"),
+    Row("a Job connect", as_operation("CONNECT"), cw.JOB_VERBS, "CONNECT"),
+]
+
+
+@pytest.mark.parametrize("row", IDENTITY_ROWS, ids=str)
+def test_only_the_manager_and_only_the_contracted_writes(row: Row) -> None:
+    expect(row, job_create("schema", "Plan"))
+
+
+@pytest.mark.parametrize(
+    ("scene", "operation", "refusal"),
+    [
+        (projection_create, "UPDATE", cw.CONFIGMAP_VERBS),
+        (schema_plan_create, "UPDATE", cw.SCHEMA_PLAN_VERBS),
+        (migration_plan_create, "UPDATE", cw.MIGRATION_PLAN_VERBS),
+    ],
+)
+def test_every_other_verb_is_refused_by_name(scene: Any, operation: str, refusal: Any) -> None:
+    expect(Row(operation, as_operation(operation), refusal, operation), scene())
+
+
+def renamed(scene: Scene) -> None:
+    scene.extra["name"] = "ptah-plan-something-else"
+
+
+DECODING_ROWS = [
+    Row(
+        "the exact Job, with status {} as the API server sends it",
+        lambda s: job(s).update(status={}),
+        None,
+    ),
+    Row(
+        "a review of another kind",
+        request(kind={"group": "", "version": "v1", "kind": "ConfigMap"}),
+        objects.KIND_MISMATCH,
+    ),
+    Row(
+        "a request converted from another version",
+        request(requestKind={"group": "batch", "version": "v1beta1", "kind": "Job"}),
+        objects.CONVERTED,
+    ),
+    Row(
+        "a request made against an equivalent resource",
+        request(requestResource={"group": "extensions", "version": "v1", "resource": "jobs"}),
+        objects.CONVERTED,
+    ),
+    Row("a request naming another object", renamed, objects.NOT_NAMED),
+    Row("a request in another namespace", request(namespace="elsewhere"), objects.NOT_NAMED),
+    Row("a request with no name", request(name=""), objects.NOT_NAMED),
+    Row(
+        "an object of another apiVersion",
+        lambda s: job(s).update(apiVersion="batch/v2"),
+        objects.OBJECT_KIND,
+        "request.object is not a Job of batch/v1",
+    ),
+    Row(
+        "a create carrying an oldObject",
+        lambda s: setattr(s, "old", s.obj),
+        objects.CREATE_WITH_OLD,
+    ),
+    Row(
+        "a Job with an unknown top-level field",
+        lambda s: job(s).update(shadow=1),
+        objects.UNDECODABLE,
+        "shadow",
+    ),
+    Row(
+        "a Job whose spec is not an object",
+        lambda s: job(s).update(spec=[]),
+        objects.UNDECODABLE,
+        "spec",
+    ),
+    Row(
+        "a label that is not a string",
+        lambda s: job(s)["metadata"]["labels"].update(team=1),
+        objects.UNDECODABLE,
+        "request.object.metadata.labels.team",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", DECODING_ROWS, ids=str)
+def test_the_object_is_the_one_the_request_names_decoded_strictly(row: Row) -> None:
+    expect(row, job_create("schema", "Plan"))
+
+
+def test_a_create_without_an_object_is_malformed() -> None:
+    scene = job_create("schema", "Plan")
+    body = scene.review()
+    body["request"]["object"] = None
+    outcome = judge_raw(json.dumps(body).encode())
+    assert (outcome.http_status, outcome.decision.message) == (
+        400,
+        "the create request carries no object",
+    )
+
+
+# -- the review itself ---------------------------------------------------------------------
+
+
+def judge_raw(body: bytes) -> Any:
+    return decide(_RawScene(body))
+
+
+class _RawScene(Scene):
+    def __init__(self, body: bytes) -> None:
+        base = job_create("schema", "Plan")
+        super().__init__(**{k: getattr(base, k) for k in base.__dataclass_fields__})
+        self._raw = body
+
+    def body(self) -> bytes:
+        return self._raw
+
+
+def base_review() -> Obj:
+    return job_create("schema", "Plan").review()
+
+
+def minimal(review_body: Obj) -> Obj:
+    """What an API server that omits every empty field sends."""
+    request_body = review_body["request"]
+    for optional in ("requestKind", "requestResource", "dryRun", "options", "oldObject"):
+        del request_body[optional]
+    request_body["userInfo"] = {"username": request_body["userInfo"]["username"]}
+    for gv in (request_body["kind"], request_body["resource"]):
+        if gv["group"] == "":
+            del gv["group"]
+    return review_body
+
+
+def test_a_real_request_with_every_field_is_judged() -> None:
+    outcome = judge_raw(json.dumps(base_review()).encode())
+    assert outcome.decision.allowed
+    assert outcome.body()["response"]["uid"] == base_review()["request"]["uid"]
+
+
+def test_a_real_request_omitting_empty_fields_is_judged() -> None:
+    assert judge_raw(json.dumps(minimal(base_review())).encode()).decision.allowed
+    core = projection_create()
+    assert decide(_Body(core, minimal(core.review()))).decision.allowed
+
+
+def at(path: str, value: Any) -> Any:
+    def change(body: Obj) -> None:
+        target = body
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target[part]
+        target[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (at("shadow", 1), "unknown field shadow"),
+        (at("request.shadow", 1), "unknown field request.shadow"),
+        (at("request.userInfo.shadow", 1), "unknown field request.userInfo.shadow"),
+        (at("request.kind.shadow", 1), "unknown field request.kind.shadow"),
+        (at("request.options.shadow", 1), "unknown field request.options.shadow"),
+        (
+            at("request.options.preconditions", {"uid": "u", "x": 1}),
+            "request.options.preconditions.x",
+        ),
+        (at("request.dryRun", "false"), "request.dryRun: input should be a valid boolean"),
+        (at("request.operation", "PATCH"), "request.operation"),
+        (at("apiVersion", "admission.k8s.io/v1beta1"), "apiVersion"),
+        (at("request.userInfo.extra", {"k": "not-a-list"}), "request.userInfo.extra.k"),
+    ],
+)
+def test_an_unknown_or_mistyped_review_field_is_a_400_naming_it(change: Any, field: str) -> None:
+    body = base_review()
+    change(body)
+    outcome = judge_raw(json.dumps(body).encode())
+    assert (outcome.http_status, outcome.decision.allowed) == (400, False)
+    assert field in outcome.decision.message
+    assert outcome.body()["response"]["uid"] == body["request"]["uid"]
+
+
+def duplicated(text: str, key: str, occurrence: int = 0) -> str:
+    """``text`` with its ``occurrence``-th ``"key":`` pair written twice."""
+    marker = f'"{key}": '
+    start = -1
+    for _ in range(occurrence + 1):
+        start = text.index(marker, start + 1)
+    return text[:start] + f'{marker}"shadow", ' + text[start:]
+
+
+@pytest.mark.parametrize(
+    ("key", "occurrence", "path"),
+    [
+        ("apiVersion", 0, "duplicate field apiVersion"),
+        ("uid", 0, "duplicate field request.uid"),
+        ("username", 0, "duplicate field request.userInfo.username"),
+        ("image", 0, "duplicate field request.object.spec.template.spec.containers[0].image"),
+        ("serviceAccountName", 0, "duplicate field request.object.spec.template.spec"),
+    ],
+)
+def test_a_duplicate_key_anywhere_is_a_400_naming_it(key: str, occurrence: int, path: str) -> None:
+    text = duplicated(json.dumps(base_review()), key, occurrence)
+    outcome = judge_raw(text.encode())
+    assert (outcome.http_status, outcome.decision.allowed) == (400, False)
+    assert outcome.decision.message.startswith(path), outcome.decision.message
+
+
+@pytest.mark.parametrize(
+    ("body", "refusal"),
+    [
+        (b"", review.NOT_JSON),
+        (b"{", review.NOT_JSON),
+        (b'{"apiVersion": NaN}', review.NOT_JSON),
+        (b"\xff\xfe\x00", review.NOT_JSON),
+        (b"[" * 100_000 + b"]" * 100_000, review.TOO_DEEP),
+        (b" " * (review.MAX_BODY_BYTES + 1), review.TOO_LARGE),
+        (b"[]", review.NOT_A_REVIEW),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', review.NOT_A_REVIEW),
+    ],
+)
+def test_what_is_not_a_review_is_a_400(body: bytes, refusal: Any) -> None:
+    outcome = judge_raw(body)
+    assert (outcome.http_status, outcome.decision.allowed) == (400, False)
+    assert outcome.decision.message.startswith(refusal.template.split("{")[0])
+
+
+def test_a_review_without_a_request_uid_is_a_400() -> None:
+    body = base_review()
+    body["request"]["uid"] = ""
+    outcome = judge_raw(json.dumps(body).encode())
+    assert (outcome.http_status, outcome.decision.message) == (400, review.NO_UID.template)
+
+
+def test_an_update_sent_for_a_patch_is_judged_as_an_update() -> None:
+    """A PATCH reaches admission as UPDATE with the options of an update."""
+    scene = job_cleanup("schema", "Plan")
+    body = scene.review()
+    body["request"]["options"] = {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "UpdateOptions",
+        "fieldManager": "ptah-operator",
+        "fieldValidation": "Strict",
+    }
+    assert decide(_Body(scene, body)).decision.allowed
+
+
+class _Body(Scene):
+    def __init__(self, base: Scene, body: Obj) -> None:
+        super().__init__(**{k: getattr(base, k) for k in base.__dataclass_fields__})
+        self._body = body
+
+    def body(self) -> bytes:
+        return json.dumps(self._body).encode()
+
+
+def test_the_jobs_route_is_the_batch_v1_resource() -> None:
+    assert cw.ROUTES[("batch", "v1", "jobs")].resource == JOBS

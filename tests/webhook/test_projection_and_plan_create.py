@@ -1,0 +1,316 @@
+"""ConfigMap, PtahSchemaPlan and PtahMigrationPlan CREATE: a projection only while its
+Apply can still be dispatched, a plan only as its claim recomputes it."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from tests.jobclaim.world import BINDING, NOW, OTHER_EPOCH
+from tests.webhook.scenes import (
+    Obj,
+    Scene,
+    change_owner,
+    migration_plan_create,
+    projection_create,
+    schema_plan_create,
+    with_claim,
+    with_status,
+    world_of,
+)
+from tests.webhook.tables import Row, expect, unchanged
+from webhook import objects, plans, projections
+
+
+def candidate(scene: Scene) -> Obj:
+    assert scene.obj is not None
+    return scene.obj
+
+
+def claim(**changes: Any) -> Any:
+    return lambda scene: change_owner(scene, lambda owner: with_claim(owner, **changes))
+
+
+def status(**changes: Any) -> Any:
+    return lambda scene: change_owner(scene, lambda owner: with_status(owner, **changes))
+
+
+def stored(kind: str, change: Any) -> Any:
+    def apply(scene: Scene) -> None:
+        for obj in scene.objects:
+            if obj["kind"] == kind:
+                change(obj)
+
+    return apply
+
+
+def remove(kind: str) -> Any:
+    def apply(scene: Scene) -> None:
+        scene.objects = [o for o in scene.objects if o["kind"] != kind]
+
+    return apply
+
+
+def deleting(obj: Obj) -> None:
+    obj["metadata"].update(deletionTimestamp=NOW, finalizers=["example.com/hold"])
+
+
+def plan_record(**changes: Any) -> Any:
+    def apply(scene: Scene) -> None:
+        owner: Any = world_of(scene)
+        change_owner(
+            scene, lambda o: with_status(o, plan=owner.status.plan.model_copy(update=changes))
+        )
+
+    return apply
+
+
+PROJECTION_ROWS = [
+    Row("the projection of the Apply about to be dispatched", unchanged, None),
+    Row("the same projection as a dry run", lambda s: setattr(s, "dry_run", True), None),
+    Row(
+        "a projection after the dispatch mark",
+        claim(dispatch_started=True),
+        projections.NOT_DISPATCHABLE,
+    ),
+    Row(
+        "a projection for an Apply with a Job",
+        claim(job_uid="job-uid"),
+        projections.NOT_DISPATCHABLE,
+    ),
+    Row("a projection for a Plan claim", claim(type="Plan"), projections.NOT_DISPATCHABLE),
+    Row("a projection with no claim", status(active_operation=None), projections.NOT_DISPATCHABLE),
+    Row("a projection with no plan in status", status(plan=None), projections.NOT_DISPATCHABLE),
+    Row(
+        "status records another plan",
+        plan_record(fingerprint="sha256:" + "0" * 64),
+        projections.NOT_RECORDED,
+        "fingerprint differs",
+    ),
+    Row(
+        "a plan being deleted",
+        stored("PtahSchemaPlan", deleting),
+        objects.OWNER_DELETING,
+        "plan projection",
+    ),
+    Row(
+        "a plan owned by nobody",
+        stored("PtahSchemaPlan", lambda o: o["metadata"].pop("ownerReferences")),
+        objects.NO_OWNER,
+        "the plan does not have one exact PtahSchema controller owner",
+    ),
+    Row(
+        "a plan bound to another schema",
+        stored("PtahSchemaPlan", lambda o: o["spec"]["schemaRef"].update(uid="other")),
+        projections.PLAN_NOT_BOUND,
+    ),
+    Row("a schema being deleted", stored("PtahSchema", deleting), objects.OWNER_DELETING, "plan's"),
+    Row("a plan that is gone", remove("PtahSchemaPlan"), objects.OWNER_MISSING),
+    Row(
+        "a projection owned by a replaced plan",
+        lambda s: candidate(s)["metadata"]["ownerReferences"][0].update(uid="replaced"),
+        objects.OWNER_REPLACED,
+    ),
+    Row(
+        "a name the plan does not list",
+        lambda s: candidate(s)["metadata"].update(name="ptah-plan-other-000"),
+        projections.NOT_LISTED,
+    ),
+    Row(
+        "a mutable projection",
+        lambda s: candidate(s).update(immutable=False),
+        projections.NOT_IMMUTABLE,
+    ),
+    Row(
+        "other bytes",
+        lambda s: candidate(s)["binaryData"].update(
+            chunk=base64.b64encode(b"DROP TABLE a;").decode()
+        ),
+        projections.NOT_THE_CHUNK,
+        "holds 13 bytes",
+    ),
+    Row(
+        "bytes of the same size and another digest",
+        lambda s: candidate(s)["binaryData"].update(
+            chunk=base64.b64encode(
+                b"X" + base64.b64decode(candidate(s)["binaryData"]["chunk"])[1:]
+            ).decode()
+        ),
+        projections.NOT_THE_CHUNK,
+        "does not have the digest the plan recorded",
+    ),
+    Row(
+        "a chunk that is not base64",
+        lambda s: candidate(s)["binaryData"].update(chunk="%%%"),
+        projections.NOT_THE_CHUNK,
+        "not base64",
+    ),
+    Row(
+        "a string data key beside the chunk",
+        lambda s: candidate(s).update(data={"init.sql": "DROP TABLE a;"}),
+        projections.NOT_THE_CHUNK,
+        "contents are not the plan's chunk bytes",
+    ),
+    Row(
+        "an extra label",
+        lambda s: candidate(s)["metadata"]["labels"].update(extra="1"),
+        projections.NOT_THE_CHUNK,
+        "metadata is not the one its plan builds",
+    ),
+    Row(
+        "an unknown top-level field",
+        lambda s: candidate(s).update(shadow={}),
+        objects.UNDECODABLE,
+        "unknown field shadow",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", PROJECTION_ROWS, ids=str)
+def test_a_projection_is_admitted_only_before_the_dispatch_mark_and_exactly(row: Row) -> None:
+    expect(row, projection_create())
+
+
+def test_every_chunk_of_the_plan_has_its_projection_admitted() -> None:
+    expect(Row("the second chunk", unchanged, None), projection_create(1))
+
+
+def job(change: Any) -> Any:
+    return stored("Job", change)
+
+
+SCHEMA_PLAN_ROWS = [
+    Row("the plan the harvested Plan Job publishes", unchanged, None),
+    Row("no active Plan claim", status(active_operation=None), plans.NOT_PUBLISHING),
+    Row("a Plan claim with no Job recorded", claim(job_uid=None), plans.NOT_PUBLISHING),
+    Row("an Apply claim", claim(type="Apply"), plans.NOT_PUBLISHING),
+    Row("no binding recorded", status(execution_binding=None), plans.NO_BINDING),
+    Row("the Plan Job is gone", remove("Job"), plans.SOURCE_MISSING),
+    Row(
+        "a Plan Job the claim did not record",
+        job(lambda j: j["metadata"].update(uid="other-uid")),
+        plans.SOURCE_NOT_HARVESTED,
+    ),
+    Row(
+        "a failed Plan Job",
+        job(lambda j: j["status"]["conditions"][0].update(type="Failed")),
+        plans.SOURCE_NOT_HARVESTED,
+    ),
+    Row("a Plan Job still running", job(lambda j: j.update(status={})), plans.SOURCE_NOT_HARVESTED),
+    Row(
+        "a Plan Job not yet harvested",
+        job(lambda j: j["spec"].pop("ttlSecondsAfterFinished")),
+        plans.SOURCE_NOT_HARVESTED,
+    ),
+    Row(
+        "a Plan Job with a digest-less controller image",
+        job(
+            lambda j: j["metadata"]["annotations"].update(
+                {"operator.ptah.run/controller-image": "ptah:latest"}
+            )
+        ),
+        plans.SOURCE_RECORD,
+    ),
+    Row(
+        "a Plan Job changed after its create",
+        job(lambda j: j["spec"].update(activeDeadlineSeconds=86400)),
+        plans.SOURCE_OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a binding rotated after the claim",
+        status(execution_binding=BINDING.model_copy(update={"epoch": OTHER_EPOCH})),
+        plans.SOURCE_REBUILD,
+    ),
+    Row(
+        "another executor image",
+        lambda s: candidate(s)["spec"].update(executorImage="x.example.com/p@sha256:" + "0" * 64),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.executorImage",
+    ),
+    Row(
+        "another manager recorded",
+        lambda s: candidate(s)["spec"]["dispatchedBy"].update(controllerRevision="r9"),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.dispatchedBy",
+    ),
+    Row(
+        "a fingerprint not recomputed",
+        lambda s: candidate(s)["spec"].update(fingerprint="sha256:" + "0" * 64),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.fingerprint",
+    ),
+    Row(
+        "more statements than the fingerprint covers",
+        lambda s: candidate(s)["spec"].update(statementCount=99),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+    ),
+    Row(
+        "a chunk index skipped",
+        lambda s: candidate(s)["spec"]["chunks"][1].update(index=2),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+    ),
+    Row(
+        "an extra label",
+        lambda s: candidate(s)["metadata"]["labels"].update(extra="1"),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "metadata",
+    ),
+    Row("a schema being deleted", stored("PtahSchema", deleting), objects.OWNER_DELETING),
+    Row(
+        "an unknown spec field",
+        lambda s: candidate(s)["spec"].update(shadow=1),
+        objects.UNDECODABLE,
+        "unknown field request.object.spec.shadow",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", SCHEMA_PLAN_ROWS, ids=str)
+def test_a_schema_plan_is_only_the_harvested_plan_jobs_rebuild(row: Row) -> None:
+    expect(row, schema_plan_create())
+
+
+def history(**changes: Any) -> Any:
+    def apply(scene: Scene) -> None:
+        owner: Any = world_of(scene)
+        changed = owner.status.history.model_copy(update=changes)
+        change_owner(scene, lambda o: with_status(o, history=changed))
+
+    return apply
+
+
+MIGRATION_PLAN_ROWS = [
+    Row("the plan the recorded History reading derives", unchanged, None),
+    Row(
+        "a sequence longer than the reading found",
+        history(pending_count=1),
+        plans.MIGRATION_PLAN_NOT_REBUILT,
+        "holds 2 migrations, the history reading found 1 pending",
+    ),
+    Row(
+        "another history fingerprint",
+        lambda s: candidate(s)["spec"].update(historyFingerprint="sha256:" + "0" * 64),
+        plans.MIGRATION_PLAN_NOT_REBUILT,
+        "spec.historyFingerprint",
+    ),
+    Row(
+        "no reading recorded", status(history=None), plans.MIGRATION_PLAN_NOT_REBUILT, "no history"
+    ),
+    Row(
+        "no artifact recorded", status(artifact=None), plans.MIGRATION_PLAN_NOT_REBUILT, "artifact"
+    ),
+    Row(
+        "a migration digest swapped",
+        lambda s: candidate(s)["spec"]["migrations"][0].update(digest="sha256:" + "0" * 64),
+        plans.MIGRATION_PLAN_NOT_REBUILT,
+    ),
+    Row("a migration being deleted", stored("PtahMigration", deleting), objects.OWNER_DELETING),
+]
+
+
+@pytest.mark.parametrize("row", MIGRATION_PLAN_ROWS, ids=str)
+def test_a_migration_plan_is_only_the_recorded_readings_rebuild(row: Row) -> None:
+    expect(row, migration_plan_create())

@@ -1,0 +1,110 @@
+"""The HTTP surface: two validating endpoints, health, readiness and metrics.
+
+The handlers are the thin edge of the shell. They take the raw body (the engine
+decodes it strictly itself; FastAPI's own model binding would drop unknown fields and
+keep one of two duplicates), run the decision in a worker thread because the reader
+blocks on the API server, then log, count and answer. A handler that fails after all
+of that still answers a refusing AdmissionReview: nothing here can turn an exception
+into "allowed".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from webhook.engine import Engine, Outcome
+from webhook.observability import Metrics, log_decision
+from webhook.review import MAX_BODY_BYTES, response
+from webhook.rules import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Endpoint
+
+METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+Readiness = Callable[[], Sequence[str]]
+
+_log = logging.getLogger("webhook.app")
+
+
+def _json(body: object, status: int) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def create_app(
+    engine: Engine,
+    *,
+    readiness: Readiness | None = None,
+    metrics: Metrics | None = None,
+    decision_logger: logging.Logger | None = None,
+) -> FastAPI:
+    """The webhook app. ``readiness`` lists what is not ready (empty when ready)."""
+    app = FastAPI(
+        title="ptah-operator admission webhook",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    counters = metrics or Metrics()
+    app.state.metrics = counters
+    app.state.engine = engine
+
+    async def judge(endpoint: Endpoint, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await _bounded_body(request)
+            outcome: Outcome = await run_in_threadpool(engine.decide, endpoint, body)
+            seconds = time.perf_counter() - started
+            log_decision(endpoint, outcome, seconds, decision_logger)
+            counters.observe(endpoint, outcome, seconds)
+            return _json(outcome.body(), outcome.http_status)
+        except Exception:
+            # Logging or counting failed, or the body could not be read: still a refusal.
+            _log.exception("the %s handler failed; the request is refused", endpoint)
+            failed = response("", allowed=False, code=500, message="the webhook failed")
+            return _json(failed, 500)
+
+    @app.post(ENDPOINT_PATHS[CONTROLLER_WRITE])
+    async def controller_write(request: Request) -> Response:
+        return await judge(CONTROLLER_WRITE, request)
+
+    @app.post(ENDPOINT_PATHS[MANAGER_STATE])
+    async def manager_state(request: Request) -> Response:
+        return await judge(MANAGER_STATE, request)
+
+    @app.get("/healthz")
+    async def healthz() -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    @app.get("/readyz")
+    async def readyz() -> PlainTextResponse:
+        problems = list(await run_in_threadpool(readiness)) if readiness else []
+        if problems:
+            return PlainTextResponse("not ready: " + "; ".join(problems) + "\n", status_code=503)
+        return PlainTextResponse("ok")
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(counters.render(), media_type=METRICS_CONTENT_TYPE)
+
+    return app
+
+
+async def _bounded_body(request: Request) -> bytes:
+    """The request body, read no further than a review can be long.
+
+    Oversized bodies are cut one byte past the limit, so the engine still answers
+    "too large" with a 400 without this process buffering whatever a client sends.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            break
+    return b"".join(chunks)[: MAX_BODY_BYTES + 1]

@@ -1,0 +1,158 @@
+"""The imperative shell around the rules: decode, drive the reads, map every ending.
+
+A rule yields the keys it needs and the engine reads them through the ``ApiReader``
+(uncached; several keys of one batch concurrently), sends the answers back, and takes
+the rule's Decision. Every way a request can end is mapped here and nowhere else:
+
+    admitted                       200, allowed
+    refused by a rule              200, not allowed, status 403 and the sentence
+    malformed review or object     HTTP 400
+    a read failed                  HTTP 500 (the API server then fails closed)
+    anything else (a defect)       HTTP 500
+
+Only a rule that *returned* an allowing Decision allows. An exception anywhere, the
+reader's included, ends in one of the refusing rows, so no path answers "allowed"
+after something went wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from jobclaim.apiserver import ApiReader, NotFound
+from webhook.controllerwrite import judge_controller_write
+from webhook.managerstate import judge_manager_state
+from webhook.objects import DEFECT, READ_FAILED, READS
+from webhook.review import AdmissionRequest, parse_review, response
+from webhook.rules import (
+    CONTROLLER_WRITE,
+    MANAGER_STATE,
+    Decision,
+    Denied,
+    Endpoint,
+    Fetched,
+    Judgement,
+    Key,
+    Malformed,
+    Object,
+    Settings,
+)
+
+JUDGES: Final[Mapping[str, Callable[[AdmissionRequest, Settings], Judgement]]] = {
+    CONTROLLER_WRITE: judge_controller_write,
+    MANAGER_STATE: judge_manager_state,
+}
+# A schema Apply reads at most 16 projections in one batch.
+MAX_CONCURRENT_READS: Final = 16
+
+
+class ReadFailed(Exception):
+    def __init__(self, key: Key, error: BaseException) -> None:
+        super().__init__(f"{key}: {error}")
+        self.key = key
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One request's ending: the decision and enough of the request to log it."""
+
+    decision: Decision
+    uid: str
+    request: AdmissionRequest | None
+
+    @property
+    def http_status(self) -> int:
+        # A refusal is a well-formed answer; only malformed requests and failures are
+        # HTTP errors, which the API server treats as a failed call.
+        return 200 if self.decision.code in (200, 403) else self.decision.code
+
+    def body(self) -> Object:
+        d = self.decision
+        return response(self.uid, allowed=d.allowed, code=d.code, message=d.message)
+
+
+class Engine:
+    """Judges reviews for one endpoint set, reading through one uncached reader."""
+
+    def __init__(self, reader: ApiReader, settings: Settings | None = None) -> None:
+        self.reader = reader
+        self.settings = settings or Settings()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def decide(self, endpoint: Endpoint, body: bytes) -> Outcome:
+        """Judge one raw review body posted to ``endpoint``."""
+        try:
+            review = parse_review(body)
+        except Malformed as malformed:
+            decision = Decision(False, 400, malformed.rule, malformed.message)
+            return Outcome(decision, malformed.uid, None)
+        except Exception as error:  # a defect in decoding: still never "allowed"
+            return Outcome(_defect(error), "", None)
+        request = review.request
+        return Outcome(self.judge(endpoint, request), request.uid, request)
+
+    def judge(self, endpoint: Endpoint, request: AdmissionRequest) -> Decision:
+        """Run the endpoint's rule for a decoded request to its Decision."""
+        try:
+            judgement = JUDGES[endpoint](request, self.settings)
+            return run(judgement, self.read)
+        except Exception as error:
+            return _defect(error)
+
+    def read(self, keys: Iterable[Key]) -> Fetched:
+        """Read each key directly; None for NotFound, ``ReadFailed`` for anything else."""
+        unique = list(dict.fromkeys(keys))
+        if len(unique) <= 1:
+            return {key: self._read_one(key) for key in unique}
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(MAX_CONCURRENT_READS, thread_name_prefix="webhook-read")
+        return dict(zip(unique, self._pool.map(self._read_one, unique), strict=True))
+
+    def _read_one(self, key: Key) -> Object | None:
+        try:
+            return self.reader.get(key.resource, key.namespace, key.name)
+        except NotFound:
+            return None
+        except Exception as error:
+            # Every failure of the reader counts: a client bug that raised something
+            # other than ApiError has still not told us what the API server holds.
+            raise ReadFailed(key, error) from error
+
+
+def run(judgement: Judgement, read: Callable[[Iterable[Key]], Fetched]) -> Decision:
+    """Drive one rule to its Decision, sending it what ``read`` answers for each batch."""
+    try:
+        keys = next(judgement)
+        while True:
+            fetched = read(keys)
+            keys = judgement.send(fetched)
+    except StopIteration as done:
+        decision = done.value
+    except Denied as denied:
+        return denied.decision
+    except Malformed as malformed:
+        return Decision(False, 400, malformed.rule, malformed.message)
+    except ReadFailed as failed:
+        judgement.close()
+        message = READ_FAILED.sentence(key=failed.key, error=_describe(failed.error))
+        return Decision(False, 500, READS.id, message)
+    if not isinstance(decision, Decision) or (decision.allowed and decision.code != 200):
+        raise TypeError(f"a rule ended with {decision!r}, which is not an allowing Decision")
+    return decision
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text[:1].lower() + text[1:]
+
+
+def _defect(error: BaseException) -> Decision:
+    return Decision(False, 500, READS.id, DEFECT.sentence(error=_describe(error)))

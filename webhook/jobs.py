@@ -1,0 +1,191 @@
+"""Job CREATE: only the Job the active claim reserved, exactly as the builder builds it.
+
+The controller creates a Job once per claim, after the claim, the admission snapshot
+and (for a mutating claim) the dispatch mark are durable. This rule admits exactly
+that create: the owner is read uncached, its ``status.activeOperation`` must name this
+Job and hold no UID yet, and the Job is rebuilt with ``jobclaim.build_job`` from the
+claim's own inputs and held to the rebuild with ``jobclaim.match`` (submitted mode,
+with the execution binding in force). The webhook and the controller therefore ask
+the same predicate about the same rebuild: the webhook cannot admit a Job the
+controller would refuse to adopt, and a compromised manager cannot create one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from jobclaim import (
+    BuildRefused,
+    InvalidInput,
+    build_job,
+    manager_record_of,
+    match,
+    migration_claim,
+    migration_job_inputs,
+    operation_info,
+    schema_claim,
+    schema_job_inputs,
+)
+from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
+from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
+from webhook.objects import Candidate, configmap_key, read_owner, stored
+from webhook.projections import plan_record_problem, projection_mismatch
+from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Reads, Trail, read, rule
+
+JOB_CREATE: Final = rule(
+    "job-create",
+    (CONTROLLER_WRITE,),
+    "Job CREATE: only the Job the active claim reserved, exactly as its claim builds it",
+    description="""
+    The owner named by the Job's one controller reference is read directly from the
+    API server. Its status.activeOperation must name this Job and hold no UID yet (a
+    claim holding a UID already has its Job: a second create is the double run the
+    lifecycle exists to prevent), and a mutating claim must have written
+    dispatchStarted first, so that every create is covered by the durable mark. The
+    Job is rebuilt with jobclaim.build_job from the claim's inputs, the execution
+    binding in force and the manager record the Job itself carries (the admission
+    snapshot's template digest pins that record), and must pass jobclaim.match
+    against the rebuild in submitted mode. A schema Apply's plan and every projection
+    ConfigMap are re-read: the plan must be the one status.plan records and each
+    projection exactly its chunk's bytes, because the Job mounts them by name. A
+    migration Apply reads the plan its claim references for the sequence it expects.
+    """,
+    admits="the one create of the Job the active claim reserved, built by jobclaim.build_job",
+)
+NOT_RESERVED: Final = JOB_CREATE.refuses(
+    "the Job does not match a not-yet-created active operation"
+)
+NOT_MARKED: Final = JOB_CREATE.refuses(
+    "the mutating claim has not written dispatchStarted before its one create"
+)
+NO_BINDING: Final = JOB_CREATE.refuses("the {kind} records no execution binding in force")
+NO_RECORD: Final = JOB_CREATE.refuses("the Job's manager record cannot be read: {reason}")
+NO_PLAN: Final = JOB_CREATE.refuses("the Apply claim names no plan")
+PLAN_MISSING: Final = JOB_CREATE.refuses("the Apply's plan {key} does not exist")
+PLAN_NOT_RECORDED: Final = JOB_CREATE.refuses(
+    "the Apply's plan {key} is not the plan its claim records: {reason}"
+)
+PROJECTION_MISSING: Final = JOB_CREATE.refuses("the Apply's plan projection {key} does not exist")
+PROJECTION_WRONG: Final = JOB_CREATE.refuses(
+    "the Apply's plan projection {key} is not its plan's chunk: {reason}"
+)
+CANNOT_REBUILD: Final = JOB_CREATE.refuses(
+    "the active operation cannot reconstruct the submitted Job: {reason}"
+)
+OUTSIDE_INTENT: Final = JOB_CREATE.refuses(
+    "the Job is outside the active operation intent: {reason}"
+)
+
+OWNERS: Final = {"PtahSchema": PtahSchema, "PtahMigration": PtahMigration}
+
+
+def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
+    trail.enter(JOB_CREATE)
+    owner = yield from read_owner(found.meta, OWNERS, what="Job", trail=trail)
+    if not isinstance(owner, PtahSchema | PtahMigration):
+        raise TypeError(f"a Job owner decoded as {type(owner).__name__}")
+    status = owner.status
+    operation = status.active_operation if status else None
+    if operation is None or operation.job_name != found.name or operation.job_uid:
+        raise trail.deny(NOT_RESERVED)
+    trail.passed(f"status.activeOperation reserves {found.name} and holds no UID yet")
+    family = "schema" if isinstance(owner, PtahSchema) else "migration"
+    if operation_info(family, operation.type).mutating and not operation.dispatch_started:
+        raise trail.deny(NOT_MARKED)
+    binding = status.execution_binding if status else None
+    if binding is None:
+        raise trail.deny(NO_BINDING, kind=owner.kind)
+    try:
+        record = manager_record_of(found.raw)
+    except InvalidInput as error:
+        raise trail.deny(NO_RECORD, reason=str(error)) from error
+    snapshot = operation.admission_snapshot
+    digest = snapshot.digest if snapshot else None
+    try:
+        if isinstance(owner, PtahSchema):
+            yield from _hold_schema_plan(owner, trail)
+            inputs = schema_job_inputs(
+                owner, binding=binding, manager=record, snapshot_digest=digest
+            )
+        else:
+            sequence = yield from _migration_sequence(owner, trail)
+            inputs = migration_job_inputs(
+                owner,
+                binding=binding,
+                manager=record,
+                expected_sequence=sequence,
+                snapshot_digest=digest,
+            )
+        built = build_job(inputs)
+    except (BuildRefused, InvalidInput) as error:
+        raise trail.deny(CANNOT_REBUILD, reason=str(error)) from error
+    trail.passed("rebuilt with jobclaim.build_job from the claim and the binding in force")
+    if isinstance(owner, PtahSchema):
+        claim = schema_claim(owner, built=built, stored=False, binding=binding)
+    else:
+        claim = migration_claim(owner, built=built, stored=False, binding=binding)
+    if claim is None:
+        raise TypeError("a claim vanished between two reads of one decoded owner")
+    verdict = match(found.raw, claim)
+    if not verdict:
+        raise trail.deny(OUTSIDE_INTENT, reason=verdict.reason)
+    trail.passed("jobclaim.match: the Job is its claim's (submitted, binding in force)")
+    return trail.allow()
+
+
+def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
+    """For a schema Apply, re-read the plan and every projection and hold them to it.
+
+    Returns without reading for any other operation, or when status.plan is missing
+    (the builder then refuses the Apply with its own sentence).
+    """
+    status = schema.status
+    operation = status.active_operation if status else None
+    record = status.plan if status else None
+    if operation is None or operation.type != "Apply" or record is None:
+        return
+    namespace = schema.metadata.namespace or ""
+    key = Key(PTAHSCHEMAPLANS, namespace, record.name)
+    fetched = yield from read(key)
+    plan = stored(fetched, key, PtahSchemaPlan, trail)
+    if plan is None:
+        raise trail.deny(PLAN_MISSING, key=key)
+    problem = plan_record_problem(plan, record)
+    if problem:
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
+    keys = [configmap_key(namespace, chunk.name) for chunk in plan.spec.chunks]
+    # One batch: the shell reads up to 16 projections concurrently.
+    projections = yield from read(*keys)
+    for chunk, chunk_key in zip(plan.spec.chunks, keys, strict=True):
+        raw = projections.get(chunk_key)
+        if raw is None:
+            raise trail.deny(PROJECTION_MISSING, key=chunk_key)
+        problem = projection_mismatch(raw, plan, chunk)
+        if problem:
+            raise trail.deny(PROJECTION_WRONG, key=chunk_key, reason=problem)
+    trail.passed(f"plan {key} and its {len(keys)} projections hold the recorded bytes")
+
+
+def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[str, ...]]:
+    """For a migration Apply, the sequence its referenced plan expects; () otherwise."""
+    status = migration.status
+    operation = status.active_operation if status else None
+    if operation is None or operation.type != "Apply":
+        return ()
+    ref = operation.plan_ref
+    if ref is None:
+        raise trail.deny(NO_PLAN)
+    key = Key(PTAHMIGRATIONPLANS, migration.metadata.namespace or "", ref.name)
+    fetched = yield from read(key)
+    plan = stored(fetched, key, PtahMigrationPlan, trail)
+    if plan is None:
+        raise trail.deny(PLAN_MISSING, key=key)
+    owner = plan.spec.migration_ref
+    if plan.metadata.uid != ref.uid:
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="its UID differs")
+    if (owner.name, owner.uid) != (migration.metadata.name, migration.metadata.uid):
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it belongs to another migration")
+    if plan.spec.execution_binding_id != operation.execution_binding_id:
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it was made under another epoch")
+    trail.passed(f"plan {key} is the one the claim references")
+    return tuple(entry.version for entry in plan.spec.migrations)

@@ -1,0 +1,260 @@
+"""AdmissionReview v1 exactly: strict, complete decoding and the three answers.
+
+Complete, because refusing a real API server's request as malformed blocks every
+write the webhook is registered for: a real request carries ``options``, ``dryRun``,
+``userInfo.uid`` and ``userInfo.extra``, the ``request*`` triple, omits empty fields
+and sends a PATCH as an UPDATE with ``oldObject``. Strict, because a field this code
+does not know may carry a meaning it does not judge, and a duplicate key is read
+differently by different JSON parsers: the API server's Go decoder keeps the last
+value, a reviewer's tool may show the first. Either is answered with HTTP 400 naming
+the field, never with a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from webhook.rules import CONTROLLER_WRITE, MANAGER_STATE, Malformed, rule
+
+DECODING: Final = rule(
+    "decoding",
+    (CONTROLLER_WRITE, MANAGER_STATE),
+    "Strict decoding of the review and the objects in it",
+    description="""
+    The AdmissionReview v1 is decoded completely and strictly: every field a real API
+    server sends is modelled, and an unknown or duplicated field anywhere in the review
+    is answered with HTTP 400 naming the field. A duplicate key is read differently by
+    different JSON parsers (the API server keeps the last value), so the webhook would
+    otherwise judge an object the API server does not store. The objects inside are
+    decoded strictly too, and must be the kind, namespace and name the request names;
+    a create carrying an oldObject or a status is not a create this contract knows.
+    Dry-run requests are judged exactly like real ones.
+    """,
+    admits="nothing by itself: a decoded request goes on to the rules of its endpoint",
+)
+TOO_LARGE: Final = DECODING.refuses("the review body exceeds {limit} bytes", code=400)
+NOT_JSON: Final = DECODING.refuses("the review is not JSON: {detail}", code=400)
+TOO_DEEP: Final = DECODING.refuses("the review nests deeper than this webhook reads", code=400)
+DUPLICATE: Final = DECODING.refuses("duplicate field {path}", code=400)
+NOT_A_REVIEW: Final = DECODING.refuses("the review does not decode: {diagnostics}", code=400)
+NO_UID: Final = DECODING.refuses("the review carries no request uid", code=400)
+
+API_VERSION: Final = "admission.k8s.io/v1"
+# The API server caps a request body at 3 MiB; a review of a larger object is not one
+# it would send, and parsing it would only cost memory.
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024 + 64 * 1024
+MAX_DIAGNOSTICS: Final = 4
+
+Object = dict[str, Any]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+class GroupVersionKind(_Strict):
+    group: str = ""
+    version: str
+    kind: str
+
+
+class GroupVersionResource(_Strict):
+    group: str = ""
+    version: str
+    resource: str
+
+
+class UserInfo(_Strict):
+    username: str = ""
+    uid: str = ""
+    groups: list[str] = Field(default_factory=list)
+    # Authenticator-specific facts (a token's credential ID, a node binding). Decoded
+    # so a real request is accepted; never logged, never consulted.
+    extra: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Preconditions(_Strict):
+    uid: str | None = None
+    resource_version: str | None = Field(default=None, alias="resourceVersion")
+
+
+class OperationOptions(_Strict):
+    """The union of CreateOptions, UpdateOptions, PatchOptions and DeleteOptions."""
+
+    api_version: str | None = Field(default=None, alias="apiVersion")
+    kind: str | None = None
+    dry_run: list[str] | None = Field(default=None, alias="dryRun")
+    field_manager: str | None = Field(default=None, alias="fieldManager")
+    field_validation: str | None = Field(default=None, alias="fieldValidation")
+    force: bool | None = None
+    grace_period_seconds: int | None = Field(default=None, alias="gracePeriodSeconds")
+    preconditions: Preconditions | None = None
+    orphan_dependents: bool | None = Field(default=None, alias="orphanDependents")
+    propagation_policy: str | None = Field(default=None, alias="propagationPolicy")
+    ignore_store_read_error_with_cluster_breaking_potential: bool | None = Field(
+        default=None, alias="ignoreStoreReadErrorWithClusterBreakingPotential"
+    )
+
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
+class AdmissionRequest(_Strict):
+    uid: str
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str = Field(default="", alias="subResource")
+    request_kind: GroupVersionKind | None = Field(default=None, alias="requestKind")
+    request_resource: GroupVersionResource | None = Field(default=None, alias="requestResource")
+    request_sub_resource: str = Field(default="", alias="requestSubResource")
+    name: str = ""
+    namespace: str = ""
+    operation: Operation
+    user_info: UserInfo = Field(alias="userInfo")
+    # The objects stay raw JSON here; each rule decodes the kinds it judges, strictly.
+    object: Object | None = None
+    old_object: Object | None = Field(default=None, alias="oldObject")
+    dry_run: bool = Field(default=False, alias="dryRun")
+    options: OperationOptions | None = None
+
+    @property
+    def subresources(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.sub_resource, self.request_sub_resource) if s)
+
+
+class AdmissionReview(_Strict):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+class _Duplicates(dict[str, Any]):
+    """A JSON object that saw a key twice; remembered so the path can be named."""
+
+    def __init__(self, pairs: Sequence[tuple[str, Any]], duplicate: str) -> None:
+        super().__init__(pairs)
+        self.duplicate = duplicate
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return _Duplicates(pairs, key)
+        seen.add(key)
+    raise AssertionError("unreachable: fewer keys than pairs means a key repeated")
+
+
+def _no_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python's parser accepts them unless told not to.
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _find_duplicate(value: Any, path: str) -> str | None:
+    if isinstance(value, _Duplicates):
+        return f"{path}.{value.duplicate}" if path else value.duplicate
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _find_duplicate(item, f"{path}.{key}" if path else key)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find_duplicate(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _readable_uid(raw: Any) -> str:
+    request = raw.get("request") if isinstance(raw, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def field_path(location: Sequence[int | str]) -> str:
+    path = ""
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def validation_message(error: ValidationError, *, prefix: str = "") -> str:
+    """At most four diagnostics, each naming its field, then how many more there were.
+
+    Unknown fields come first: they are the likeliest reason a real request fails, and
+    the one a reader most needs named.
+    """
+    details = sorted(error.errors(), key=lambda d: d["type"] != "extra_forbidden")
+    parts = []
+    for detail in details[:MAX_DIAGNOSTICS]:
+        where = field_path([prefix, *detail["loc"]] if prefix else detail["loc"]) or "the document"
+        if detail["type"] == "extra_forbidden":
+            parts.append(f"unknown field {where}")
+        elif detail["type"] == "missing":
+            parts.append(f"missing field {where}")
+        else:
+            parts.append(f"{where}: {_lower_first(detail['msg'])}")
+    more = len(details) - MAX_DIAGNOSTICS
+    text = "; ".join(parts)
+    if more > 0:
+        text += f" (and {more} more strict decoding errors)"
+    return text
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    """The review in ``body``, or ``Malformed`` naming the first thing wrong with it."""
+    if len(body) > MAX_BODY_BYTES:
+        raise Malformed(TOO_LARGE.sentence(limit=MAX_BODY_BYTES))
+    saw_duplicate: list[bool] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = _pairs(items)
+        if isinstance(result, _Duplicates):
+            saw_duplicate.append(True)
+        return result
+
+    try:
+        raw = json.loads(body, object_pairs_hook=pairs, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise Malformed(NOT_JSON.sentence(detail=str(error).lower())) from error
+    except RecursionError as error:
+        raise Malformed(TOO_DEEP.sentence()) from error
+    uid = _readable_uid(raw)
+    # Walked only when the parser saw a repeated key: the common case costs nothing.
+    duplicate = _find_duplicate(raw, "") if saw_duplicate else None
+    if duplicate:
+        raise Malformed(DUPLICATE.sentence(path=duplicate), uid=uid)
+    try:
+        review = AdmissionReview.model_validate(raw)
+    except ValidationError as error:
+        raise Malformed(
+            NOT_A_REVIEW.sentence(diagnostics=validation_message(error)), uid=uid
+        ) from error
+    if not review.request.uid:
+        raise Malformed(NO_UID.sentence())
+    return review
+
+
+def response(uid: str, *, allowed: bool, code: int, message: str) -> Object:
+    """An AdmissionReview v1 response: the request uid echoed, the verdict and why."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid,
+            "allowed": allowed,
+            "status": {"code": code, "message": message},
+        },
+    }

@@ -1,0 +1,177 @@
+"""The rule registry, and the shape every rule is written in.
+
+A rule is a pure function over the decoded request and the objects it read. Because
+the objects must be read uncached from the API server, a rule is written as a
+generator: it *yields* the keys it needs next and receives what the API server
+answered (None for "does not exist"), then *returns* its Decision. It performs no I/O
+itself, so the same rule runs unchanged behind the HTTPS endpoint (the shell reads
+through the ``ApiReader``), in ``explain`` (objects come from a file) and in tests
+(objects come from a dict).
+
+Every refusal sentence a rule can give is registered here with the rule, before any
+request arrives. ``docs/admission-rules.md`` is generated from this registry, so the
+document a security reviewer reads is the list the code refuses by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
+
+from jobclaim.apiserver import Resource
+
+Endpoint = Literal["controller-write", "manager-state"]
+CONTROLLER_WRITE: Final = "controller-write"
+MANAGER_STATE: Final = "manager-state"
+ENDPOINT_PATHS: Final[Mapping[str, str]] = {
+    CONTROLLER_WRITE: "/validate-controller-write",
+    MANAGER_STATE: "/validate-manager-state",
+}
+DEFAULT_MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
+ALLOWED_MESSAGE: Final = "write matches the operator admission contract"
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One object a rule reads: resource, namespace and name."""
+
+    resource: Resource
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.resource.kind} {self.namespace}/{self.name}"
+
+
+Fetched = Mapping[Key, Object | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one request got: the verdict, the HTTP-level code, the rule and why.
+
+    ``code`` is 200 when allowed, 403 when denied; 400 (malformed) and 500 (a read
+    failed, or a defect) are produced by the shell, never with ``allowed`` true.
+    """
+
+    allowed: bool
+    code: int
+    rule: str
+    message: str
+    trail: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        if self.allowed:
+            return "allowed"
+        return {400: "malformed", 500: "error"}.get(self.code, "denied")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One sentence a rule refuses with; ``{placeholders}`` are filled per request."""
+
+    rule: str
+    template: str
+    code: int = 403
+
+    def sentence(self, **parts: object) -> str:
+        return self.template.format(**parts) if parts else self.template
+
+
+@dataclass
+class Rule:
+    id: str
+    endpoints: tuple[Endpoint, ...]
+    title: str
+    description: str
+    admits: str
+    refusals: list[Refusal] = field(default_factory=list)
+
+    def refuses(self, template: str, *, code: int = 403) -> Refusal:
+        refusal = Refusal(self.id, template, code)
+        self.refusals.append(refusal)
+        return refusal
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def rule(
+    id: str, endpoints: tuple[Endpoint, ...], title: str, *, description: str, admits: str
+) -> Rule:
+    """Register a rule; ids are unique, and the registry order is the document's."""
+    if id in REGISTRY:
+        raise ValueError(f"rule {id} is registered twice")
+    registered = Rule(id, endpoints, title, " ".join(description.split()), admits)
+    REGISTRY[id] = registered
+    return registered
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What a deployment configures: whose writes are the manager's."""
+
+    manager_username: str = DEFAULT_MANAGER_USERNAME
+
+
+class Malformed(Exception):
+    """The review or an object in it cannot be judged: HTTP 400, never a verdict."""
+
+    def __init__(self, message: str, *, uid: str = "", rule: str = "decoding") -> None:
+        super().__init__(message)
+        self.message = message
+        self.uid = uid
+        self.rule = rule
+
+
+class Denied(Exception):
+    """Raised (``raise trail.deny(...)``) anywhere inside a rule; carries the Decision."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.message)
+        self.decision = decision
+
+
+class Trail:
+    """The checks a request passed, in order, ending in its Decision.
+
+    A rule refuses with ``raise trail.deny(...)`` (so a helper several calls deep ends
+    the rule without threading a result back) and admits by returning ``allow()``.
+    ``explain`` prints the steps; the decision log keeps the verdict and the reason.
+    """
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.steps: list[str] = []
+
+    def enter(self, rule: Rule) -> None:
+        self.rule = rule
+
+    def passed(self, step: str) -> None:
+        self.steps.append(f"{self.rule.id}: {step}")
+
+    def allow(self) -> Decision:
+        self.steps.append(f"{self.rule.id}: admitted")
+        return Decision(True, 200, self.rule.id, ALLOWED_MESSAGE, tuple(self.steps))
+
+    def deny(self, refusal: Refusal, **parts: object) -> Denied:
+        """The refusal to ``raise``: ``raise trail.deny(SENTENCE, part=...)``."""
+        sentence = refusal.sentence(**parts)
+        self.steps.append(f"{refusal.rule}: refused: {sentence}")
+        return Denied(Decision(False, refusal.code, refusal.rule, sentence, tuple(self.steps)))
+
+
+T = TypeVar("T")
+# A step of a rule that reads: ``value = yield from step(...)``.
+Reads = Generator[tuple[Key, ...], Fetched, T]
+Judgement = Reads[Decision]
+
+
+def read(*keys: Key) -> Reads[Fetched]:
+    """``fetched = yield from read(key, ...)``: ask the shell for objects, in one batch."""
+    fetched = yield keys
+    return fetched

@@ -1,0 +1,118 @@
+"""Serving the app over TLS only, with a certificate that can be replaced live.
+
+The API server calls a webhook over HTTPS and nothing else, so there is no plain-HTTP
+listener at all. The certificate and key are read from files through
+``certs.ReloadingTLS`` (TLS 1.2 or newer; a rotated pair is picked up without a
+restart). For a local run with no files given, a CA and a serving certificate for
+``localhost``/``127.0.0.1`` are generated into a directory first, and the CA is left
+there for the client (or a webhook configuration's ``caBundle``) to trust.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import uvicorn
+
+import certs
+from jobclaim.apiserver import PTAHSCHEMAS, ApiReader, NotFound
+from webhook.rules import DEFAULT_MANAGER_USERNAME
+
+LOCAL_HOSTS: Final = ("localhost",)
+LOCAL_IPS: Final = ("127.0.0.1", "::1")
+# A name reserved for the probe: reading it answers NotFound from a readable API
+# server and proves the read path (credentials, RBAC, network) end to end.
+PROBE_NAME: Final = "ptah-webhook-readiness-probe"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCertificates:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def local_certificates(
+    directory: Path,
+    *,
+    hosts: Sequence[str] = LOCAL_HOSTS,
+    ips: Sequence[str] = LOCAL_IPS,
+    now: datetime | None = None,
+    validity: timedelta = timedelta(days=30),
+) -> LocalCertificates:
+    """Generate a CA and a serving certificate for a local run into ``directory``.
+
+    Only the CA certificate is kept, never its key: nothing local needs to issue
+    again, and a CA key left on disk is one more thing that could mint a certificate.
+    """
+    moment = now or datetime.now(UTC)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = certs.generate_ca(now=moment, validity=validity, common_name="ptah-webhook-local-ca")
+    leaf = certs.issue_serving_certificate(
+        ca,
+        dns_names=list(hosts),
+        ip_addresses=[ipaddress.ip_address(ip) for ip in ips],
+        now=moment,
+        validity=validity,
+    )
+    found = LocalCertificates(
+        directory / certs.CA_CERT, directory / certs.TLS_CERT, directory / certs.TLS_KEY
+    )
+    certs.atomic_write(found.ca, ca.cert_pem())
+    certs.atomic_write(found.cert, leaf.cert_pem())
+    certs.atomic_write(found.key, leaf.key_pem())
+    return found
+
+
+def manager_namespace(username: str = DEFAULT_MANAGER_USERNAME) -> str:
+    """The namespace of a ``system:serviceaccount:<namespace>:<name>`` username."""
+    parts = username.split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] and parts[2]:
+        return parts[2]
+    return "default"
+
+
+def readiness(
+    tls: certs.ReloadingTLS | None,
+    reader: ApiReader,
+    *,
+    namespace: str,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Callable[[], list[str]]:
+    """What ``/readyz`` checks: a loaded, unexpired certificate and a readable API server."""
+
+    def problems() -> list[str]:
+        found: list[str] = []
+        if tls is None:
+            found.append("no serving certificate is loaded")
+        elif tls.certificate.not_valid_after_utc <= clock():
+            found.append("the serving certificate has expired")
+        try:
+            reader.get(PTAHSCHEMAS, namespace, PROBE_NAME)
+        except NotFound:
+            pass
+        except Exception as error:
+            found.append(f"the API server is not readable: {error}".lower())
+        return found
+
+    return problems
+
+
+def uvicorn_server(app: Any, tls: certs.ReloadingTLS, *, host: str, port: int) -> uvicorn.Server:
+    """A uvicorn server over ``tls``; its access log is off (the decision log is ours)."""
+    return certs.build_uvicorn_server(
+        app,
+        tls,
+        host=host,
+        port=port,
+        access_log=False,
+        server_header=False,
+        log_level="warning",
+        # A request the API server gave up on is not worth finishing after shutdown.
+        timeout_graceful_shutdown=5,
+    )

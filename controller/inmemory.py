@@ -158,6 +158,13 @@ class InMemoryApi:
         with self._lock:
             self._calls.clear()
 
+    def peek(self, resource: Resource, namespace: str | None, name: str) -> Object | None:
+        """What the store holds, past every fault and outside the call log: for a test
+        to check what a failed call left behind without being failed itself."""
+        with self._lock:
+            found = self._objects.get(_key(resource, namespace, name))
+            return copy.deepcopy(found) if found is not None else None
+
     def set_pod_log(
         self, namespace: str, name: str, text: str, *, container: str | None = None
     ) -> None:

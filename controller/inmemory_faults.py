@@ -41,6 +41,12 @@ Verb = Literal[
     "delete",
 ]
 FaultKind = Literal["before", "after", "stop", "read"]
+_WHAT: dict[FaultKind, str] = {
+    "before": "the write failed before anything was stored",
+    "after": "the write was stored but its answer was lost",
+    "stop": "the process stopped right after the write",
+    "read": "the read failed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +117,7 @@ class Fault:
     def raised(self) -> ApiError:
         """A fresh exception per hit, so one traceback never accumulates another's."""
         if self.kind == "stop" or self.error is None:
-            return Unavailable(f"injected fault: the call failed ({self.kind} the write)")
+            return Unavailable(f"injected fault: {_WHAT[self.kind]}")
         return copy.copy(self.error)
 
 

@@ -51,8 +51,9 @@ from jobclaim.apiserver import (
     Unavailable,
     WatchEvent,
 )
+from jobclaim.errors import PtahError
 
-__all__ = ["DEFAULT_TIMEOUT", "KubeApi", "classify"]
+__all__ = ["DEFAULT_TIMEOUT", "KubeApi", "KubeConfigError", "classify", "resource_path"]
 
 DEFAULT_TIMEOUT: Final = 30.0
 # A watch is held open by the server for ``timeout_seconds``; the read time-out only
@@ -76,6 +77,11 @@ _Objects = list[Object]
 
 _MERGE_PATCH: Final = "application/merge-patch+json"
 _JSON_PATCH: Final = "application/json-patch+json"
+
+
+class KubeConfigError(PtahError):
+    """The client configuration (a kubeconfig, or the Pod's service account) cannot be
+    loaded. Raised at construction, never by a call: no request was made."""
 
 
 def classify(status: int | None, reason: str, body: str | bytes | None) -> ApiError:
@@ -120,14 +126,26 @@ def _status_details(body: str | bytes | None) -> tuple[str, str]:
 
 
 def resource_path(
-    resource: Resource, namespace: str | None, name: str | None = None, subresource: str = ""
+    resource: Resource,
+    namespace: str | None,
+    name: str | None = None,
+    subresource: str = "",
+    *,
+    all_namespaces: bool = False,
 ) -> str:
-    """The REST path of a collection, an object or an object's subresource."""
+    """The REST path of a collection, an object or an object's subresource.
+
+    A namespaced resource without a namespace is a programming error except for a
+    list or a watch across all namespaces: the cluster-wide path would otherwise turn
+    a forgotten namespace into a 404 or 405 that reads like an answer.
+    """
     root = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
-    if resource.namespaced and namespace is not None:
-        root += f"/namespaces/{quote(namespace, safe='')}"
-    elif not resource.namespaced and namespace is not None:
+    if not resource.namespaced and namespace is not None:
         raise ValueError(f"{resource.plural} are cluster-scoped; no namespace may be given")
+    if resource.namespaced and namespace is None and not all_namespaces:
+        raise ValueError(f"a {resource.kind} is namespaced; its namespace must be given")
+    if namespace is not None:
+        root += f"/namespaces/{quote(namespace, safe='')}"
     path = f"{root}/{resource.plural}"
     if name is not None:
         if not name:
@@ -168,13 +186,16 @@ class KubeApi:
     ) -> Self:
         """Connect as a kubeconfig's context says; ``token`` replaces its credentials."""
         configuration = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path),
-            context=context,
-            client_configuration=configuration,
-            # The operator never writes to a kubeconfig it was given.
-            persist_config=False,
-        )
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(path),
+                context=context,
+                client_configuration=configuration,
+                # The operator never writes to a kubeconfig it was given.
+                persist_config=False,
+            )
+        except (config.ConfigException, OSError, ValueError) as exc:
+            raise KubeConfigError(f"cannot load the kubeconfig {path}: {exc}") from exc
         if token is not None:
             configuration.api_key = {"BearerToken": f"Bearer {token}"}
             configuration.refresh_api_key_hook = None
@@ -184,7 +205,10 @@ class KubeApi:
     def in_cluster(cls, *, timeout: float = DEFAULT_TIMEOUT) -> Self:
         """Connect with the Pod's service account (its token is re-read as it rotates)."""
         configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as exc:
+            raise KubeConfigError(f"cannot use the Pod's service account: {exc}") from exc
         return cls(configuration, timeout=timeout)
 
     def close(self) -> None:
@@ -216,7 +240,8 @@ class KubeApi:
         query: _Query = []
         if label_selector:
             query.append(("labelSelector", _selector(label_selector)))
-        answer = self._json("GET", resource_path(resource, namespace), query=query)
+        path = resource_path(resource, namespace, all_namespaces=True)
+        answer = self._json("GET", path, query=query)
         return [self._object(resource, item) for item in answer.get("items") or []]
 
     def read_pod_log(self, namespace: str, name: str, *, container: str, limit_bytes: int) -> str:
@@ -245,7 +270,7 @@ class KubeApi:
             query.append(("resourceVersion", resource_version))
         response = self._send(
             "GET",
-            resource_path(resource, namespace),
+            resource_path(resource, namespace, all_namespaces=True),
             query=query,
             timeout=(self._timeout, timeout_seconds + _WATCH_GRACE_SECONDS),
         )

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import yaml
 
-from controller.kubeapi import KubeApi
+from controller.kubeapi import KubeApi, KubeConfigError
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
@@ -404,10 +404,17 @@ def test_an_answer_that_never_comes_is_unavailable(stub: Stub, tmp_path: Path) -
     [
         (lambda a: a.replace(CONFIGMAPS, "ns", {"metadata": {"name": "c"}}), "resourceVersion"),
         (lambda a: a.get(NAMESPACES, "ns", "x"), "cluster-scoped"),
+        (lambda a: a.create(JOBS, None, {"metadata": {"name": "j"}}), "namespace must be given"),
         (lambda a: a.get(JOBS, "ns", ""), "must not be empty"),
         (lambda a: a.read_pod_log("ns", "p", container="c", limit_bytes=0), "byte limit"),
     ],
-    ids=["replace-without-version", "namespace-on-cluster-scoped", "empty-name", "no-limit"],
+    ids=[
+        "replace-without-version",
+        "namespace-on-cluster-scoped",
+        "namespaced-without-namespace",
+        "empty-name",
+        "no-limit",
+    ],
 )
 def test_a_programming_error_is_refused_before_sending(
     api: KubeApi, stub: Stub, call: Call, problem: str
@@ -415,3 +422,20 @@ def test_a_programming_error_is_refused_before_sending(
     with pytest.raises(ValueError, match=problem):
         call(api)
     assert stub.seen == []
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="cannot load the kubeconfig"):
+        KubeApi.from_kubeconfig(tmp_path / "missing.yaml")
+
+
+def test_an_unknown_context_is_a_config_error(stub: Stub, tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="elsewhere"):
+        KubeApi.from_kubeconfig(kubeconfig(tmp_path, stub.url), context="elsewhere")
+
+
+def test_outside_a_pod_there_is_no_in_cluster_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(KubeConfigError, match="service account"):
+        KubeApi.in_cluster()

@@ -258,19 +258,18 @@ def account_for(
     candidates = scan_log(log) if log is not None else ()
     try:
         frame = frame_for(candidates, operation, operation_id, protocol_version=protocol_version)
-    except FrameError:
-        if log is None:
-            error = FrameNotFound("the Pod's log is gone")
+    except FrameError as error:
+        missing = FrameNotFound("the Pod's log is gone") if log is None else error
         if (
             operation != "migration-apply"
             or termination_message is None
-            or not error.may_still_arrive
+            or not missing.may_still_arrive
         ):
-            raise error from None
+            raise missing from None
         summary = parse_summary_for(
             termination_message, operation, operation_id, protocol_version=protocol_version
         )
-        problem = stand_in_problem(operation, error, candidates, summary)
+        problem = stand_in_problem(operation, missing, candidates, summary)
         if problem:
             raise SummaryRefused(f"the runner summary cannot stand in: {problem}") from None
         return Account("summary", summary)

@@ -27,7 +27,7 @@ from controller.runner.protocol import (
     header_digests,
     parse_result_for,
 )
-from controller.runner.result import encode_json
+from controller.runner.result import RunnerResult, encode_json
 from tests.runner.support import OP_ID, OTHER_ID, result, wire
 
 GOOD = encode_frame(result("apply"))
@@ -57,7 +57,7 @@ class Row:
     may_still_arrive: bool = False
     operation: str = "apply"
     operation_id: str = OP_ID
-    check: Callable[[object], bool] | None = None
+    check: Callable[[RunnerResult], bool] | None = None
 
 
 ROWS = [
@@ -131,12 +131,12 @@ ROWS = [
     Row(
         "two frames: the last valid wins",
         GOOD.data + SECOND.data,
-        check=lambda r: r.apply.statement_count == 7,
+        check=lambda r: r.apply is not None and r.apply.statement_count == 7,
     ),
     Row(
         "two frames: a broken later one does not displace a valid one",
         GOOD.data + raw_frame(b"z" * 80),
-        check=lambda r: r.apply.statement_count == 2,
+        check=lambda r: r.apply is not None and r.apply.statement_count == 2,
     ),
     Row(
         "two frames: a later one still arriving",

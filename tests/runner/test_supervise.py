@@ -1,0 +1,133 @@
+"""The supervising loop in-process, with and without a pidfd, and the stderr relay."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.runner.config import Redactor, secrets_of
+from controller.runner.decide import Stop
+from controller.runner.errors import FrameNotFound
+from controller.runner.protocol import MARKER, parse_result_for
+from controller.runner.supervise import RELAY_PREFIX, Limits, Relay, supervise
+from tests.runner.support import FAKE_EXECUTOR, SECRET_URL
+
+QUICK = Limits(kill_grace=0.5, drain=0.5)
+
+
+def relay_into(sink: list[bytes], **limits: Any) -> Relay:
+    return Relay(sink.append, Redactor(secrets_of(SECRET_URL)), **limits)
+
+
+def run_fake(script: dict[str, Any], *, deadline_in: float | None = None, **kw: Any) -> Any:
+    sink: list[bytes] = []
+    env = {**os.environ, "FAKE_EXECUTOR_SCRIPT": json.dumps(script)}
+    deadline = None if deadline_in is None else time.monotonic() + deadline_in
+    outcome = supervise(
+        [sys.executable, str(FAKE_EXECUTOR), "plan", "--output", "json"],
+        env=env,
+        deadline=deadline,
+        relay=relay_into(sink),
+        **{"limits": QUICK, **kw},
+    )
+    return outcome, b"".join(sink)
+
+
+@pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])
+def test_a_child_that_exits_is_read_whole(use_pidfd: bool) -> None:
+    outcome, relayed = run_fake({"report": "auto", "stderr": ["one", "two"]}, use_pidfd=use_pidfd)
+    assert outcome.started and outcome.stop is Stop.EXITED and outcome.returncode == 0
+    assert outcome.output_problem is None
+    assert json.loads(outcome.stdout)["plan"]["planOutcome"] == "Changes"
+    assert relayed == RELAY_PREFIX + b"one\n" + RELAY_PREFIX + b"two\n"
+
+
+@pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])
+def test_a_child_past_its_deadline_is_terminated_then_killed(use_pidfd: bool) -> None:
+    outcome, _ = run_fake({"hang": True, "ignore_term": True}, deadline_in=1.0, use_pidfd=use_pidfd)
+    assert outcome.stop is Stop.DEADLINE
+    assert outcome.returncode == -9  # SIGTERM was ignored; SIGKILL was not
+
+
+def test_a_stop_request_stops_the_child() -> None:
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"x")  # the wakeup a signal would have written
+        outcome, _ = run_fake({"hang": True}, stop_fd=read_end, stop_requested=lambda: True)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert outcome.stop is Stop.TERMINATED and outcome.returncode == -15
+
+
+def test_a_report_beyond_the_limit_is_not_a_report() -> None:
+    outcome, _ = run_fake(
+        {"stdout": "x" * 5000}, limits=Limits(kill_grace=0.5, drain=0.5, stdout_bytes=1000)
+    )
+    assert outcome.output_problem == "the executor's report is longer than 1000 bytes"
+
+
+def test_a_child_that_cannot_start_is_reported_not_raised(tmp_path: Path) -> None:
+    outcome = supervise([str(tmp_path / "absent")], env={}, deadline=None, relay=relay_into([]))
+    assert not outcome.started and outcome.start_error == "no such file or directory"
+
+
+def relayed(chunks: list[bytes], **limits: Any) -> bytes:
+    sink: list[bytes] = []
+    relay = relay_into(sink, **limits)
+    for chunk in chunks:
+        relay.feed(chunk)
+    relay.close()
+    return b"".join(sink)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "limits", "expected"),
+    [
+        ([b"hello\n"], {}, b"[executor] hello\n"),
+        ([b"hel", b"lo\nwor", b"ld"], {}, b"[executor] hello\n[executor] world\n"),
+        ([b"crlf\r\n"], {}, b"[executor] crlf\n"),
+        ([MARKER + b" 12 ab\n"], {}, RELAY_PREFIX + MARKER + b" 12 ab\n"),
+        (
+            [b"x" * 30 + b"\nnext\n"],
+            {"line_limit": 10},
+            b"[executor] " + b"x" * 10 + b" [line truncated]\n[executor] next\n",
+        ),
+        (
+            [b"aaaa\n" * 10],
+            {"total_limit": 40},
+            b"[executor] aaaa\n[executor] aaaa\n"
+            b"[executor] further output withheld: the relay limit was reached\n",
+        ),
+        (
+            [SECRET_URL[:20].encode(), SECRET_URL[20:].encode() + b" done\n"],
+            {},
+            b"[executor] [redacted] done\n",
+        ),
+    ],
+    ids=["line", "chunked", "crlf", "marker", "overlong", "budget", "secret split"],
+)
+def test_relay(chunks: list[bytes], limits: dict[str, int], expected: bytes) -> None:
+    assert relayed(chunks, **limits) == expected
+
+
+@settings(max_examples=300)
+@given(st.lists(st.binary(max_size=200), max_size=10), st.integers(8, 300))
+def test_no_relayed_line_can_be_a_frame_header_or_carry_the_secret(
+    chunks: list[bytes], line_limit: int
+) -> None:
+    secret = SECRET_URL.encode()
+    chunks = [c + (secret if i % 2 else b"") for i, c in enumerate(chunks)]
+    out = relayed(chunks, line_limit=line_limit)
+    assert secret not in out and b"s3cret-Pa55word" not in out
+    assert all(line.startswith(RELAY_PREFIX) for line in out.split(b"\n")[:-1])
+    with pytest.raises(FrameNotFound):
+        parse_result_for(out, "plan", "op")

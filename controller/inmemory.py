@@ -18,12 +18,16 @@ it cannot drift:
   the write that removes the last one deletes it; no finalizer can be added meanwhile.
 - ``AlreadyExists``, ``NotFound``, a UID precondition on delete (409), DNS names,
   immutable ConfigMaps, and the identity the API server writes into a ``batch/v1`` Job
-  before storing it (selector, template labels, ``serviceAccount``).
+  before storing it (selector, template labels, ``serviceAccount``, ``manualSelector``).
 
 Not simulated: garbage collection (a delete never touches dependents, whatever the
-propagation policy, and never waits for them), namespaces (objects may live in one that
-was never created), managedFields, admission, Job spec immutability, and defaulting
-other than the Job identity above (the builder writes every default itself).
+propagation policy, and never waits for them: Foreground and Orphan add no finalizer),
+namespaces (objects may live in one that was never created), managedFields, admission,
+RBAC, Job spec immutability, field selectors, list pagination, watch bookmarks and
+410 Gone (the history is kept whole), and defaulting other than the Job identity above
+(the builder writes every default itself). The rules themselves are pure functions in
+``controller.inmemory_rules``; requests, faults and the call log are in
+``controller.inmemory_faults``.
 
 Faults are injected per call, selected by a predicate over the ``Request``::
 
@@ -34,7 +38,8 @@ Faults are injected per call, selected by a predicate over the ``Request``::
     api.restart()                                              # the process is back
     api.fail_read(matching("get", LEASES), times=None)
 
-and ``api.calls`` records every call in order for tests that check write order.
+``api.calls`` records every call in order for tests that check write order, and
+``api.peek(...)`` shows what the store holds without being failed or logged.
 """
 
 from __future__ import annotations
@@ -297,7 +302,8 @@ class InMemoryApi:
         self._uids += 1
         uid = f"00000000-0000-4000-8000-{self._uids:012x}"
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = f"{meta['generateName']}{self._uids:05x}"[-253:]
+            # As the real server: at most 58 characters of the prefix and 5 of suffix.
+            meta["name"] = f"{meta['generateName'][:58]}{self._uids:05x}"[-63:]
         check_name(resource, str(meta.get("name") or ""))
         key = _key(resource, namespace, meta["name"])
         if key in self._objects:

@@ -42,6 +42,13 @@ def test_the_server_assigns_identity(api: ApiClient, namespace: str) -> None:
     assert first["metadata"]["uid"] != second["metadata"]["uid"]
 
 
+def test_a_generated_name_is_the_prefix_and_a_unique_suffix(api: ApiClient, namespace: str) -> None:
+    made = [api.create(CONFIGMAPS, namespace, {"metadata": {"generateName": "p-"}}) for _ in "ab"]
+    names = [m["metadata"]["name"] for m in made]
+    assert all(name.startswith("p-") and len(name) == len("p-") + 5 for name in names)
+    assert len(set(names)) == 2
+
+
 def test_a_second_create_under_a_name_is_already_exists(api: ApiClient, namespace: str) -> None:
     first = api.create(CONFIGMAPS, namespace, config_map("c"))
     with pytest.raises(AlreadyExists):

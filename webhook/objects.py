@@ -259,6 +259,8 @@ def read_owner(
 
     ``models`` maps each owner kind the rule accepts to the model it decodes with.
     """
+    previous = trail.rule
+    trail.enter(OWNER)
     ref = controller_owner(meta, tuple(models))
     if ref is None:
         raise trail.deny(NO_OWNER, what=what, kinds=" or ".join(models))
@@ -274,7 +276,8 @@ def read_owner(
     if deleting and not allow_deleting:
         raise trail.deny(OWNER_DELETING, what=what, key=key)
     state = "being deleted, which a cleanup allows" if deleting else "not being deleted"
-    trail.passed(f"owner {key} read directly: the referenced UID, {state}")
+    trail.passed(f"{key} read directly: the referenced UID, {state}")
+    trail.enter(previous)
     return owner
 
 

@@ -179,6 +179,11 @@ def admitted(obj: Obj, uid: str, *, generation: bool = True) -> Obj:
     return out
 
 
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 @dataclass
 class Scene:
     """What the API server holds, and one write to judge."""
@@ -221,8 +226,8 @@ class Scene:
             "resource": gvr,
             "requestKind": dict(gvk),
             "requestResource": dict(gvr),
-            "name": target["metadata"]["name"],
-            "namespace": target["metadata"].get("namespace", ""),
+            "name": _meta(target).get("name", ""),
+            "namespace": _meta(target).get("namespace", ""),
             "operation": self.operation,
             "userInfo": {
                 "username": self.username,
@@ -246,7 +251,13 @@ class Scene:
             request["subResource"] = self.subresource
             request["requestSubResource"] = self.subresource
         request.update(self.extra)
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": request,
+        }
+        # A copy: a caller that edits the review must not edit the scene.
+        return copy.deepcopy(review)
 
     def body(self) -> bytes:
         return json.dumps(self.review()).encode()

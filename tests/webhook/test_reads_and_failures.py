@@ -1,0 +1,158 @@
+"""Reads go to the API server on every request; a failed read answers 500 and a defect
+answers 500, so the API server fails closed; nothing allows after an exception."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from controller.inmemory import InMemoryApi
+from controller.inmemory_faults import matching
+from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavailable
+from tests.webhook.scenes import change_owner, decide, job_create, with_claim
+from tests.webhook.tables import Row, expect, pattern, unchanged
+from webhook import Decision, Engine, StateReader, jobs, objects
+from webhook.engine import ReadFailed, run
+from webhook.rules import Judgement, Key
+
+
+class Failing(StateReader):
+    """A StateReader whose reads of one kind raise ``error``."""
+
+    def __init__(self, objects: Any, kind: str, error: Exception) -> None:
+        super().__init__(objects)
+        self.kind, self.error = kind, error
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        if resource.kind == self.kind:
+            raise self.error
+        return super().get(resource, namespace, name)
+
+
+def test_a_failed_owner_read_answers_500_through_the_controllers_api_double() -> None:
+    api = InMemoryApi()
+    api.fail_read(matching("get", PTAHSCHEMAS), Unavailable("etcd leader changed"), times=None)
+    outcome = decide(job_create("schema", "Apply"), reader=api)
+    assert (outcome.http_status, outcome.decision.allowed) == (500, False)
+    assert pattern(objects.READ_FAILED).fullmatch(outcome.decision.message)
+    assert outcome.decision.message == ("directly read PtahSchema shop/orders: etcd leader changed")
+    assert outcome.body()["response"] == {
+        "uid": job_create().uid,
+        "allowed": False,
+        "status": {"code": 500, "message": outcome.decision.message},
+    }
+
+
+def test_an_owner_the_api_server_does_not_have_is_refused_not_failed() -> None:
+    outcome = decide(job_create("schema", "Apply"), reader=InMemoryApi())
+    assert (outcome.http_status, outcome.decision.code) == (200, 403)
+    assert pattern(objects.OWNER_MISSING).fullmatch(outcome.decision.message)
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        ("PtahSchema", Unavailable("timeout")),
+        ("PtahSchemaPlan", Unavailable("connection reset")),
+        ("ConfigMap", Unavailable("503")),
+        ("ConfigMap", RuntimeError("a client bug")),
+    ],
+)
+def test_any_failed_read_at_any_step_answers_500(kind: str, error: Exception) -> None:
+    scene = job_create("schema", "Apply")
+    outcome = decide(scene, reader=Failing(scene.objects, kind, error))
+    assert (outcome.http_status, outcome.decision.allowed, outcome.decision.rule) == (
+        500,
+        False,
+        "reads",
+    )
+    assert f"directly read {kind} shop/" in outcome.decision.message
+
+
+def test_a_stored_owner_this_code_cannot_read_is_refused() -> None:
+    scene = job_create("schema", "Plan")
+    scene.objects[0]["spec"]["fromTheFuture"] = True
+    expect(Row("undecodable owner", unchanged, objects.STORED_UNDECODABLE, "fromTheFuture"), scene)
+
+
+class Barrier(StateReader):
+    """Reads of ConfigMaps wait until ``parties`` of them are in flight at once, so a
+    shell that read them one after another would break the barrier and fail."""
+
+    def __init__(self, objects: Any, parties: int) -> None:
+        super().__init__(objects)
+        self.barrier = threading.Barrier(parties, timeout=30)
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        if resource.kind == CONFIGMAPS.kind:
+            self.barrier.wait()
+        return super().get(resource, namespace, name)
+
+
+def test_the_projections_of_an_apply_are_read_concurrently() -> None:
+    scene = job_create("schema", "Apply")
+    outcome = decide(scene, reader=Barrier(scene.objects, parties=2))
+    assert outcome.decision.allowed, outcome.decision.message
+
+
+def test_nothing_is_cached_between_requests() -> None:
+    """The same engine, the same review: once the claim records the Job's UID, the
+    second create is refused, because the owner is read again."""
+    scene = job_create("schema", "Plan")
+    reader = StateReader(scene.objects)
+    engine = Engine(reader)
+    assert engine.decide("controller-write", scene.body()).decision.allowed
+    change_owner(scene, lambda owner: with_claim(owner, job_uid="0f6d2a52"))
+    reader.put(scene.objects[0])
+    second = engine.decide("controller-write", scene.body())
+    assert pattern(jobs.NOT_RESERVED).fullmatch(second.decision.message)
+    engine.close()
+
+
+def test_a_defect_inside_a_rule_answers_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise KeyError("spec")
+
+    monkeypatch.setattr(jobs, "match", broken)
+    outcome = decide(job_create("schema", "Plan"))
+    assert (outcome.http_status, outcome.decision.allowed) == (500, False)
+    assert pattern(objects.DEFECT).fullmatch(outcome.decision.message)
+
+
+def test_a_matcher_that_answers_something_odd_does_not_allow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(jobs, "match", lambda *_: None)
+    outcome = decide(job_create("schema", "Plan"))
+    assert not outcome.decision.allowed
+
+
+def _ends_with(decision: Any) -> Judgement:
+    yield from ()
+    return decision  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [None, "allowed", Decision(True, 403, "x", "?"), Decision(True, 500, "x", "?")],
+)
+def test_only_an_allowing_decision_returned_by_a_rule_allows(ending: Any) -> None:
+    with pytest.raises(TypeError):
+        run(_ends_with(ending), lambda keys: {})
+
+
+def _reads_then_allows() -> Judgement:
+    fetched: Mapping[Key, Any] = yield (Key(PTAHSCHEMAS, "ns", "n"),)
+    assert fetched
+    return Decision(True, 200, "x", "ok")
+
+
+def test_a_read_failure_closes_the_rule_before_it_can_decide() -> None:
+    def failing(keys: Any) -> Any:
+        raise ReadFailed(next(iter(keys)), Unavailable("down"))
+
+    decision = run(_reads_then_allows(), failing)
+    assert (decision.allowed, decision.code) == (False, 500)

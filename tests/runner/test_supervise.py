@@ -16,8 +16,15 @@ from hypothesis import strategies as st
 from controller.runner.config import Redactor, secrets_of
 from controller.runner.decide import Stop
 from controller.runner.errors import FrameNotFound
-from controller.runner.protocol import MARKER, parse_result_for
-from controller.runner.supervise import RELAY_PREFIX, Limits, Relay, supervise
+from controller.runner.protocol import (
+    FOOTER,
+    LOG_BUDGET_BYTES,
+    MARKER,
+    MAX_HEADER_BYTES,
+    MAX_PAYLOAD_BYTES,
+    parse_result_for,
+)
+from controller.runner.supervise import MAX_RELAY, RELAY_PREFIX, Limits, Relay, supervise
 from tests.runner.support import FAKE_EXECUTOR, SECRET_URL
 
 QUICK = Limits(kill_grace=0.5, drain=0.5)
@@ -131,3 +138,12 @@ def test_no_relayed_line_can_be_a_frame_header_or_carry_the_secret(
     assert all(line.startswith(RELAY_PREFIX) for line in out.split(b"\n")[:-1])
     with pytest.raises(FrameNotFound):
         parse_result_for(out, "plan", "op")
+
+
+def test_the_runners_whole_log_fits_what_the_controller_reads() -> None:
+    # The controller reads a Pod log from its start, up to the reader's budget; the
+    # relay's cap, the largest frame and the runner's own few lines stay inside it, so
+    # the frame the runner writes last is never cut off by the read.
+    runner_lines = 4 * (1024 + 512)
+    largest_frame = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES + len(FOOTER) + 3
+    assert MAX_RELAY + largest_frame + runner_lines <= LOG_BUDGET_BYTES

@@ -371,6 +371,9 @@ def build_job(inputs: JobInputs) -> dict[str, Any]:
             "backoffLimit": 0,
             "completionMode": "NonIndexed",
             "completions": 1,
+            # Written although false is the default: kube-apiserver 1.37 stores it, and a
+            # rebuild without it would not equal the controller's own Job read back.
+            "manualSelector": False,
             "parallelism": 1,
             "podReplacementPolicy": "Failed",
             "suspend": False,

@@ -118,24 +118,13 @@ def test_the_deprecated_service_account_fills_the_name(api: ApiClient, namespace
 # The builder writes every default itself, so what the server adds on create must be
 # exactly what jobclaim strips before comparing, or the controller would take its own
 # Job, read back, for someone else's.
-_MANUAL_SELECTOR = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "kube-apiserver 1.37 defaults spec.manualSelector to false; jobclaim's builder does "
-        "not write it, so jobclaim.match (rebuild) refuses the controller's own Job as a "
-        "real server stores it"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     ("family", "mode"),
     [
-        # Control rows: the envelope match ignores the spec.
         ("schema", "envelope"),
         ("migration", "envelope"),
-        pytest.param("schema", "rebuild-stored", marks=_MANUAL_SELECTOR),
-        pytest.param("migration", "rebuild-stored", marks=_MANUAL_SELECTOR),
+        ("schema", "rebuild-stored"),
+        ("migration", "rebuild-stored"),
     ],
 )
 def test_the_controller_recognizes_its_job_as_stored(

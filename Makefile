@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench setup clean controlplane
+.PHONY: run test lint typecheck unit bench setup clean controlplane helm
 
 setup: $(STAMP)
 
@@ -25,10 +25,32 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) helm
 	$(PY) -m pytest
 
 test: lint typecheck unit
+
+# Helm, for the chart tests in tests/chart. The CI machines reach only PyPI, Debian
+# and the Go module proxy, so helm is built from its pinned release's Go module
+# rather than downloaded. The binary lives under a versioned directory so changing
+# HELM_VERSION rebuilds it, and .tools/bin/helm links to it. CGO_ENABLED=0 gives
+# the same static binary Helm's own release builds produce; -p=2 fits a 2-core
+# machine. A cold build (module downloads included) takes several minutes.
+HELM_VERSION := v4.3.2
+HELM_BUILD   := .tools/helm-$(HELM_VERSION)/helm
+HELM         := .tools/bin/helm
+
+helm: $(HELM)
+
+$(HELM): $(HELM_BUILD)
+	@mkdir -p $(dir $@)
+	ln -sfn ../helm-$(HELM_VERSION)/helm $@
+
+$(HELM_BUILD):
+	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
+		go install -trimpath \
+		-ldflags='-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' \
+		helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,0 +1,129 @@
+{{/*
+Names are fixed, not derived from the release name: the webhook configurations,
+the admission policies and the ClusterRoles are cluster-scoped, so there is one
+ptah-operator per cluster, and the manager's identity
+(system:serviceaccount:<namespace>:ptah-operator) is written into the admission
+rules that trust it. A second release would collide on the cluster-scoped names,
+and Helm refuses to take over objects another release owns.
+*/}}
+{{- define "ptah.name" -}}ptah-operator{{- end -}}
+
+{{- define "ptah.serviceAccountName" -}}ptah-operator{{- end -}}
+
+{{/* The username the API server gives the manager's requests; admission trusts only it. */}}
+{{- define "ptah.managerUsername" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "ptah.serviceAccountName" . }}
+{{- end -}}
+
+{{- define "ptah.coordinationNamespace" -}}
+{{ .Values.coordination.namespace | default .Release.Namespace }}
+{{- end -}}
+
+{{- define "ptah.webhookServiceName" -}}ptah-operator-webhook{{- end -}}
+
+{{- define "ptah.metricsServiceName" -}}ptah-operator-metrics{{- end -}}
+
+{{- define "ptah.generatedSecretName" -}}ptah-operator-webhook-tls{{- end -}}
+
+{{- define "ptah.webhookSecretName" -}}
+{{ .Values.webhook.existingSecret | default (include "ptah.generatedSecretName" .) }}
+{{- end -}}
+
+{{- define "ptah.controllerWriteWebhookName" -}}ptah-operator-controller-write{{- end -}}
+
+{{- define "ptah.managerStateWebhookName" -}}ptah-operator-manager-state{{- end -}}
+
+{{- define "ptah.labels" -}}
+app.kubernetes.io/name: {{ include "ptah.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ptah-operator
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/*
+The manager Pods' selector. component=manager keeps it apart from the operation
+Pods, which carry app.kubernetes.io/managed-by=ptah-operator and a component of
+schema-operation or migration-operation: a Service selecting them would send
+admission requests to a database Job.
+*/}}
+{{- define "ptah.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ptah.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{- define "ptah.managerImage" -}}
+{{ printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- end -}}
+
+{{/*
+Rules values.schema.json cannot state, each refused with a sentence saying what to
+change. Included by every template that depends on them, so `helm template -s`
+of one file still checks them.
+*/}}
+{{- define "ptah.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true: two managers without leader election would both dispatch the same work" -}}
+{{- end -}}
+{{- $le := .Values.leaderElection -}}
+{{- if not (and (gt (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) (gt (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds))) -}}
+{{- fail "leaderElection needs leaseDurationSeconds > renewDeadlineSeconds > retryPeriodSeconds, or a leader could lose its Lease while it still acts as leader" -}}
+{{- end -}}
+{{- if and .Values.webhook.caBundle (not .Values.webhook.existingSecret) -}}
+{{- fail "webhook.caBundle needs webhook.existingSecret: the chart cannot issue a serving certificate under a CA whose key it does not have. Give the Secret that holds the certificate, or leave both empty to let the chart issue one" -}}
+{{- end -}}
+{{- if and .Values.webhook.existingSecret (not .Values.webhook.caBundle) -}}
+{{- fail "webhook.existingSecret needs webhook.caBundle: the API server must be told which CA verifies the certificate in that Secret" -}}
+{{- end -}}
+{{- if eq (int .Values.webhook.port) (int .Values.metrics.port) -}}
+{{- fail "webhook.port and metrics.port must differ: one serves HTTPS admission, the other plain-HTTP metrics" -}}
+{{- end -}}
+{{- range $key, $_ := .Values.podLabels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $key) (eq $key "helm.sh/chart") -}}
+{{- fail (printf "podLabels may not set %s: the chart sets the app.kubernetes.io/ labels, and the Services and the PodDisruptionBudget select the manager Pods by them" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.podDisruptionBudget.enabled (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
+{{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no manager Pod could ever be evicted and every node drain would stall; lower it, raise replicaCount, or set podDisruptionBudget.enabled=false" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+CEL: the request comes from the manager. Only the username is compared, never a
+group: every ServiceAccount in the namespace shares the namespace's group.
+*/}}
+{{- define "ptah.cel.isManager" -}}
+request.userInfo.username == '{{ include "ptah.managerUsername" . }}'
+{{- end -}}
+
+{{/*
+CEL: the request adds, removes or changes the unresolved-run annotation. Each
+side is a list of zero or one value, so "absent" and "present but empty" differ.
+Shared by the manager-state webhook's match condition and the admission policy,
+so the two cannot disagree about what a change is.
+*/}}
+{{- define "ptah.cel.unresolvedRunChanged" -}}
+{{- $key := "operator.ptah.run/unresolved-run" -}}
+(has(object.metadata.annotations) && '{{ $key }}' in object.metadata.annotations ? [object.metadata.annotations['{{ $key }}']] : []) != (has(oldObject.metadata.annotations) && '{{ $key }}' in oldObject.metadata.annotations ? [oldObject.metadata.annotations['{{ $key }}']] : [])
+{{- end -}}
+
+{{/*
+The caBundle one webhook entry should carry: the live one when the chart reuses
+the Secret it issued before (a rotation may be publishing an overlap bundle, and
+an upgrade must not undo it), the fallback otherwise.
+Arguments: configuration, webhook, fallback, carryOver.
+*/}}
+{{- define "ptah.caBundleFor" -}}
+{{- $bundle := .fallback -}}
+{{- if .carryOver -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" "" .configuration -}}
+{{- range ($live.webhooks | default list) -}}
+{{- if and (eq .name $.webhook) .clientConfig.caBundle -}}
+{{- $bundle = .clientConfig.caBundle -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $bundle -}}
+{{- end -}}

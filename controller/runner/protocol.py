@@ -29,7 +29,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Final
 
 from controller.runner.errors import (
@@ -59,6 +58,7 @@ MIN_PAYLOAD_BYTES: Final = 64
 _HEADER_START: Final = re.compile(rb"(?m)^" + re.escape(MARKER) + rb"(?=[ \n]|\Z)")
 _HEADER: Final = re.compile(re.escape(MARKER) + rb" ([1-9][0-9]{0,9}) ([0-9a-f]{64})")
 _FOOTER_LINE: Final = re.compile(rb"(?m)^" + re.escape(FOOTER) + rb"\n")
+_PAYLOAD_CANDIDATE: Final = re.compile(rb"(?m)^([^\n]{%d,})\n" % MIN_PAYLOAD_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,14 +120,15 @@ class _Lines:
 
     def __init__(self, data: bytes, lengths: set[int]) -> None:
         self.data = data
-        parts = data.split(b"\n")[:-1]  # the last part is unterminated: not yet a line
         self.complete_end = data.rfind(b"\n") + 1
-        starts = [0, *accumulate(len(p) + 1 for p in parts)][:-1]
         self.by_digest: dict[bytes, tuple[int, list[int]]] = {}
-        for start, part in zip(starts, parts, strict=True):
-            if len(part) in lengths:
-                digest = hashlib.sha256(part).digest()
-                self.by_digest.setdefault(digest, (len(part), []))[1].append(start)
+        # Found by one regex scan rather than a split: a log of empty lines must not
+        # cost a Python object per line.
+        for match in _PAYLOAD_CANDIDATE.finditer(data):
+            start, end = match.span(1)
+            if end - start in lengths:
+                digest = hashlib.sha256(match.group(1)).digest()
+                self.by_digest.setdefault(digest, (end - start, []))[1].append(start)
 
     def first_after(self, digest: bytes, position: int) -> tuple[int, int] | None:
         """The length and start of the first line with this digest at or after position."""

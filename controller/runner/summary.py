@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from controller.runner.errors import FrameError, FrameNotFound, SummaryRefused
 from controller.runner.protocol import (
@@ -79,7 +79,7 @@ class MigrationSummary(Model):
 
 
 class Summary(Model):
-    protocol_version: int
+    protocol_version: Annotated[int, Field(ge=1, le=2**31 - 1)]
     operation: RunnerOperation
     operation_id: OperationId
     frame_digest: Digest
@@ -104,8 +104,9 @@ class Summary(Model):
         run = self.migration
         if problem is None and self.operation != "migration-apply" and run is not None:
             problem = f"a {self.operation} summary carries no migration run"
-        if problem is None and self.operation == "migration-apply" and self.error_code is None:
-            problem = None if run else "a successful migration apply summary carries its run"
+        success = self.error_code is None
+        if problem is None and self.operation == "migration-apply" and success and not run:
+            problem = "a successful migration apply summary carries its run"
         if problem is None and run is not None:
             problem = migration_problem(
                 run.outcome,

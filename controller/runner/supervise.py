@@ -30,6 +30,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Final
 
 from controller.runner.config import Redactor
@@ -127,6 +128,30 @@ def _exited(pid: int) -> bool:
     except ChildProcessError:
         return True
     return info is not None
+
+
+def group_survivors(pgid: int, leader: int, proc_root: Path = Path("/proc")) -> list[int]:
+    """Live processes (not zombies) of a process group other than its leader.
+
+    Read from /proc: a signal cannot tell a live member from the unreaped leader. An
+    unreadable /proc answers "none", which only loses this extra check.
+    """
+    found: list[int] = []
+    try:
+        entries = [e for e in proc_root.iterdir() if e.name.isdigit()]
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        member = len(fields) >= 3 and fields[2] == str(pgid) and fields[0] != "Z"
+        if member and int(entry.name) != leader:
+            found.append(int(entry.name))
+    return found
 
 
 def _reason(error: OSError) -> str:
@@ -265,6 +290,11 @@ class _Supervision:
             self.relay.close()
 
     def _outcome(self) -> ChildOutcome:
+        # Asked before the kill, while the leader is an unreaped zombie: a helper still
+        # running when the executor reported may have written after it.
+        clean = self.stop is Stop.EXITED and self.problem is None
+        if clean and group_survivors(self.proc.pid, self.proc.pid):
+            self.problem = "a process the executor started was still running after it exited"
         _kill_group(self.proc.pid, signal.SIGKILL)
         returncode = self.proc.wait()
         return ChildOutcome(

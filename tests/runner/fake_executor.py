@@ -14,6 +14,8 @@ environment the runner passes through) that says how to behave:
     echo_url    print the database URL on stderr (a careless executor)
     holder      start a helper that keeps stdout and stderr open, write its PID to
                 this path, then exit
+    daemon      start a helper with its output closed, write its PID to this path,
+                then exit
     argv_file   write the command line it was given (as JSON) to this path
 
 Standard library only; it runs under whatever interpreter the test gives it.
@@ -128,6 +130,15 @@ def main() -> int:
         # its pipes open, as a careless executor's background worker would.
         helper = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(60)"])
         Path(script["holder"]).write_text(str(helper.pid), encoding="utf-8")
+    if script.get("daemon"):
+        # A helper that keeps running with its output closed: no pipe betrays it.
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import time\nwhile True: time.sleep(60)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        Path(script["daemon"]).write_text(str(helper.pid), encoding="utf-8")
     if script.get("hang"):
         print("started", file=sys.stderr, flush=True)
         while True:

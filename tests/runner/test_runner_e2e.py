@@ -175,6 +175,17 @@ def test_a_helper_outliving_the_executor_is_killed_and_the_run_is_uncertain(
     assert _state(int(pid_file.read_text())) in ("gone", "Z")
 
 
+def test_a_helper_still_running_after_the_executor_exits_makes_the_run_uncertain(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    run = run_runner(tmp_path, "migration-apply", {"report": "auto", "daemon": str(pid_file)})
+    result = read_back(run, "migration-apply").result
+    assert (result.error_code, result.uncertain) == ("executor_output_unreadable", True)
+    assert "still running after it exited" in (result.error.message if result.error else "")
+    assert _state(int(pid_file.read_text())) in ("gone", "Z")
+
+
 def _await_line(proc: subprocess.Popen[str], wanted: str) -> None:
     assert proc.stderr is not None
     with selectors.DefaultSelector() as selector:

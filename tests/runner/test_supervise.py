@@ -24,7 +24,14 @@ from controller.runner.protocol import (
     MAX_PAYLOAD_BYTES,
     parse_result_for,
 )
-from controller.runner.supervise import MAX_RELAY, RELAY_PREFIX, Limits, Relay, supervise
+from controller.runner.supervise import (
+    MAX_RELAY,
+    RELAY_PREFIX,
+    Limits,
+    Relay,
+    group_survivors,
+    supervise,
+)
 from tests.runner.support import FAKE_EXECUTOR, SECRET_URL
 
 QUICK = Limits(kill_grace=0.5, drain=0.5)
@@ -147,3 +154,17 @@ def test_the_runners_whole_log_fits_what_the_controller_reads() -> None:
     runner_lines = 4 * (1024 + 512)
     largest_frame = MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES + len(FOOTER) + 3
     assert MAX_RELAY + largest_frame + runner_lines <= LOG_BUDGET_BYTES
+
+
+def test_group_survivors_reads_proc_and_skips_the_leader_and_zombies(tmp_path: Path) -> None:
+    def entry(pid: int, comm: str, state: str, pgrp: int) -> None:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) {state} 1 {pgrp} 0 0\n")
+
+    entry(100, "ptah", "Z", 100)  # the leader, exited and unreaped
+    entry(101, "a) (b", "S", 100)  # a helper whose name has parentheses
+    entry(102, "dead", "Z", 100)  # a helper that exited
+    entry(103, "other", "R", 7)  # another group
+    (tmp_path / "self").mkdir()
+    assert group_survivors(100, 100, tmp_path) == [101]
+    assert group_survivors(100, 100, tmp_path / "absent") == []

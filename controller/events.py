@@ -1,0 +1,110 @@
+"""Kubernetes Events for each boundary a claim crosses.
+
+Events are telemetry, not records: the API server may drop or expire them, and no
+decision ever reads one. Sending one therefore never fails a pass, and a pass sends
+its Events only after its last step, so an Event that cannot be sent never sits
+between a durable write and the step that write makes safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final, Literal, Protocol
+
+from jobclaim.apiserver import EVENTS, ApiClient, ApiError
+
+REPORTING_CONTROLLER: Final = "operator.ptah.run/ptah-operator"
+_NOTE_LIMIT: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    reason: str
+    note: str
+    type: Literal["Normal", "Warning"] = "Normal"
+
+
+@dataclass(frozen=True, slots=True)
+class Regarding:
+    """The object an Event is about."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+class EventSink(Protocol):
+    def emit(self, regarding: Regarding, record: EventRecord) -> None: ...
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ApiEventSink:
+    """Creates ``events.k8s.io/v1`` Events; a failure is counted, never raised."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        instance: str,
+        wall: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self._api = api
+        self._instance = instance
+        self._wall = wall
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def emit(self, regarding: Regarding, record: EventRecord) -> None:
+        moment = self._wall().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        event = {
+            "metadata": {"generateName": f"{regarding.name}.", "namespace": regarding.namespace},
+            "eventTime": moment,
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": record.reason,
+            "reason": record.reason,
+            "note": record.note[:_NOTE_LIMIT],
+            "type": record.type,
+            "regarding": {
+                "apiVersion": regarding.api_version,
+                "kind": regarding.kind,
+                "namespace": regarding.namespace,
+                "name": regarding.name,
+                "uid": regarding.uid,
+            },
+        }
+        try:
+            self._api.create(EVENTS, regarding.namespace, event)
+        except ApiError:
+            # An Event lost is telemetry lost; failing the pass for it would turn a
+            # busy API server into a stalled dispatch.
+            with self._lock:
+                self.dropped += 1
+
+
+class RecordingSink:
+    """Keeps every Event in memory, for tests and the benchmark."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: list[tuple[Regarding, EventRecord]] = []
+        self.listeners: list[Callable[[Regarding, EventRecord], None]] = []
+
+    def emit(self, regarding: Regarding, record: EventRecord) -> None:
+        with self._lock:
+            self.records.append((regarding, record))
+            listeners = list(self.listeners)
+        for listener in listeners:
+            listener(regarding, record)
+
+    def reasons(self, name: str | None = None) -> list[str]:
+        with self._lock:
+            return [r.reason for g, r in self.records if name is None or g.name == name]

@@ -1,0 +1,178 @@
+"""Persisting a claim, and keeping its Lease tenure readable.
+
+A claim is written before its Job exists, in two writes and in this order:
+
+1. the finalizer, by a metadata patch, so the resource cannot vanish under a claim;
+2. the claim, by a status patch, carrying the Job's deterministic name.
+
+A process that stops between them leaves a finalizer with no claim. The next pass
+removes it before anything else (``remove_orphan_finalizer``): a finalizer that no
+record explains would hold deletion forever, and a claim is never inferred from one.
+
+The claim also carries the Lease epoch it expects, a placeholder derived from its
+operation ID, before any acquisition. What an acquisition or renewal then found is
+decided by ``epoch_update``: before dispatch a different epoch is adopted silently,
+because nothing ran; after dispatch it latches ``leaseContinuityLost``, because a run
+whose realm changed hands under it can no longer be read as this claim's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Approval, Operation, PassContext, Status, timestamp
+from controller.targetlock import LeaseState
+from jobclaim import coordination_digest, job_name, operation_info
+from jobclaim.api import DatabaseTargetSpec
+from jobclaim.errors import InvalidInput, PtahError
+
+# A status-only write wakes no watch a controller filters on generation; the pass
+# that wrote asks to be run again at once instead.
+AGAIN = 0.0
+
+
+class UnknownOperation(PtahError):
+    """A claim was asked for an operation type the operation table does not define."""
+
+
+def placeholder_epoch(operation_id: str) -> str:
+    """The epoch a claim expects before it first holds the Lease: derived from its own
+    operation ID, so no tenure anyone else began can carry it."""
+    return "v1-" + operation_id.removeprefix("sha256:")[:32]
+
+
+def target_digest(target: DatabaseTargetSpec, namespace: str) -> str:
+    return coordination_digest(
+        engine=target.engine,
+        namespace=namespace,
+        coordination_key=target.coordination_key,
+        realm=target.realm_ref.name if target.realm_ref else None,
+    )
+
+
+def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[str, Any]:
+    """The realm binding and windows a new claim persists before any acquisition."""
+    family = ctx.family.name
+    info = operation_info(family, operation)
+    config = ctx.env.config
+    fields: dict[str, Any] = {
+        "coordination_digest": target_digest(ctx.subject.spec.target, ctx.namespace),
+    }
+    if info.holds_lock(False):
+        fields["lease_duration_seconds"] = config.lease_duration(family, operation)
+        fields["lease_epoch"] = placeholder_epoch(operation_id)
+    if info.mutating:
+        # An Apply may start only within its window, and the runner stops it at the end.
+        deadline = ctx.later(config.apply_window_seconds)
+        fields["dispatch_not_after"] = deadline
+        fields["execution_not_after"] = deadline
+    return fields
+
+
+def finalizer_owed(ctx: PassContext) -> bool:
+    """Whether a record on the resource still needs its finalizer."""
+    status = ctx.status
+    if status is None:
+        return False
+    owed: list[object] = [status.active_operation, status.pending_lock_release]
+    owed.append(getattr(status, "pending_observation", None))
+    owed.append(getattr(status, "pending_binding_retirement", None))
+    return any(record is not None for record in owed)
+
+
+def _finalizers(ctx: PassContext) -> list[str]:
+    return list(ctx.subject.metadata.finalizers or [])
+
+
+def remove_orphan_finalizer(ctx: PassContext) -> Stop | None:
+    """Remove our finalizer when no record explains it; the pass then ends."""
+    finalizers = _finalizers(ctx)
+    if ctx.family.finalizer not in finalizers or finalizer_owed(ctx):
+        return None
+    remaining = [f for f in finalizers if f != ctx.family.finalizer]
+    ctx.write_metadata({"finalizers": remaining or None})
+    ctx.crossed("FinalizerRemoved", "no claim or record holds the resource any longer")
+    return Stop("a finalizer with no claim was removed", requeue_after=AGAIN)
+
+
+def claim_operation(ctx: PassContext, operation: str, approval: Approval | None = None) -> Stop:
+    """Persist a claim of ``operation``: the finalizer first, then the claim.
+
+    Any operation type of the family's table may be claimed; a type the table does
+    not define is refused here, because no later step could say what it is.
+    """
+    info = operation_info(ctx.family.name, operation)
+    if not info.known:
+        raise UnknownOperation(f"{operation!r} is not a {ctx.family.name} operation")
+    status = ctx.status
+    if status is not None and status.active_operation is not None:
+        return Stop("the resource already holds a claim")
+    claimed = ctx.family.new_claim(ctx, operation, approval)
+    finalizers = _finalizers(ctx)
+    if ctx.family.finalizer not in finalizers:
+        ctx.write_metadata({"finalizers": [*finalizers, ctx.family.finalizer]})
+    ctx.write_status(claimed)
+    ctx.crossed("Claimed", f"{operation} claimed as {ctx.operation.job_name}")
+    return Stop("the claim is persisted; nothing external has happened", requeue_after=AGAIN)
+
+
+def epoch_update(
+    operation: Operation, state: LeaseState, *, dispatched: bool
+) -> dict[str, Any] | None:
+    """What a held Lease means for the claim's persisted tenure, or None when it is the
+    tenure the claim already names. Pure."""
+    if not state.held:
+        # Not holding the realm is only a loss once something may be running.
+        return {"lease_continuity_lost": True} if dispatched else None
+    same = state.epoch == operation.lease_epoch and not state.continuity_lost
+    if same:
+        return None
+    if not dispatched:
+        # Before dispatch nothing ran under the old expectation: adopt the new tenure.
+        return {"lease_epoch": state.epoch}
+    # After dispatch the realm may have changed hands under the run: the tenure now
+    # held is recorded (a release needs its exact epoch) and the loss is latched.
+    if operation.lease_continuity_lost and state.epoch == operation.lease_epoch:
+        return None
+    return {"lease_epoch": state.epoch, "lease_continuity_lost": True}
+
+
+def retry_attempt(ctx: PassContext) -> Operation:
+    """A read-only claim's next attempt: a new Job name, nothing dispatched yet.
+
+    The old Job is left to its own deadline; the new name keeps the two apart.
+    """
+    operation = ctx.operation
+    if not ctx.info.read_only:
+        raise InvalidInput("only a read-only claim runs again under a new attempt")
+    attempt = operation.attempt + 1
+    name = job_name(
+        family=ctx.family.name,
+        owner_name=ctx.name,
+        owner_uid=ctx.uid,
+        operation=operation.type,
+        operation_id=operation.id,
+        epoch=operation.execution_binding_id,
+        input_fingerprint=operation.input_fingerprint,
+        attempt=attempt,
+    )
+    return operation.model_copy(
+        update={
+            "attempt": attempt,
+            "job_name": name,
+            "job_uid": None,
+            "dispatch_started": False,
+            "started_at": timestamp(ctx.now()),
+        }
+    )
+
+
+def write_retry(ctx: PassContext, reason: str) -> Stop:
+    status = ctx.status
+    assert status is not None
+    retried = retry_attempt(ctx)
+    updated: Status = status.model_copy(update={"active_operation": retried})
+    ctx.write_status(updated)
+    ctx.crossed("AttemptRetried", f"{reason}; attempt {retried.attempt} is {retried.job_name}")
+    return Stop(f"a read-only claim runs again: {reason}", requeue_after=AGAIN)

@@ -1,0 +1,270 @@
+"""What a PtahMigration supplies to the dispatch sequence, and only that.
+
+- Authorize: an Apply is permitted only while the plan it names (``planRef``, read
+  uncached) is still that plan under the epoch in force, and the approval it holds by
+  reference (``approvalRef``) still authorizes it. A migration plan carries no SQL,
+  so there is nothing to stage: the Apply reads its files from the verified artifact
+  and is held to the plan's sequence by ``ptah migrations up --expect-sequence``.
+- Its Job: ``migration_job_inputs`` with the plan's sequence + ``build_job``; its
+  claim for ``match``: ``migration_claim``.
+- An Apply is not claimed while ``status.unresolvedRun`` stands: a run nobody
+  accounted for blocks the next one until a reading or a person settles it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.approvals import find_migration_approval, held_migration_approval
+from controller.claiming import input_fingerprint, migration_operation
+from controller.claims import realm_fields
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Approval, PassContext, timestamp
+from controller.retire import retire_undispatched
+from controller.supervision import inputs_hold
+from jobclaim import Claim, build_job, migration_claim, migration_job_inputs
+from jobclaim.api import (
+    MIGRATION_FINALIZER,
+    ManagerRecord,
+    MigrationOperationStatus,
+    ObjectReference,
+    PtahMigration,
+    PtahMigrationApproval,
+    PtahMigrationPlan,
+    PtahMigrationStatus,
+)
+from jobclaim.apiserver import (
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONS,
+    NotFound,
+    Object,
+)
+from jobclaim.errors import BuildRefused, InvalidInput
+
+_APPLY: Final = "Apply"
+
+
+class PlanGone(BuildRefused):
+    """A migration Apply cannot build its Job without the plan whose sequence it runs."""
+
+
+def _migration(ctx: PassContext) -> PtahMigration:
+    assert isinstance(ctx.subject, PtahMigration)
+    return ctx.subject
+
+
+def _operation(ctx: PassContext) -> MigrationOperationStatus:
+    operation = ctx.operation
+    assert isinstance(operation, MigrationOperationStatus)
+    return operation
+
+
+def _status(ctx: PassContext) -> PtahMigrationStatus:
+    status = _migration(ctx).status
+    assert status is not None
+    return status
+
+
+def plan_problem(
+    plan: PtahMigrationPlan, *, ref: ObjectReference, owner_uid: str, epoch: str
+) -> str | None:
+    """Why a plan object is not the plan a claim or a new claim names, or None."""
+    if plan.metadata.uid != ref.uid or plan.metadata.deletion_timestamp:
+        return f"plan {ref.name} was replaced or is being deleted"
+    if plan.spec.migration_ref.uid != owner_uid:
+        return f"plan {ref.name} belongs to another migration"
+    if plan.spec.execution_binding_id != epoch:
+        return f"plan {ref.name} was made under another execution epoch"
+    return None
+
+
+class MigrationFamily:
+    name: Final = "migration"
+    kind: Final = "PtahMigration"
+    resource: Final = PTAHMIGRATIONS
+    approvals: Final = PTAHMIGRATIONAPPROVALS
+    finalizer: Final = MIGRATION_FINALIZER
+
+    def parse(self, obj: Object) -> PtahMigration:
+        return PtahMigration.model_validate(obj)
+
+    def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
+        status = _migration(ctx).status
+        if status is None:
+            return None
+        active = status.active_operation
+        if active is not None and active.type == operation and active.plan_ref is not None:
+            return active.plan_ref
+        return status.plan
+
+    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
+        migration = _migration(ctx)
+        binding = ctx.binding
+        if binding is None:
+            return None
+        inputs: dict[str, Any] = {
+            "family": "migration",
+            "operation": operation,
+            # Suspending is a spec edit: the generation it bumps moves these inputs.
+            "generation": migration.metadata.generation,
+            "epoch": binding.epoch,
+        }
+        if operation == _APPLY:
+            ref = self._plan_ref(ctx, operation)
+            if ref is None:
+                return None
+            inputs["plan"] = {"name": ref.name, "uid": ref.uid}
+        return inputs
+
+    def _read_plan(self, ctx: PassContext, ref: ObjectReference) -> PtahMigrationPlan | str:
+        try:
+            plan = PtahMigrationPlan.model_validate(
+                ctx.api.get(PTAHMIGRATIONPLANS, ctx.namespace, ref.name)
+            )
+        except NotFound:
+            return f"plan {ref.name} is gone"
+        binding = ctx.binding
+        epoch = binding.epoch if binding else ""
+        return plan_problem(plan, ref=ref, owner_uid=ctx.uid, epoch=epoch) or plan
+
+    def authorize(self, ctx: PassContext) -> Stop | None:
+        migration = _migration(ctx)
+        apply = ctx.operation.type == _APPLY
+        if migration.spec.suspend:
+            return retire_undispatched(ctx, "the migration is suspended")
+        if not inputs_hold(ctx):
+            return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
+        if not apply:
+            return None
+        ref = _operation(ctx).plan_ref
+        assert ref is not None  # inputs_hold needs it
+        found = self._read_plan(ctx, ref)
+        if isinstance(found, str):
+            return retire_undispatched(ctx, found, drop_plan=True)
+        ctx.plan_object = found
+        problem = self._approval_problem(ctx, found)
+        if problem is not None:
+            return retire_undispatched(ctx, problem, drop_plan=True)
+        return None
+
+    def _approval_problem(self, ctx: PassContext, plan: PtahMigrationPlan) -> str | None:
+        held = self.approval(ctx)
+        if held is None:
+            policy = _migration(ctx).spec.policy.apply
+            return None if policy == "Always" else "the Apply needs an approval it does not hold"
+        ref = _operation(ctx).plan_ref
+        assert ref is not None
+        found = held_migration_approval(ctx.api, _migration(ctx), ref, plan.spec.fingerprint, held)
+        if found is None:
+            return f"approval {held.name} no longer authorizes this plan"
+        return None
+
+    def stage(self, ctx: PassContext) -> Stop | None:
+        return None  # a migration plan carries no SQL to project
+
+    # -- the Job and the claim ---------------------------------------------------------
+
+    def _sequence(self, ctx: PassContext) -> tuple[str, ...]:
+        if ctx.operation.type != _APPLY:
+            return ()
+        plan = ctx.plan_object
+        if not isinstance(plan, PtahMigrationPlan):
+            ref = _operation(ctx).plan_ref
+            if ref is None:
+                raise PlanGone("the Apply claim names no plan")
+            found = self._read_plan(ctx, ref)
+            if isinstance(found, str):
+                raise PlanGone(f"the Apply cannot be rebuilt: {found}")
+            ctx.plan_object = plan = found
+        return tuple(entry.version for entry in plan.spec.migrations)
+
+    def build(
+        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
+    ) -> Object:
+        binding = ctx.binding
+        if binding is None:
+            raise BuildRefused("the migration records no execution binding")
+        return build_job(
+            migration_job_inputs(
+                _migration(ctx),
+                binding=binding,
+                manager=manager or ctx.env.config.manager,
+                expected_sequence=self._sequence(ctx),
+                snapshot_digest=snapshot_digest,
+            )
+        )
+
+    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
+        made = migration_claim(_migration(ctx), built=built, stored=True, binding=ctx.binding)
+        assert made is not None
+        return made
+
+    def approval(self, ctx: PassContext) -> ObjectReference | None:
+        return _operation(ctx).approval_ref
+
+    def retired(self, status: Any, *, drop_plan: bool) -> PtahMigrationStatus:
+        assert isinstance(status, PtahMigrationStatus)
+        update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
+        if drop_plan:
+            update["plan"] = None
+        return status.model_copy(update=update)
+
+    # -- what to claim -----------------------------------------------------------------
+
+    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
+        migration = _migration(ctx)
+        status = migration.status
+        binding = ctx.binding
+        ref = status.plan if status else None
+        if migration.spec.suspend or status is None or ref is None or binding is None:
+            return None
+        if status.unresolved_run is not None:
+            return Stop("an unresolved run blocks the next Apply until it is settled")
+        policy = migration.spec.policy.apply
+        if policy == "Never":
+            return None
+        found = self._read_plan(ctx, ref)
+        if isinstance(found, str):
+            return Stop(found)
+        if policy == "Always":
+            return (_APPLY, None)
+        approval = find_migration_approval(ctx.api, migration, ref, found.spec.fingerprint)
+        if approval is None:
+            return Stop("the plan awaits an approval")
+        return (_APPLY, approval)
+
+    def new_claim(
+        self, ctx: PassContext, operation: str, approval: Approval | None
+    ) -> PtahMigrationStatus:
+        migration = _migration(ctx)
+        status = _status(ctx)
+        binding = ctx.binding
+        inputs = self.inputs(ctx, operation)
+        if binding is None or inputs is None:
+            raise InvalidInput(f"a {operation} claim cannot be formed from this migration yet")
+        claim = migration_operation(
+            migration,
+            operation=operation,
+            fingerprint=input_fingerprint(inputs),
+            epoch=binding.epoch,
+            nonce=ctx.env.entropy(16),
+            started_at=timestamp(ctx.now()),
+        )
+        extra = realm_fields(ctx, operation, claim.id)
+        if operation == _APPLY:
+            extra["plan_ref"] = status.plan
+            if isinstance(approval, PtahMigrationApproval):
+                extra["approval_ref"] = ObjectReference(
+                    name=approval.metadata.name or "", uid=approval.metadata.uid or ""
+                )
+        return status.model_copy(
+            update={
+                "active_operation": claim.model_copy(update=extra),
+                "phase": ctx.info_for(operation).phase,
+            }
+        )
+
+
+MIGRATION: Final = MigrationFamily()

@@ -1,0 +1,296 @@
+"""What a PtahSchema supplies to the dispatch sequence, and only that.
+
+- Authorize: an Apply is permitted only while every binding its plan was computed
+  under still holds, re-read uncached: the plan object (its chunks verified by
+  ``planstore.load_plan``), the verification-policy ConfigMap, and the approval the
+  claim holds by reference. Any of them having moved discards the plan, rather than
+  narrowing the claim to what still holds.
+- Stage: the verified chunks go into the plan's projection ConfigMaps on every pass
+  that can still create the Job, before the mark; a foreign object under a projection
+  name retires the plan, since no retry can clear a name derived from the plan.
+- Its Job: ``schema_job_inputs`` + ``build_job``; its claim for ``match``:
+  ``schema_claim``; where it keeps the approval: ``status.plan.approval``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.approvals import find_schema_approval, held_schema_approval
+from controller.claiming import input_fingerprint, schema_operation
+from controller.claims import realm_fields
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Approval, PassContext, timestamp
+from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
+from controller.retire import retire_undispatched
+from controller.supervision import inputs_hold
+from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, sha256_digest
+from jobclaim.api import (
+    SCHEMA_FINALIZER,
+    ManagerRecord,
+    ObjectReference,
+    PtahSchema,
+    PtahSchemaApproval,
+    PtahSchemaPlan,
+    PtahSchemaStatus,
+)
+from jobclaim.api.common import ConsumedApprovalStatus
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+    NotFound,
+    Object,
+)
+from jobclaim.builder import DEFAULT_GRACE_SECONDS
+from jobclaim.errors import BuildRefused, InvalidInput
+
+_APPLY: Final = "Apply"
+
+
+def _schema(ctx: PassContext) -> PtahSchema:
+    assert isinstance(ctx.subject, PtahSchema)
+    return ctx.subject
+
+
+def _status(ctx: PassContext) -> PtahSchemaStatus:
+    status = _schema(ctx).status
+    assert status is not None
+    return status
+
+
+def approval_required(schema: PtahSchema) -> bool:
+    """Always needs no approval only for a plan that destroys nothing and grants nothing."""
+    plan = schema.status.plan if schema.status else None
+    if schema.spec.policy.apply != "Always" or plan is None:
+        return True
+    return plan.destructive or bool(plan.privilege_changes)
+
+
+def policy_digest(data: str) -> str:
+    """The digest a plan binds its verification policy by: SHA-256 of the key's text."""
+    return sha256_digest(data.encode("utf-8"))
+
+
+class SchemaFamily:
+    name: Final = "schema"
+    kind: Final = "PtahSchema"
+    resource: Final = PTAHSCHEMAS
+    approvals: Final = PTAHSCHEMAAPPROVALS
+    finalizer: Final = SCHEMA_FINALIZER
+
+    def parse(self, obj: Object) -> PtahSchema:
+        return PtahSchema.model_validate(obj)
+
+    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
+        schema = _schema(ctx)
+        binding = ctx.binding
+        if binding is None:
+            return None
+        inputs: dict[str, Any] = {
+            "family": "schema",
+            "operation": operation,
+            "generation": schema.metadata.generation,
+            "epoch": binding.epoch,
+        }
+        if operation == _APPLY:
+            plan = schema.status.plan if schema.status else None
+            if plan is None:
+                return None
+            inputs["plan"] = {"name": plan.name, "uid": plan.uid, "fingerprint": plan.fingerprint}
+        return inputs
+
+    # -- authorize and stage -----------------------------------------------------------
+
+    def authorize(self, ctx: PassContext) -> Stop | None:
+        schema = _schema(ctx)
+        apply = ctx.operation.type == _APPLY
+        if schema.spec.suspend:
+            return retire_undispatched(ctx, "the schema is suspended")
+        if not inputs_hold(ctx):
+            return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
+        if not apply:
+            return None
+        problem = self._plan_problem(ctx) or self._policy_problem(ctx)
+        problem = problem or self._approval_problem(ctx)
+        if problem is not None:
+            return retire_undispatched(ctx, problem, drop_plan=True)
+        return None
+
+    def _plan_problem(self, ctx: PassContext) -> str | None:
+        plan = _status(ctx).plan
+        assert plan is not None  # inputs_hold needs it
+        try:
+            obj = PtahSchemaPlan.model_validate(
+                ctx.api.get(PTAHSCHEMAPLANS, ctx.namespace, plan.name)
+            )
+        except NotFound:
+            return f"plan {plan.name} is gone"
+        spec = obj.spec
+        if obj.metadata.uid != plan.uid or obj.metadata.deletion_timestamp:
+            return f"plan {plan.name} was replaced or is being deleted"
+        if spec.fingerprint != plan.fingerprint or spec.content_digest != plan.content_digest:
+            return f"plan {plan.name} is not the plan the claim was authorized for"
+        if spec.schema_ref.uid != ctx.uid or spec.execution_binding_id != plan.execution_binding_id:
+            return f"plan {plan.name} belongs to another schema or epoch"
+        try:
+            ctx.chunks = load_plan(ctx.api, ctx.namespace, obj)
+        except PlanUnverified as error:
+            return f"plan {plan.name} cannot be verified: {error}"
+        ctx.plan_object = obj
+        return None
+
+    def _policy_problem(self, ctx: PassContext) -> str | None:
+        plan = _status(ctx).plan
+        assert plan is not None
+        if plan.verification_policy_uid is None:
+            return None
+        selector = _schema(ctx).spec.desired.verification_policy_from
+        if selector is None:
+            return "the plan was verified under a policy the schema no longer names"
+        try:
+            obj = ctx.api.get(CONFIGMAPS, ctx.namespace, selector.name)
+        except NotFound:
+            return f"verification policy {selector.name} is gone"
+        data = (obj.get("data") or {}).get(selector.key)
+        if obj["metadata"].get("uid") != plan.verification_policy_uid or not isinstance(data, str):
+            return f"verification policy {selector.name} was replaced"
+        if policy_digest(data) != plan.verification_policy_digest:
+            return f"verification policy {selector.name} changed since the plan was verified"
+        return None
+
+    def _approval_problem(self, ctx: PassContext) -> str | None:
+        schema = _schema(ctx)
+        plan = _status(ctx).plan
+        assert plan is not None
+        held = self.approval(ctx)
+        if held is None:
+            return (
+                "the plan needs an approval the claim does not hold"
+                if (approval_required(schema))
+                else None
+            )
+        if held_schema_approval(ctx.api, schema, plan, held) is None:
+            return f"approval {held.name} no longer authorizes this plan"
+        return None
+
+    def stage(self, ctx: PassContext) -> Stop | None:
+        plan = ctx.plan_object
+        if not isinstance(plan, PtahSchemaPlan) or ctx.chunks is None:
+            # Only a driver with its steps exchanged stages before authorizing.
+            problem = self._plan_problem(ctx)
+            if problem is not None:
+                return retire_undispatched(ctx, problem, drop_plan=True)
+            plan = ctx.plan_object
+            assert isinstance(plan, PtahSchemaPlan) and ctx.chunks is not None
+        try:
+            project(ctx.api, plan, ctx.name, ctx.chunks)
+        except (ProjectionConflict, PlanUnverified) as error:
+            return retire_undispatched(ctx, f"a projection name is taken: {error}", drop_plan=True)
+        ctx.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
+        return None
+
+    # -- the Job and the claim ---------------------------------------------------------
+
+    def build(
+        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
+    ) -> Object:
+        binding = ctx.binding
+        if binding is None:
+            raise BuildRefused("the schema records no execution binding")
+        return build_job(
+            schema_job_inputs(
+                _schema(ctx),
+                binding=binding,
+                manager=manager or ctx.env.config.manager,
+                snapshot_digest=snapshot_digest,
+            )
+        )
+
+    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
+        made = schema_claim(_schema(ctx), built=built, stored=True, binding=ctx.binding)
+        assert made is not None
+        return made
+
+    def approval(self, ctx: PassContext) -> ObjectReference | None:
+        plan = _status(ctx).plan
+        if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
+            return None
+        return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
+
+    def retired(self, status: Any, *, drop_plan: bool) -> PtahSchemaStatus:
+        assert isinstance(status, PtahSchemaStatus)
+        update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
+        if drop_plan:
+            update["plan"] = None
+        return status.model_copy(update=update)
+
+    # -- what to claim -----------------------------------------------------------------
+
+    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
+        """An Apply, once the current plan is authorized. Read-only work is claimed when
+        asked (issue 5 decides when from the readings)."""
+        schema = _schema(ctx)
+        status = schema.status
+        binding = ctx.binding
+        plan = status.plan if status else None
+        if schema.spec.suspend or status is None or plan is None or binding is None:
+            return None
+        if status.pending_observation is not None or schema.spec.policy.apply == "Never":
+            return None
+        if plan.execution_binding_id != binding.epoch:
+            return None
+        if not approval_required(schema):
+            return (_APPLY, None)
+        approval = find_schema_approval(ctx.api, schema, plan)
+        if approval is None:
+            return Stop("the plan awaits an approval")
+        return (_APPLY, approval)
+
+    def new_claim(
+        self, ctx: PassContext, operation: str, approval: Approval | None
+    ) -> PtahSchemaStatus:
+        schema = _schema(ctx)
+        status = _status(ctx)
+        binding = ctx.binding
+        inputs = self.inputs(ctx, operation)
+        if binding is None or inputs is None:
+            raise InvalidInput(f"a {operation} claim cannot be formed from this schema yet")
+        claim = schema_operation(
+            schema,
+            operation=operation,
+            fingerprint=input_fingerprint(inputs),
+            epoch=binding.epoch,
+            nonce=ctx.env.entropy(16),
+            started_at=timestamp(ctx.now()),
+        )
+        extra = realm_fields(ctx, operation, claim.id)
+        if operation == _APPLY:
+            extra["termination_grace_period_seconds"] = DEFAULT_GRACE_SECONDS
+        update: dict[str, Any] = {
+            "active_operation": claim.model_copy(update=extra),
+            "phase": ctx.info_for(operation).phase,
+        }
+        if operation == _APPLY and status.plan is not None:
+            reserved = None
+            if isinstance(approval, PtahSchemaApproval):
+                reserved = _reservation(approval)
+            update["plan"] = status.plan.model_copy(update={"approval": reserved})
+        return status.model_copy(update=update)
+
+
+def _reservation(approval: PtahSchemaApproval) -> ConsumedApprovalStatus:
+    spec = approval.spec
+    if spec.approver is None or spec.approved_at is None:
+        raise InvalidInput("an approval admission did not stamp cannot be reserved")
+    return ConsumedApprovalStatus(
+        name=approval.metadata.name or "",
+        uid=approval.metadata.uid or "",
+        approver=spec.approver,
+        approved_at=spec.approved_at,
+    )
+
+
+SCHEMA: Final = SchemaFamily()

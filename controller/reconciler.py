@@ -1,0 +1,301 @@
+"""The manager loop: watches trigger, a work queue serializes, passes decide.
+
+- Watches only say *which* resource may need a pass. A pass reads everything it
+  decides from uncached (``lifecyclepass``), so a stale or missed watch event can
+  delay work but never misdirect it.
+- The queue hands a key to one worker at a time: a key added while it is being
+  worked is run again after, never beside. Two workers on one resource would both
+  see the same undispatched claim.
+- A pass that failed is retried with exponential backoff; one that asked for a
+  requeue is run again after the time it asked for; one that did neither waits for
+  a watch event.
+- Only the elected leader works (``LeaderElector``); losing the Lease stops the
+  workers. Shutdown stops taking keys, lets each worker finish its pass, and gives
+  the Lease back.
+- Each pass's Events are sent after the pass (``events``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from controller.events import EventSink
+from controller.leaderelection import LeaderElector
+from controller.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Environment
+from jobclaim.apiserver import JOBS, PTAHMIGRATIONAPPROVALS, PTAHSCHEMAAPPROVALS, Object, Resource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Key:
+    kind: str
+    namespace: str
+    name: str
+
+
+class WorkQueue:
+    """A keyed queue: deduplicated, one holder per key, delays and backoff by ``clock``."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        base_delay: float = 0.05,
+        max_delay: float = 300.0,
+    ) -> None:
+        self._clock = clock
+        self._base = base_delay
+        self._max = max_delay
+        self._cond = threading.Condition()
+        self._ready: deque[Key] = deque()
+        self._queued: set[Key] = set()
+        self._active: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._delayed: list[tuple[float, Key]] = []
+        self._failures: dict[Key, int] = {}
+        self._closed = False
+
+    def add(self, key: Key, *, after: float = 0.0) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            if after > 0:
+                heapq.heappush(self._delayed, (self._clock() + after, key))
+            elif key in self._active:
+                self._dirty.add(key)  # run again after the current pass, never beside it
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+            self._cond.notify()
+
+    def add_with_backoff(self, key: Key) -> float:
+        """Add after a delay that doubles with each consecutive failure of ``key``."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = min(self._max, self._base * float(2**failures))
+        self.add(key, after=delay)
+        return delay
+
+    def forget(self, key: Key) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def _promote(self) -> float | None:
+        """Move due delayed keys to ready; the seconds until the next one is due."""
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, key = heapq.heappop(self._delayed)
+            if key in self._active:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float | None = None) -> Key | None:
+        """The next key, now marked active; None on timeout or shutdown."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                next_due = self._promote()
+                if self._closed:
+                    return None
+                if self._ready:
+                    key = self._ready.popleft()
+                    self._queued.discard(key)
+                    self._active.add(key)
+                    return key
+                waits = [w for w in (next_due,) if w is not None]
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    waits.append(remaining)
+                self._cond.wait(min(waits) if waits else None)
+
+    def done(self, key: Key) -> None:
+        with self._cond:
+            self._active.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                if key not in self._queued:
+                    self._queued.add(key)
+                    self._ready.append(key)
+            self._cond.notify()
+
+    def shut_down(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._ready) + len(self._delayed)
+
+
+# What each watched kind says about which resource may need a pass.
+_JOB_OWNERS: Final = frozenset(FAMILIES)
+_APPROVAL_OWNER: Final = {
+    PTAHSCHEMAAPPROVALS.kind: ("PtahSchema", "schemaRef"),
+    PTAHMIGRATIONAPPROVALS.kind: ("PtahMigration", "migrationRef"),
+}
+
+
+def keys_for(resource: Resource, obj: Object) -> list[Key]:
+    """The resources a watch event about ``obj`` may concern. Pure."""
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    if resource.kind in FAMILIES:
+        return [Key(resource.kind, namespace, str(meta.get("name") or ""))]
+    if resource.kind == JOBS.kind:
+        refs = meta.get("ownerReferences") or []
+        return [
+            Key(ref["kind"], namespace, ref["name"])
+            for ref in refs
+            if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") in _JOB_OWNERS
+        ]
+    owner = _APPROVAL_OWNER.get(resource.kind)
+    if owner is not None:
+        ref = (obj.get("spec") or {}).get(owner[1]) or {}
+        if isinstance(ref, dict) and ref.get("name"):
+            return [Key(owner[0], namespace, str(ref["name"]))]
+    return []
+
+
+WATCHED: Final = (
+    *(family.resource for family in FAMILIES.values()),
+    JOBS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHMIGRATIONAPPROVALS,
+)
+
+
+class Reconciler:
+    """Runs passes for keys, by hand (``reconcile``) or from watches (``run``)."""
+
+    def __init__(
+        self,
+        env: Environment,
+        events: EventSink,
+        *,
+        namespace: str | None = None,
+        elector: LeaderElector | None = None,
+        queue: WorkQueue | None = None,
+        workers: int = 2,
+        watch_pause: float = 1.0,
+    ) -> None:
+        self.env = env
+        self.events = events
+        self.namespace = namespace
+        self.elector = elector
+        self.queue = queue or WorkQueue()
+        self.workers = workers
+        self.watch_pause = watch_pause
+        self.passes = 0
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> Stop:
+        """One pass over ``key``; its Events are sent after it."""
+        return self._finish(run_pass(self.env, key.kind, key.namespace, key.name))
+
+    def claim(self, key: Key, operation: str) -> Stop:
+        """Claim ``operation`` on ``key`` through the family's operation table."""
+        result = self._finish(request_claim(self.env, key.kind, key.namespace, key.name, operation))
+        self.queue.add(key)
+        return result
+
+    def _finish(self, result: PassResult) -> Stop:
+        self.passes += 1
+        regarding = result.regarding
+        if regarding is not None and result.ctx is not None:
+            for record in result.ctx.events:
+                self.events.emit(regarding, record)
+        return result.stop
+
+    def process(self, key: Key) -> Stop:
+        """One queued pass and its requeue decision."""
+        try:
+            stop = self.reconcile(key)
+        except Exception as error:  # a bug must not kill the worker; backoff retries it
+            log.exception("a pass over %s failed", key)
+            stop = Stop("the pass raised", error=error)
+        if stop.error is not None:
+            self.queue.add_with_backoff(key)
+            log.info("%s: %s (%s)", key, stop.reason, stop.error)
+        else:
+            self.queue.forget(key)
+            if stop.requeue_after is not None:
+                self.queue.add(key, after=stop.requeue_after)
+        return stop
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaign, then work until ``stop`` is set or leadership is lost."""
+        elector = self.elector
+        while elector is not None and not elector.try_acquire_or_renew():
+            if stop.wait(elector.duration / 3):
+                return
+        threads = [
+            threading.Thread(target=self._watch, args=(r, stop), daemon=True) for r in WATCHED
+        ]
+        threads += [
+            threading.Thread(target=self._work, args=(stop,), daemon=True)
+            for _ in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            while not stop.is_set():
+                if elector is not None:
+                    if not elector.try_acquire_or_renew() and not elector.leading:
+                        log.warning("leadership lost; stopping the workers")
+                        break
+                    stop.wait(elector.duration / 3)
+                else:
+                    stop.wait(1.0)
+        finally:
+            stop.set()
+            self.queue.shut_down()
+            for thread in threads:
+                thread.join()
+            if elector is not None:
+                elector.release()
+
+    def _work(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.process(key)
+            finally:
+                self.queue.done(key)
+
+    def _watch(self, resource: Resource, stop: threading.Event) -> None:
+        version: str | None = None
+        while not stop.is_set():
+            try:
+                for event in self.env.api.watch(resource, self.namespace, resource_version=version):
+                    if stop.is_set():
+                        return
+                    obj = event.object
+                    version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+                    for key in keys_for(resource, obj):
+                        self.queue.add(key)
+            except Exception:  # a broken watch is re-established; decisions never rely on it
+                log.exception("the %s watch broke; re-listing", resource.plural)
+                version = None
+            stop.wait(self.watch_pause)

@@ -1,0 +1,367 @@
+"""Approvals: which one authorizes a claim, and spending it exactly once.
+
+A person approves one plan of one resource by creating a PtahSchemaApproval or a
+PtahMigrationApproval; admission stamps who approved, when, and the request that
+created it. An approval authorizes a mutating claim only when it names the resource
+and the plan by name and UID, carries the plan's fingerprint (which binds everything
+else the plan was computed under) and carries admission's stamp. An approval being
+deleted, marked Stale, or already Consumed authorizes nothing.
+
+Consumption is evidence that a decision was spent, never permission. The dispatch
+sequence spends the approval (the ``Consumed`` condition, reason ``DispatchCommitted``)
+before it writes ``dispatchStarted``, and every claim looking for an approval skips a
+consumed one, so one approval can never authorize a second dispatch. A claim that
+already spent its approval and stopped before marking holds it by reference and
+dispatches on the next pass: ``held_schema_approval`` and ``held_migration_approval``
+re-read that one approval and accept it consumed.
+
+Every read is uncached; the choices are pure functions over what was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
+
+from jobclaim.api import (
+    CurrentPlanStatus,
+    ObjectReference,
+    PtahMigration,
+    PtahMigrationApproval,
+    PtahSchema,
+    PtahSchemaApproval,
+)
+from jobclaim.api.meta import Condition
+from jobclaim.apiserver import (
+    PTAHMIGRATIONAPPROVALS,
+    PTAHSCHEMAAPPROVALS,
+    ApiClient,
+    ApiReader,
+    Conflict,
+    NotFound,
+    Object,
+    Resource,
+)
+from jobclaim.errors import PtahError
+
+__all__ = [
+    "CONSUMED",
+    "DISPATCH_COMMITTED",
+    "STALE",
+    "ApprovalGone",
+    "choose_migration_approval",
+    "choose_schema_approval",
+    "consume_approval",
+    "find_migration_approval",
+    "find_schema_approval",
+    "held_migration_approval",
+    "held_schema_approval",
+    "migration_approval_problem",
+    "schema_approval_problem",
+]
+
+CONSUMED: Final = "Consumed"
+STALE: Final = "Stale"
+DISPATCH_COMMITTED: Final = "DispatchCommitted"
+# Status patches per consume: each lost race is another writer's change to the same
+# approval (a staleness sweep, say); a few re-reads settle it.
+MAX_ATTEMPTS: Final = 5
+_LATEST: Final = datetime.max.replace(tzinfo=UTC)
+
+Approval = TypeVar("Approval", PtahSchemaApproval, PtahMigrationApproval)
+
+
+class ApprovalGone(PtahError):
+    """The approval a claim holds was deleted, replaced, or withdrawn before it was spent."""
+
+
+def _true(conditions: Iterable[Condition], kind: str) -> bool:
+    return any(c.type == kind and c.status == "True" for c in conditions)
+
+
+def _state_problem(
+    approval: PtahSchemaApproval | PtahMigrationApproval, *, consumed_ok: bool
+) -> str | None:
+    """Why the approval authorizes nothing whatever it names, or None."""
+    conditions = approval.status.conditions if approval.status else []
+    if approval.metadata.deletion_timestamp is not None:
+        return "it is being deleted"
+    if _true(conditions, STALE):
+        return "it is marked stale"
+    if not consumed_ok and _true(conditions, CONSUMED):
+        return "it was already consumed"
+    spec = approval.spec
+    # Admission stamps these; without them nobody can say who approved, so the
+    # approval could have been written by anything that can create the object.
+    if spec.approver is None or not spec.approver.username:
+        return "it carries no approver"
+    if not spec.approved_at:
+        return "it carries no approval time"
+    if not spec.mutation_request_uid:
+        return "it carries no admission request UID"
+    return None
+
+
+def schema_approval_problem(
+    approval: PtahSchemaApproval,
+    *,
+    schema_name: str,
+    schema_uid: str,
+    plan: CurrentPlanStatus,
+    consumed_ok: bool = False,
+) -> str | None:
+    """Why ``approval`` does not authorize applying ``plan`` to the schema, or None."""
+    spec = approval.spec
+    if (spec.schema_ref.name, spec.schema_ref.uid) != (schema_name, schema_uid):
+        return "it names another schema"
+    if (spec.plan_ref.name, spec.plan_ref.uid) != (plan.name, plan.uid):
+        return "it names another plan"
+    # The fingerprint binds everything the plan was computed under; nothing else of
+    # the plan needs comparing.
+    if spec.plan_fingerprint != plan.fingerprint:
+        return "it approves another plan fingerprint"
+    if spec.execution_binding_id not in (None, plan.execution_binding_id):
+        return "it names another execution epoch than its plan"
+    return _state_problem(approval, consumed_ok=consumed_ok)
+
+
+def migration_approval_problem(
+    approval: PtahMigrationApproval,
+    *,
+    migration_name: str,
+    migration_uid: str,
+    plan_ref: ObjectReference,
+    plan_fingerprint: str,
+    consumed_ok: bool = False,
+) -> str | None:
+    """Why ``approval`` does not authorize applying the plan to the migration, or None."""
+    spec = approval.spec
+    if (spec.migration_ref.name, spec.migration_ref.uid) != (migration_name, migration_uid):
+        return "it names another migration"
+    if (spec.plan_ref.name, spec.plan_ref.uid) != (plan_ref.name, plan_ref.uid):
+        return "it names another plan"
+    if not plan_fingerprint or spec.plan_fingerprint != plan_fingerprint:
+        return "it approves another plan fingerprint"
+    return _state_problem(approval, consumed_ok=consumed_ok)
+
+
+def _created(approval: PtahSchemaApproval | PtahMigrationApproval) -> datetime:
+    stamp = approval.metadata.creation_timestamp
+    if not stamp:
+        return _LATEST
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return _LATEST
+
+
+def _decoded(kind: type[Approval], objects: Iterable[Mapping[str, Any]]) -> list[Approval]:
+    out: list[Approval] = []
+    for obj in objects:
+        try:
+            out.append(kind.model_validate(obj))
+        except ValidationError:
+            # An approval this operator cannot read (a newer version's field, say) may
+            # carry a condition it does not know: it authorizes nothing here.
+            continue
+    return out
+
+
+def _oldest(candidates: Sequence[Approval]) -> Approval | None:
+    # Oldest first, then by name, so every pass and every replica picks the same one.
+    ordered = sorted(candidates, key=lambda a: (_created(a), a.metadata.name or ""))
+    return ordered[0] if ordered else None
+
+
+def choose_schema_approval(
+    objects: Iterable[Mapping[str, Any]], schema: PtahSchema, plan: CurrentPlanStatus
+) -> PtahSchemaApproval | None:
+    """The oldest approval among ``objects`` that authorizes ``plan``, or None."""
+    name, uid = schema.metadata.name, schema.metadata.uid
+    if not name or not uid:
+        return None
+    usable = [
+        a
+        for a in _decoded(PtahSchemaApproval, objects)
+        if schema_approval_problem(a, schema_name=name, schema_uid=uid, plan=plan) is None
+    ]
+    return _oldest(usable)
+
+
+def choose_migration_approval(
+    objects: Iterable[Mapping[str, Any]],
+    migration: PtahMigration,
+    plan_ref: ObjectReference,
+    plan_fingerprint: str,
+) -> PtahMigrationApproval | None:
+    name, uid = migration.metadata.name, migration.metadata.uid
+    if not name or not uid:
+        return None
+    usable = [
+        a
+        for a in _decoded(PtahMigrationApproval, objects)
+        if migration_approval_problem(
+            a,
+            migration_name=name,
+            migration_uid=uid,
+            plan_ref=plan_ref,
+            plan_fingerprint=plan_fingerprint,
+        )
+        is None
+    ]
+    return _oldest(usable)
+
+
+def find_schema_approval(
+    api: ApiReader, schema: PtahSchema, plan: CurrentPlanStatus
+) -> PtahSchemaApproval | None:
+    """The approval that authorizes applying ``plan`` now, read uncached, or None."""
+    namespace = schema.metadata.namespace
+    if not namespace:
+        return None
+    return choose_schema_approval(api.list(PTAHSCHEMAAPPROVALS, namespace), schema, plan)
+
+
+def find_migration_approval(
+    api: ApiReader,
+    migration: PtahMigration,
+    plan_ref: ObjectReference,
+    plan_fingerprint: str,
+) -> PtahMigrationApproval | None:
+    namespace = migration.metadata.namespace
+    if not namespace:
+        return None
+    objects = api.list(PTAHMIGRATIONAPPROVALS, namespace)
+    return choose_migration_approval(objects, migration, plan_ref, plan_fingerprint)
+
+
+def _read(
+    api: ApiReader, resource: Resource, namespace: str, ref: ObjectReference
+) -> Object | None:
+    try:
+        found = api.get(resource, namespace, ref.name)
+    except NotFound:
+        return None
+    return found if found.get("metadata", {}).get("uid") == ref.uid else None
+
+
+def held_schema_approval(
+    api: ApiReader, schema: PtahSchema, plan: CurrentPlanStatus, ref: ObjectReference
+) -> PtahSchemaApproval | None:
+    """The approval a claim holds by reference, if it still authorizes ``plan``.
+
+    Consumed is accepted: the claim may have spent it on a pass that stopped before
+    its mark. Gone, replaced (another UID), deleting, stale or no longer matching
+    answers None, and the claim must not dispatch.
+    """
+    name, uid, namespace = schema.metadata.name, schema.metadata.uid, schema.metadata.namespace
+    found = _read(api, PTAHSCHEMAAPPROVALS, namespace or "", ref) if namespace else None
+    approvals = _decoded(PtahSchemaApproval, [found] if found else [])
+    if not approvals or not name or not uid:
+        return None
+    problem = schema_approval_problem(
+        approvals[0], schema_name=name, schema_uid=uid, plan=plan, consumed_ok=True
+    )
+    return approvals[0] if problem is None else None
+
+
+def held_migration_approval(
+    api: ApiReader,
+    migration: PtahMigration,
+    plan_ref: ObjectReference,
+    plan_fingerprint: str,
+    ref: ObjectReference,
+) -> PtahMigrationApproval | None:
+    """As ``held_schema_approval``, for a migration's claim."""
+    meta = migration.metadata
+    found = (
+        _read(api, PTAHMIGRATIONAPPROVALS, meta.namespace or "", ref) if meta.namespace else None
+    )
+    approvals = _decoded(PtahMigrationApproval, [found] if found else [])
+    if not approvals or not meta.name or not meta.uid:
+        return None
+    problem = migration_approval_problem(
+        approvals[0],
+        migration_name=meta.name,
+        migration_uid=meta.uid,
+        plan_ref=plan_ref,
+        plan_fingerprint=plan_fingerprint,
+        consumed_ok=True,
+    )
+    return approvals[0] if problem is None else None
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    status = obj.get("status")
+    found = status.get("conditions") if isinstance(status, Mapping) else None
+    return [dict(c) for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+
+
+def _is_true(conditions: Sequence[Mapping[str, Any]], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def consumed_status(obj: Mapping[str, Any], *, now: str) -> dict[str, Any]:
+    """The approval's status with ``Consumed=True`` added, everything else kept."""
+    status = dict(obj.get("status") or {})
+    kept = [c for c in _conditions(obj) if c.get("type") != CONSUMED]
+    consumed: dict[str, Any] = {
+        "type": CONSUMED,
+        "status": "True",
+        "reason": DISPATCH_COMMITTED,
+        "message": "the approval authorized one dispatch and authorizes no other",
+        "lastTransitionTime": now,
+    }
+    generation = obj.get("metadata", {}).get("generation")
+    if isinstance(generation, int):
+        consumed["observedGeneration"] = generation
+    status["conditions"] = [*kept, consumed]
+    return status
+
+
+def consume_approval(
+    api: ApiClient, resource: Resource, namespace: str, name: str, uid: str, *, now: str
+) -> None:
+    """Spend the approval ``name`` with UID ``uid``: its ``Consumed`` condition, written by
+    a status patch at the resourceVersion read.
+
+    Idempotent: an approval already consumed under the same UID is left alone, so a
+    pass that stopped after the write (or lost its answer) finds its own spending.
+    Raises ``ApprovalGone`` when the approval was deleted, replaced by another of the
+    same name, is being deleted or was marked stale: it no longer authorizes anything,
+    and the claim must be retired rather than dispatched.
+    """
+    lost: Conflict | None = None
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            current = api.get(resource, namespace, name)
+        except NotFound as error:
+            raise ApprovalGone(f"approval {name} no longer exists") from error
+        meta = current.get("metadata", {})
+        if meta.get("uid") != uid:
+            raise ApprovalGone(f"approval {name} was replaced by another of the same name")
+        conditions = _conditions(current)
+        if _is_true(conditions, CONSUMED):
+            return
+        if meta.get("deletionTimestamp"):
+            raise ApprovalGone(f"approval {name} is being deleted")
+        if _is_true(conditions, STALE):
+            raise ApprovalGone(f"approval {name} was marked stale")
+        try:
+            api.patch_status(
+                resource,
+                namespace,
+                name,
+                consumed_status(current, now=now),
+                resource_version=str(meta.get("resourceVersion") or ""),
+            )
+        except Conflict as error:
+            # Someone wrote the approval since our read: decide again from their write.
+            lost = error
+            continue
+        return
+    assert lost is not None
+    raise lost

@@ -1,0 +1,316 @@
+"""A small cluster for the dispatch tests: resources with plans and approvals on the
+in-memory API, a manager over it, and injected clocks.
+
+Everything is built through the product's models and written through the API, so a
+pass sees exactly what it would read from a real server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from controller.events import RecordingSink
+from controller.inmemory import InMemoryApi
+from controller.managerconfig import BindingInputs, ManagerConfig
+from controller.mutationlifecycle import Driver, Stop
+from controller.passcontext import Environment
+from controller.reconciler import Key, Reconciler
+from controller.targetlock import TargetLock
+from jobclaim import digest_of, migration_plan_name, plan_name, projection_names, sha256_digest
+from jobclaim.api import CurrentPlanStatus
+from jobclaim.apiserver import (
+    JOBS,
+    LEASES,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+    SERVICEACCOUNTS,
+    Object,
+)
+from tests.jobclaim.world import BINDING, EPOCH, MANAGER, example
+
+NS = "shop"
+LEASE_NS = "ptah-system"
+START = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+STATEMENTS = b"CREATE TABLE orders (id bigint primary key);\n"
+
+
+@dataclass
+class Clocks:
+    """A monotonic clock and a wall clock that move only when a test says so."""
+
+    mono: float = 1000.0
+    wall_time: datetime = START
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def wall(self) -> datetime:
+        return self.wall_time
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall_time += timedelta(seconds=seconds)
+
+
+@dataclass
+class Rig:
+    api: InMemoryApi
+    env: Environment
+    sink: RecordingSink
+    reconciler: Reconciler
+    clocks: Clocks
+    nonces: list[int] = field(default_factory=lambda: [0])
+
+    def reconcile(self, key: Key) -> Stop:
+        return self.reconciler.reconcile(key)
+
+    def settle(self, key: Key, *, limit: int = 20) -> list[Stop]:
+        """Passes while each asks to be run again at once (or ``limit``); the stops."""
+        stops: list[Stop] = []
+        for _ in range(limit):
+            stop = self.reconcile(key)
+            stops.append(stop)
+            if stop.requeue_after != 0.0 or self.api.stopped:
+                break
+        return stops
+
+    def resource(self, key: Key) -> Object:
+        resource = PTAHSCHEMAS if key.kind == "PtahSchema" else PTAHMIGRATIONS
+        found = self.api.peek(resource, key.namespace, key.name)
+        assert found is not None
+        return found
+
+    def claim(self, key: Key) -> dict[str, Any]:
+        return dict(self.resource(key).get("status", {}).get("activeOperation") or {})
+
+    def jobs(self) -> list[Object]:
+        return self.api.list(JOBS, NS)
+
+    def job_creates(self) -> int:
+        return sum(1 for c in self.api.calls if c.verb == "create" and c.resource == JOBS)
+
+    def leases(self) -> list[Object]:
+        return self.api.list(LEASES, LEASE_NS)
+
+
+def _entropy(rig_nonces: list[int]) -> Any:
+    def entropy(size: int) -> bytes:
+        rig_nonces[0] += 1
+        return rig_nonces[0].to_bytes(size, "big")
+
+    return entropy
+
+
+def make_rig(driver: Driver | None = None, *, api: InMemoryApi | None = None) -> Rig:
+    clocks = Clocks()
+    api = api or InMemoryApi(clock=clocks.wall)
+    config = ManagerConfig(
+        manager=MANAGER,
+        binding=BindingInputs(
+            controller_state_version=BINDING.controller_state_version,
+            ptah_version=BINDING.ptah_version,
+            executor_image=BINDING.executor_image,
+            runner_protocol_version=BINDING.runner_protocol_version,
+        ),
+        lease_namespace=LEASE_NS,
+    )
+    nonces = [0]
+    env = Environment(
+        api=api,
+        config=config,
+        lock=TargetLock(api, LEASE_NS, clock=clocks.monotonic, wall=clocks.wall),
+        driver=driver or Driver(),
+        wall=clocks.wall,
+        entropy=_entropy(nonces),
+        epochs=lambda: EPOCH,
+    )
+    sink = RecordingSink()
+    api.create(SERVICEACCOUNTS, NS, {"metadata": {"name": "default", "namespace": NS}})
+    return Rig(api, env, sink, Reconciler(env, sink), clocks, nonces)
+
+
+def _approver() -> dict[str, Any]:
+    return {
+        "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
+        "approvedAt": "2026-12-02T11:59:00Z",
+        "mutationRequestUID": "admission-request-1",
+    }
+
+
+def add_schema(
+    rig: Rig,
+    name: str = "orders",
+    *,
+    coordination_key: str = "orders-primary",
+    approve: bool = True,
+    chunks: Iterable[bytes] = (STATEMENTS,),
+    apply_policy: str = "OnApproval",
+) -> Key:
+    """A PtahSchema whose current plan is published and (optionally) approved."""
+    api = rig.api
+    raw = example("ptahschema.yaml")
+    raw["metadata"]["name"] = name
+    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    raw["spec"]["policy"]["apply"] = apply_policy
+    schema = api.create(PTAHSCHEMAS, NS, raw)
+    uid = schema["metadata"]["uid"]
+    data = list(chunks)
+    fingerprint = digest_of({"schema": name, "uid": uid})
+    plan = plan_name(fingerprint)
+    names = projection_names(plan, len(data))
+    content = sha256_digest(b"".join(data))
+    plan_obj = api.create(
+        PTAHSCHEMAPLANS,
+        NS,
+        {
+            "metadata": {"name": plan, "namespace": NS},
+            "spec": {
+                "schemaRef": {"name": name, "uid": uid},
+                "fingerprint": fingerprint,
+                "contentDigest": content,
+                "coordinationDigest": digest_of({"db": coordination_key}),
+                "executionBindingID": EPOCH,
+                "controllerStateVersion": BINDING.controller_state_version,
+                "ptahVersion": BINDING.ptah_version,
+                "executorImage": BINDING.executor_image,
+                "runnerProtocolVersion": BINDING.runner_protocol_version,
+                "statementCount": 1,
+                "chunks": [
+                    {"name": n, "index": i, "digest": sha256_digest(d), "size": len(d)}
+                    for i, (n, d) in enumerate(zip(names, data, strict=True))
+                ],
+            },
+        },
+    )
+    plan_uid = plan_obj["metadata"]["uid"]
+    for i, (chunk_name, chunk) in enumerate(zip(names, data, strict=True)):
+        api.create(
+            PTAHSCHEMAPLANCHUNKS,
+            NS,
+            {
+                "metadata": {"name": chunk_name, "namespace": NS},
+                "spec": {
+                    "planRef": {"name": plan, "uid": plan_uid},
+                    "index": i,
+                    "data": base64.b64encode(chunk).decode(),
+                    "digest": sha256_digest(chunk),
+                    "size": len(chunk),
+                },
+            },
+        )
+    current = CurrentPlanStatus(
+        name=plan,
+        uid=plan_uid,
+        fingerprint=fingerprint,
+        content_digest=content,
+        execution_binding_id=EPOCH,
+        controller_state_version=BINDING.controller_state_version,
+        ptah_version=BINDING.ptah_version,
+        statement_count=1,
+        chunk_count=len(data),
+    )
+    api.patch_status(
+        PTAHSCHEMAS,
+        NS,
+        name,
+        {"executionBinding": BINDING.to_wire(), "plan": current.to_wire(), "phase": "Pending"},
+        resource_version=schema["metadata"]["resourceVersion"],
+    )
+    if approve:
+        api.create(
+            PTAHSCHEMAAPPROVALS,
+            NS,
+            {
+                "metadata": {"name": f"{name}-approval", "namespace": NS},
+                "spec": {
+                    "schemaRef": {"name": name, "uid": uid},
+                    "planRef": {"name": plan, "uid": plan_uid},
+                    "planFingerprint": fingerprint,
+                    "executionBindingID": EPOCH,
+                    **_approver(),
+                },
+            },
+        )
+    return Key("PtahSchema", NS, name)
+
+
+def add_migration(
+    rig: Rig, name: str = "billing", *, coordination_key: str = "billing-primary"
+) -> Key:
+    """A PtahMigration whose plan is published and approved."""
+    api = rig.api
+    raw = example("ptahmigration.yaml")
+    raw["metadata"]["name"] = name
+    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    migration = api.create(PTAHMIGRATIONS, NS, raw)
+    uid = migration["metadata"]["uid"]
+    fingerprint = digest_of({"migration": name, "uid": uid})
+    plan = migration_plan_name(fingerprint)
+    plan_obj = api.create(
+        PTAHMIGRATIONPLANS,
+        NS,
+        {
+            "metadata": {"name": plan, "namespace": NS},
+            "spec": {
+                "migrationRef": {"name": name, "uid": uid},
+                "fingerprint": fingerprint,
+                "migrations": [
+                    {"version": "20260101000000", "digest": sha256_digest(b"one")},
+                    {"version": "20260102000000", "digest": sha256_digest(b"two")},
+                ],
+                "historyFingerprint": digest_of({"history": name}),
+                "artifactDigest": sha256_digest(b"artifact"),
+                "coordinationDigest": digest_of({"db": coordination_key}),
+                "executionBindingID": EPOCH,
+                "controllerStateVersion": BINDING.controller_state_version,
+                "ptahVersion": BINDING.ptah_version,
+                "executorImage": BINDING.executor_image,
+                "runnerProtocolVersion": BINDING.runner_protocol_version,
+            },
+        },
+    )
+    plan_uid = plan_obj["metadata"]["uid"]
+    api.patch_status(
+        PTAHMIGRATIONS,
+        NS,
+        name,
+        {
+            "executionBinding": BINDING.to_wire(),
+            "plan": {"name": plan, "uid": plan_uid},
+            "phase": "AwaitingApproval",
+        },
+        resource_version=migration["metadata"]["resourceVersion"],
+    )
+    api.create(
+        PTAHMIGRATIONAPPROVALS,
+        NS,
+        {
+            "metadata": {"name": f"{name}-approval", "namespace": NS},
+            "spec": {
+                "migrationRef": {"name": name, "uid": uid},
+                "planRef": {"name": plan, "uid": plan_uid},
+                "planFingerprint": fingerprint,
+                "executionBindingID": EPOCH,
+                **_approver(),
+            },
+        },
+    )
+    return Key("PtahMigration", NS, name)
+
+
+def conditions(obj: Object) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+
+
+def dumps(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True)

@@ -381,6 +381,10 @@ def test_a_migration_approval_is_spent_once_and_held_by_reference() -> None:
     assert held_migration_approval(api, migration(), MPLAN, MPLAN_FINGERPRINT, ref) is None
 
 
+# Read once: a file read per example would make the property's timing the disk's.
+SCHEMA = schema()
+
+
 def _listed(index: int, minute: int, consumed: bool, stale: bool) -> Object:
     obj = schema_approval(f"a-{index:02d}")
     obj["metadata"].update(uid=f"uid-{index}", creationTimestamp=f"2026-12-02T12:{minute:02d}:00Z")
@@ -405,8 +409,8 @@ def test_the_choice_is_the_oldest_unspent_one_whatever_the_listing_order(
         (minute, f"a-{i:02d}") for i, (minute, consumed, stale) in enumerate(rows)
         if not consumed and not stale
     ]  # fmt: skip
-    chosen = choose_schema_approval(objects, schema(), PLAN)
-    reversed_chosen = choose_schema_approval(list(reversed(objects)), schema(), PLAN)
+    chosen = choose_schema_approval(objects, SCHEMA, PLAN)
+    reversed_chosen = choose_schema_approval(list(reversed(objects)), SCHEMA, PLAN)
     if not usable:
         assert chosen is None and reversed_chosen is None
         return

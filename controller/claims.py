@@ -123,8 +123,11 @@ def epoch_update(
     """What a held Lease means for the claim's persisted tenure, or None when it is the
     tenure the claim already names. Pure."""
     if not state.held:
-        # Not holding the realm is only a loss once something may be running.
-        return {"lease_continuity_lost": True} if dispatched else None
+        # Not holding the realm is only a loss once something may be running; a loss
+        # already latched is not written again.
+        if dispatched and not operation.lease_continuity_lost:
+            return {"lease_continuity_lost": True}
+        return None
     same = state.epoch == operation.lease_epoch and not state.continuity_lost
     if same:
         return None

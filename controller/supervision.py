@@ -75,7 +75,9 @@ def renew(ctx: PassContext) -> Stop | None:
             operation.lease_epoch,
         )
     except MalformedLease as error:
-        state_update: dict[str, object] | None = {"lease_continuity_lost": True}
+        # A Lease nobody can read is not the tenure this run began under.
+        lost = not operation.lease_continuity_lost
+        state_update: dict[str, object] | None = {"lease_continuity_lost": True} if lost else None
         ctx.crossed("LeaseMalformed", str(error), warning=True)
     else:
         state_update = epoch_update(operation, state, dispatched=True)

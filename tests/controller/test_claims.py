@@ -1,0 +1,171 @@
+"""Claims: the epoch rule as a table, the orphan finalizer, and every operation type of
+both families claimed through the table and taken through the same sequence."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.claims import epoch_update, placeholder_epoch
+from controller.inmemory import matching
+from controller.targetlock import LeaseState
+from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder
+from jobclaim.api import ActiveOperationStatus
+from jobclaim.apiserver import LEASES, PTAHSCHEMAPLANS, PTAHSCHEMAS
+from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
+from tests.jobclaim.world import EPOCH
+
+OLD = "v1-" + "1" * 32
+NEW = "v1-" + "2" * 32
+
+
+def operation(epoch: str = OLD, *, lost: bool = False) -> ActiveOperationStatus:
+    return ActiveOperationStatus(
+        type="Apply",
+        id="sha256:" + "e" * 64,
+        input_fingerprint="sha256:" + "f" * 64,
+        job_name="ptah-apply-orders-0000000000000000",
+        execution_binding_id=EPOCH,
+        lease_epoch=epoch,
+        lease_continuity_lost=lost,
+    )
+
+
+def held(epoch: str, *, lost: bool = False) -> LeaseState:
+    return LeaseState(held=True, epoch=epoch, continuity_lost=lost, retry_after=None)
+
+
+BUSY = LeaseState(held=False, epoch=None, continuity_lost=True, retry_after=30.0)
+
+# (id, claim, what the Lease call found, dispatched, what the claim must write)
+EPOCH_ROWS: list[tuple[str, ActiveOperationStatus, LeaseState, bool, dict[str, object] | None]] = [
+    ("control-same-tenure", operation(), held(OLD), False, None),
+    ("same-tenure-after-dispatch", operation(), held(OLD), True, None),
+    ("new-tenure-before-dispatch", operation(), held(NEW, lost=True), False, {"lease_epoch": NEW}),
+    ("placeholder-adopted", operation(placeholder_epoch("sha256:" + "e" * 64)),
+     held(NEW, lost=True), False, {"lease_epoch": NEW}),
+    ("new-tenure-after-dispatch", operation(), held(NEW, lost=True), True,
+     {"lease_epoch": NEW, "lease_continuity_lost": True}),
+    ("busy-before-dispatch", operation(), BUSY, False, None),
+    ("busy-after-dispatch", operation(), BUSY, True, {"lease_continuity_lost": True}),
+    ("busy-already-latched", operation(lost=True), BUSY, True, None),
+    ("retaken-already-latched", operation(NEW, lost=True), held(NEW), True, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("claim", "state", "dispatched", "expected"),
+    [row[1:] for row in EPOCH_ROWS],
+    ids=[row[0] for row in EPOCH_ROWS],
+)
+def test_what_a_lease_answer_writes(
+    claim: ActiveOperationStatus,
+    state: LeaseState,
+    dispatched: bool,
+    expected: dict[str, object] | None,
+) -> None:
+    assert epoch_update(claim, state, dispatched=dispatched) == expected
+
+
+def test_the_placeholder_is_a_valid_epoch_nobody_else_holds() -> None:
+    epoch = placeholder_epoch("sha256:" + "ab" * 32)
+    assert epoch == "v1-" + "ab" * 16
+
+
+def test_a_finalizer_with_no_claim_is_removed_first() -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    stored = rig.resource(key)
+    rig.api.patch_metadata(
+        PTAHSCHEMAS, NS, key.name, {"finalizers": ["operator.ptah.run/active-operation"]},
+        resource_version=stored["metadata"]["resourceVersion"],
+    )  # fmt: skip
+    rig.api.clear_calls()
+    stop = rig.reconcile(key)
+    assert stop.reason == "a finalizer with no claim was removed"
+    assert [c.verb for c in rig.api.writes()] == ["patch_metadata"]
+    assert "finalizers" not in rig.resource(key)["metadata"]
+    assert rig.reconcile(key).reason == "the plan awaits an approval"
+
+
+def test_a_finalizer_beside_a_claim_stays() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.reconcile(key)
+    rig.api.clear_calls()
+    rig.reconcile(key)
+    assert not [c for c in rig.api.writes() if c.verb == "patch_metadata"]
+
+
+SCHEMA_READS = [op for op, info in SCHEMA_OPERATIONS.items() if info.read_only]
+MIGRATION_READS = [op for op, info in MIGRATION_OPERATIONS.items() if info.read_only]
+READ_ROWS = [("schema", op) for op in SCHEMA_READS] + [("migration", op) for op in MIGRATION_READS]
+
+
+@pytest.mark.parametrize(("family", "op"), READ_ROWS, ids=[f"{f}-{o}" for f, o in READ_ROWS])
+def test_read_only_work_is_claimed_and_dispatched_through_the_same_sequence(
+    family: str, op: str
+) -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False) if family == "schema" else add_migration(rig)
+    assert rig.reconciler.claim(key, op).reason.startswith("the claim is persisted")
+    rig.settle(key)
+    claim = rig.claim(key)
+    (job,) = rig.jobs()
+    assert claim["type"] == op and claim["jobUID"] == job["metadata"]["uid"]
+    table = SCHEMA_OPERATIONS if family == "schema" else MIGRATION_OPERATIONS
+    locks = table[op].holds_lock(False)
+    # Only a lock-holding claim takes the Lease and marks; none spends an approval.
+    assert claim["dispatchStarted"] is locks
+    assert bool(rig.leases()) is locks
+    assert job["metadata"]["labels"]["operator.ptah.run/operation"] == op.lower()
+
+
+def test_an_operation_the_table_does_not_define_is_refused() -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    stop = rig.reconciler.claim(key, "Vacuum")
+    assert "not a schema operation" in str(stop.error)
+    assert "activeOperation" not in rig.resource(key)["status"]
+
+
+def test_asking_for_an_apply_is_no_way_around_the_approval() -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    stop = rig.reconciler.claim(key, "Apply")
+    assert stop.reason == "the plan awaits an approval"
+    assert "activeOperation" not in rig.resource(key)["status"]
+    assert rig.job_creates() == 0
+
+
+def test_a_claim_whose_binding_moved_is_retired_and_releases_its_realm() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.reconcile(key)  # claimed
+    rig.reconcile(key)  # lease taken, staged, snapshot resolved
+    rig.api.delete(PTAHSCHEMAPLANS, NS, rig.resource(key)["status"]["plan"]["name"])
+    stop = rig.reconcile(key)
+    assert stop.reason.startswith("the claim was retired: plan")
+    status = rig.resource(key)["status"]
+    assert "activeOperation" not in status and "plan" not in status
+    assert "pendingLockRelease" not in status
+    (lease,) = rig.leases()
+    assert lease["spec"]["holderIdentity"] == ""
+    assert rig.job_creates() == 0
+
+
+def test_a_failed_release_stays_staged_for_the_next_pass() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.reconcile(key)
+    rig.reconcile(key)
+    uid = rig.resource(key)["metadata"]["uid"]
+    claim = rig.claim(key)
+    rig.api.patch_spec(PTAHSCHEMAS, NS, key.name, {"suspend": True})
+    rig.api.fail_before_write(matching("replace", LEASES))
+    stop = rig.reconcile(key)
+    assert stop.reason == "the claim was retired: the schema is suspended"
+    assert rig.resource(key)["status"]["pendingLockRelease"]["leaseEpoch"] == claim["leaseEpoch"]
+    assert rig.leases()[0]["spec"]["holderIdentity"] == lease_holder(uid, claim["id"])
+    assert rig.reconcile(key).reason == "the owed release is done"
+    assert "pendingLockRelease" not in rig.resource(key)["status"]
+    assert rig.leases()[0]["spec"]["holderIdentity"] == ""

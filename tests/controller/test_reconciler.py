@@ -1,0 +1,201 @@
+"""The manager loop: the keyed queue, what watch events point at, leader election,
+requeue decisions, Events per boundary, and a clean run and shutdown.
+
+Time in the queue and the elector is an injected clock; the one threaded test waits
+on an Event a listener sets, never on a sleep.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from controller.inmemory import InMemoryApi, matching
+from controller.leaderelection import LeaderElector
+from controller.mutationlifecycle import Stop
+from controller.reconciler import Key, Reconciler, WorkQueue, keys_for
+from jobclaim.apiserver import (
+    JOBS,
+    LEASES,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAS,
+    Object,
+    Resource,
+)
+from tests.controller.dispatchworld import (
+    LEASE_NS,
+    NS,
+    Clocks,
+    add_migration,
+    add_schema,
+    make_rig,
+)
+
+A = Key("PtahSchema", "ns", "a")
+B = Key("PtahSchema", "ns", "b")
+
+
+def test_the_queue_deduplicates_and_keeps_order() -> None:
+    queue = WorkQueue(clock=Clocks().monotonic)
+    for key in (A, B, A):
+        queue.add(key)
+    assert [queue.get(0), queue.get(0), queue.get(0)] == [A, B, None]
+
+
+def test_a_key_is_never_handed_to_two_workers() -> None:
+    queue = WorkQueue(clock=Clocks().monotonic)
+    queue.add(A)
+    assert queue.get(0) == A
+    queue.add(A)  # a watch event while the pass runs
+    assert queue.get(0) is None  # not beside the running pass
+    queue.done(A)
+    assert queue.get(0) == A  # but once more after it
+
+
+def test_delays_and_backoff_follow_the_injected_clock() -> None:
+    clocks = Clocks()
+    queue = WorkQueue(clock=clocks.monotonic, base_delay=1.0, max_delay=4.0)
+    assert [queue.add_with_backoff(A) for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]
+    assert queue.get(0) is None
+    clocks.advance(1.0)
+    assert queue.get(0) == A
+    queue.done(A)
+    queue.forget(A)
+    assert queue.add_with_backoff(A) == 1.0
+    queue.add(B, after=10.0)
+    clocks.advance(9.0)
+    assert queue.get(0) == A  # A's later delays are due; B is not
+    queue.done(A)
+    assert queue.get(0) is None
+    clocks.advance(1.0)
+    assert queue.get(0) == B
+
+
+def test_shutdown_wakes_every_waiting_worker() -> None:
+    queue = WorkQueue(clock=Clocks().monotonic)
+    queue.shut_down()
+    assert queue.get() is None
+    queue.add(A)
+    assert len(queue) == 0
+
+
+def _obj(**meta: object) -> Object:
+    return {"metadata": {"namespace": "ns", **meta}}
+
+
+JOB_OWNER = {"kind": "PtahSchema", "name": "a", "controller": True}
+# (id, watched resource, object, the keys it triggers)
+TRIGGERS: list[tuple[str, Resource, Object, list[Key]]] = [
+    ("control-schema", PTAHSCHEMAS, _obj(name="a"), [A]),
+    ("owned-job", JOBS, _obj(name="j", ownerReferences=[JOB_OWNER]), [A]),
+    ("foreign-job", JOBS, _obj(name="j", ownerReferences=[{**JOB_OWNER, "kind": "CronJob"}]), []),
+    ("unowned-job", JOBS, _obj(name="j"), []),
+    ("schema-approval", PTAHSCHEMAAPPROVALS,
+     {**_obj(name="x"), "spec": {"schemaRef": {"name": "a", "uid": "u"}}}, [A]),
+    ("migration-approval", PTAHMIGRATIONAPPROVALS,
+     {**_obj(name="x"), "spec": {"migrationRef": {"name": "m", "uid": "u"}}},
+     [Key("PtahMigration", "ns", "m")]),
+    ("a-lease", LEASES, _obj(name="ptah-t-x"), []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("resource", "obj", "keys"), [r[1:] for r in TRIGGERS], ids=[r[0] for r in TRIGGERS]
+)
+def test_what_a_watch_event_triggers(resource: Resource, obj: Object, keys: list[Key]) -> None:
+    assert keys_for(resource, obj) == keys
+
+
+def test_one_leader_at_a_time_and_expiry_by_our_own_observation() -> None:
+    api = InMemoryApi()
+    clocks = Clocks()
+    first = LeaderElector(api, LEASE_NS, "ptah-leader", "one", clock=clocks.monotonic)
+    second = LeaderElector(api, LEASE_NS, "ptah-leader", "two", clock=clocks.monotonic)
+    assert first.try_acquire_or_renew()
+    assert not second.try_acquire_or_renew()  # first sighting starts our own count
+    clocks.advance(first.duration - 1)
+    assert not second.try_acquire_or_renew()
+    assert first.try_acquire_or_renew()  # a renewal changes the record: count again
+    assert not second.try_acquire_or_renew()
+    clocks.advance(first.duration - 1)
+    assert not second.try_acquire_or_renew()
+    clocks.advance(1)
+    assert not first.leading  # the silent leader stops before anyone may take over
+    assert second.try_acquire_or_renew()
+    second.release()
+    assert first.try_acquire_or_renew()  # a released Lease is free at once
+
+
+def test_a_pass_that_failed_backs_off_and_one_that_asked_is_requeued() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    queue = rig.reconciler.queue
+    assert rig.reconciler.process(key).requeue_after == 0.0
+    assert queue.get(0) == key
+    queue.done(key)
+    rig.api.fail_read(matching("get", PTAHSCHEMAS))
+    failed = rig.reconciler.process(key)
+    assert failed.error is not None
+    assert queue.get(0) is None  # backed off, not immediate
+    rig.reconciler.process(Key("PtahSchema", NS, "missing"))
+    assert len(queue) == 1
+
+
+def test_each_boundary_crossed_is_an_event() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.settle(key)
+    assert rig.sink.reasons(key.name) == [
+        "Claimed",
+        "RealmLocked",
+        "PlanProjected",
+        "AdmissionResolved",
+        "PlanProjected",
+        "ApprovalConsumed",
+        "DispatchMarked",
+        "JobCreated",
+        "OperationStarted",
+    ]
+
+
+def test_run_dispatches_from_watches_and_shuts_down_cleanly() -> None:
+    rig = make_rig()
+    schema = add_schema(rig)
+    migration = add_migration(rig)
+    started: set[str] = set()
+    both = threading.Event()
+
+    def listen(regarding: object, record: object) -> None:
+        if getattr(record, "reason", "") == "OperationStarted":
+            started.add(getattr(regarding, "name", ""))
+            if len(started) == 2:
+                both.set()
+
+    rig.sink.listeners.append(listen)
+    elector = LeaderElector(rig.api, LEASE_NS, "ptah-leader", "manager-0")
+    reconciler = Reconciler(
+        rig.env, rig.sink, namespace=NS, elector=elector, workers=2, watch_pause=0.01
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=reconciler.run, args=(stop,))
+    runner.start()
+    try:
+        assert both.wait(timeout=30), f"dispatched only {started}"
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+    assert started == {schema.name, migration.name}
+    assert len(rig.jobs()) == 2
+    leader = rig.api.get(LEASES, LEASE_NS, "ptah-leader")
+    assert leader["spec"]["holderIdentity"] == ""  # given back on shutdown
+
+
+def test_a_stop_without_error_or_requeue_waits_for_a_watch() -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    stop = rig.reconciler.process(key)
+    assert stop == Stop("the plan awaits an approval")
+    assert len(rig.reconciler.queue) == 0

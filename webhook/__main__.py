@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 import tempfile
@@ -70,6 +71,10 @@ async def _serve(args: argparse.Namespace) -> None:
     engine = Engine(reader, Settings(manager_username=args.manager_username))
     namespace = manager_namespace(args.manager_username)
     app = create_app(engine, readiness=readiness(tls, reader, namespace=namespace))
+    # Everything built so far lives as long as the process; frozen, it is not rescanned
+    # by every collection a review's short-lived JSON trees trigger.
+    gc.collect()
+    gc.freeze()
     try:
         await certs.serve_reloading(uvicorn_server(app, tls, host=args.host, port=args.port), tls)
     finally:

@@ -2,8 +2,9 @@
 
 The handlers are the thin edge of the shell. They take the raw body (the engine
 decodes it strictly itself; FastAPI's own model binding would drop unknown fields and
-keep one of two duplicates), run the decision in a worker thread because the reader
-blocks on the API server, then log, count and answer. A handler that fails after all
+keep one of two duplicates), let the engine judge it (the rule on the loop, its reads
+in worker threads, because the reader blocks on the API server), then log, count and
+answer. A handler that fails after all
 of that still answers a refusing AdmissionReview: nothing here can turn an exception
 into "allowed".
 """
@@ -57,7 +58,7 @@ def create_app(
         started = time.perf_counter()
         try:
             body = await _bounded_body(request)
-            outcome: Outcome = await run_in_threadpool(engine.decide, endpoint, body)
+            outcome: Outcome = await engine.decide_async(endpoint, body)
             seconds = time.perf_counter() - started
             log_decision(endpoint, outcome, seconds, decision_logger)
             counters.observe(endpoint, outcome, seconds)

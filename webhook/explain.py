@@ -9,12 +9,12 @@ hold reads as "does not exist", exactly as a NotFound would.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import yaml
 
 from jobclaim.apiserver import BY_KIND, NotFound, Object, Resource
@@ -27,12 +27,13 @@ _LIST_KINDS: Final = frozenset({"List"})
 class StateReader:
     """An ``ApiReader`` over a fixed set of objects: uncached by construction.
 
-    Objects are keyed by kind, namespace and name; ``get`` answers a deep copy, so a
-    rule can never change what a later read sees.
+    Objects are keyed by kind, namespace and name and kept as JSON bytes; ``get``
+    decodes a fresh copy, as an API server's answer would be, so a rule can never
+    change what a later read sees.
     """
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._objects: dict[tuple[str, str, str], Object] = {}
+        self._objects: dict[tuple[str, str, str], bytes] = {}
         for obj in objects:
             self.put(obj)
 
@@ -45,7 +46,7 @@ class StateReader:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {kind} without a name cannot be read by name")
         key = (kind, metadata.get("namespace") or "", name)
-        self._objects[key] = copy.deepcopy(dict(obj))
+        self._objects[key] = orjson.dumps(obj)
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         self._objects.pop((kind, namespace, name), None)
@@ -54,7 +55,8 @@ class StateReader:
         found = self._objects.get((resource.kind, namespace or "", name))
         if found is None:
             raise NotFound(f'{resource.plural} "{name}" not found', status=404)
-        return copy.deepcopy(found)
+        decoded: Object = orjson.loads(found)
+        return decoded
 
     def list(
         self,
@@ -65,12 +67,13 @@ class StateReader:
     ) -> list[Object]:
         selector = dict(label_selector or {})
         found = []
-        for (kind, ns, _), obj in sorted(self._objects.items()):
-            labels = obj.get("metadata", {}).get("labels") or {}
+        for (kind, ns, _), data in sorted(self._objects.items()):
             if kind != resource.kind or (namespace is not None and ns != namespace):
                 continue
+            obj: Object = orjson.loads(data)
+            labels = obj.get("metadata", {}).get("labels") or {}
             if all(labels.get(k) == v for k, v in selector.items()):
-                found.append(copy.deepcopy(obj))
+                found.append(obj)
         return found
 
 

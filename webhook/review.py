@@ -140,16 +140,13 @@ class _Duplicates(dict[str, Any]):
         self.duplicate = duplicate
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) == len(pairs):
-        return result
+def _repeated(pairs: Sequence[tuple[str, Any]]) -> str:
     seen: set[str] = set()
     for key, _ in pairs:
         if key in seen:
-            return _Duplicates(pairs, key)
+            return key
         seen.add(key)
-    raise AssertionError("unreachable: fewer keys than pairs means a key repeated")
+    raise ValueError("no key repeats")
 
 
 def _no_constant(name: str) -> Any:
@@ -220,10 +217,12 @@ def parse_review(body: bytes) -> AdmissionReview:
     saw_duplicate: list[bool] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        result = _pairs(items)
-        if isinstance(result, _Duplicates):
-            saw_duplicate.append(True)
-        return result
+        # Called by the C parser once per JSON object, so it does as little as it can.
+        result = dict(items)
+        if len(result) == len(items):
+            return result
+        saw_duplicate.append(True)
+        return _Duplicates(items, _repeated(items))
 
     try:
         raw = json.loads(body, object_pairs_hook=pairs, parse_constant=_no_constant)

@@ -1,0 +1,216 @@
+"""Job-create reviews per second over loopback TLS, beside a no-op endpoint.
+
+One server process serves the real webhook app (uvicorn, TLS through
+``certs.ReloadingTLS`` from a generated CA) plus a ``/noop`` endpoint, registered the
+same way, that reads the same body and answers a fixed AdmissionReview. The review's
+one read, its parent PtahSchema, is served by an in-process reader. One client process
+opens 100 keep-alive TLS connections (verifying the CA) and drives them as 100
+concurrent clients, first against the no-op endpoint and then against the
+controller-write endpoint, in the same run, and prints reviews/s and p50/p99 for both
+and the p99 ratio.
+
+Targets: at least 300 Job-create reviews/s on a 2-core machine, and a Job-create p99
+at most 2x the no-op endpoint's. Both processes share the machine's cores, so the
+no-op figure is the floor this transport allows here.
+
+The in-process reader answers from memory, so the server reads it on the event loop;
+``--threaded-reads`` hands each read to a worker thread instead, as the server does
+with the real API client, and shows what that hand-off costs. The client is a lean
+asyncio HTTP/1.1 client (one write per request): a general-purpose client would cost
+more CPU than the server and measure itself. Figures only: no test asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+
+import certs
+from tests.webhook.scenes import job_create
+from webhook import Engine, StateReader
+from webhook.app import create_app
+from webhook.review import response
+from webhook.serving import local_certificates, readiness, uvicorn_server
+
+CLIENTS = 100
+REQUESTS_PER_CLIENT = 40
+WARMUP_PER_CLIENT = 5
+TARGET_RATE = 300.0
+TARGET_RATIO = 2.0
+SCENE = ("schema", "Plan")  # a Job create whose one read is its parent PtahSchema
+REVIEW_PATH = "/validate-controller-write"
+
+
+def serve(directory: Path, *, threaded_reads: bool) -> None:
+    """The server process: print the port once listening, then serve until killed."""
+    logging.disable(logging.INFO)  # each decision's log line is built, just not written
+    local = local_certificates(directory)
+    tls = certs.ReloadingTLS(local.cert, local.key)
+    reader = StateReader(job_create(*SCENE).objects)
+    engine = Engine(reader, blocking_reads=threaded_reads)
+    app = create_app(engine, readiness=readiness(tls, reader, namespace="ptah-system"))
+    fixed = orjson.dumps(response("noop", allowed=True, code=200, message="noop"))
+
+    @app.post("/noop")
+    async def noop(request: Request) -> Response:
+        await request.body()
+        return Response(fixed, media_type="application/json")
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Accepted connections inherit TCP_NODELAY on Linux. uvicorn sets it only on sockets
+    # it binds itself; without it every response waits ~40 ms for a delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    server = uvicorn_server(app, tls, host="127.0.0.1", port=sock.getsockname()[1])
+    gc.collect()
+    gc.freeze()  # as `python -m webhook serve` does
+    print(sock.getsockname()[1], flush=True)
+    asyncio.run(server.serve(sockets=[sock]))
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection over verified TLS."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int, context: ssl.SSLContext) -> Connection:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"
+        )
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def post(self, request: bytes) -> bytes:
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = head.split(b" ", 2)[1]
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        body = await self.reader.readexactly(length)
+        if status != b"200" or not orjson.loads(body)["response"]["allowed"]:
+            raise SystemExit(f"the server answered {status!r}: {body[:200]!r}")
+        return body
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+def request_bytes(path: str, body: bytes) -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def phase(
+    connections: list[Connection], request: bytes, per_client: int
+) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+
+    async def one_client(connection: Connection) -> None:
+        for _ in range(per_client):
+            started = time.perf_counter()
+            await connection.post(request)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client(c) for c in connections))
+    return time.perf_counter() - started, latencies
+
+
+def figures(name: str, elapsed: float, latencies: list[float]) -> tuple[float, float]:
+    rate = len(latencies) / elapsed
+    p50 = statistics.median(latencies) * 1000
+    p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+    print(f"{name:<24} {rate:8,.0f}/s   p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
+    return rate, p99
+
+
+async def drive(port: int, ca: Path, *, label: str) -> tuple[float, float]:
+    body = job_create(*SCENE).body()
+    context = ssl.create_default_context(cafile=str(ca))
+    connections = [await Connection.open(port, context) for _ in range(CLIENTS)]
+    noop, review = request_bytes("/noop", body), request_bytes(REVIEW_PATH, body)
+    try:
+        await phase(connections, noop, WARMUP_PER_CLIENT)
+        await phase(connections, review, WARMUP_PER_CLIENT)
+        _, noop_p99 = figures("no-op", *await phase(connections, noop, REQUESTS_PER_CLIENT))
+        rate, p99 = figures(label, *await phase(connections, review, REQUESTS_PER_CLIENT))
+    finally:
+        for connection in connections:
+            await connection.close()
+    return rate, p99 / noop_p99
+
+
+def run_server(scratch: str, *, threaded_reads: bool, label: str) -> tuple[float, float]:
+    command = [sys.executable, __file__, "--serve", scratch]
+    if threaded_reads:
+        command.append("--threaded-reads")
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        return asyncio.run(drive(port, Path(scratch) / certs.CA_CERT, label=label))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--threaded-reads",
+        action="store_true",
+        help="also measure with each read handed to a worker thread",
+    )
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve, threaded_reads=args.threaded_reads)
+        return
+    total = CLIENTS * REQUESTS_PER_CLIENT
+    print(
+        f"{CLIENTS} concurrent clients, loopback TLS, {total} requests per endpoint, "
+        f"{len(job_create(*SCENE).body())}-byte review, {os.cpu_count()} cores"
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-webhook-") as scratch:
+        rate, ratio = run_server(scratch, threaded_reads=False, label="job-create")
+    verdict = {True: "met", False: "NOT met"}
+    print(f"p99 ratio job-create / no-op: {ratio:.2f}x")
+    print(f"target ≥ {TARGET_RATE:.0f} reviews/s     : {verdict[rate >= TARGET_RATE]}")
+    print(f"target p99 ≤ {TARGET_RATIO:.0f}x no-op      : {verdict[ratio <= TARGET_RATIO]}")
+    if args.threaded_reads:
+        with tempfile.TemporaryDirectory(prefix="bench-webhook-") as scratch:
+            label = "job-create, read in thread"
+            _, threaded = run_server(scratch, threaded_reads=True, label=label)
+        print(f"p99 ratio, reads in a worker thread: {threaded:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -46,7 +46,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel
@@ -71,7 +71,7 @@ Schema = dict[str, Any]
 
 # jobclaim.api.KINDS is a dict literal, which mypy types by the classes' metaclass;
 # this is the same mapping with the type its values have.
-MODELS: Final = cast(Mapping[str, type[BaseModel]], KINDS)
+MODELS: Final[Mapping[str, type[BaseModel]]] = KINDS
 
 HEADER: Final = (
     "# Generated from the models in jobclaim/api by\n"

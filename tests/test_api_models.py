@@ -30,6 +30,7 @@ def test_every_example_decodes_as_its_kind(path: Path) -> None:
         ("execution_binding_id", "executionBindingID"),
         ("dispatch_started", "dispatchStarted"),
         ("mutation_request_uid", "mutationRequestUID"),
+        ("apply_pod_uids", "applyPodUIDs"),
     ],
 )
 def test_wire_names(name: str, wire: str) -> None:

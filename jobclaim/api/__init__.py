@@ -1,5 +1,8 @@
 """Wire and CRD types of ``operator.ptah.run/v1alpha1``: the single source for the CRDs."""
 
+from collections.abc import Mapping
+from typing import Final
+
 from jobclaim.api._base import API_VERSION, GROUP, VERSION, WireModel, to_wire_name
 from jobclaim.api.common import (
     DatabaseTargetSpec,
@@ -41,7 +44,7 @@ from jobclaim.api.schema import (
 from jobclaim.api.snapshot import AdmissionSnapshot
 
 # Every kind the group serves, for CRD generation and strict decoding by kind.
-KINDS = {
+KINDS: Final[Mapping[str, type[WireModel]]] = {
     "PtahSchema": PtahSchema,
     "PtahSchemaPlan": PtahSchemaPlan,
     "PtahSchemaPlanChunk": PtahSchemaPlanChunk,

@@ -16,7 +16,7 @@ GROUP: Final = "operator.ptah.run"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
-_ACRONYMS: Final = {"id": "ID", "uid": "UID"}
+_ACRONYMS: Final = {"id": "ID", "uid": "UID", "ids": "IDs", "uids": "UIDs"}
 
 
 def to_wire_name(name: str) -> str:

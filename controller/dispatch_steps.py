@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Final
 
 from controller.approvals import ApprovalGone, consume_approval
-from controller.claims import AGAIN, epoch_update
+from controller.claims import AGAIN, epoch_update, retire_undispatched
 from controller.mutationlifecycle import (
     ClaimView,
     CreateOutcome,
@@ -34,7 +34,6 @@ from controller.mutationlifecycle import (
 )
 from controller.passcontext import PassContext, timestamp
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
-from controller.retire import retire_undispatched
 from controller.supervision import settle_drift
 from controller.targetlock import MalformedLease
 from jobclaim import match

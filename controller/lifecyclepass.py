@@ -17,14 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from controller.claims import AGAIN, claim_operation, remove_orphan_finalizer
+from controller.claims import (
+    AGAIN,
+    claim_operation,
+    complete_pending_release,
+    remove_orphan_finalizer,
+    retire_undispatched,
+)
 from controller.dispatch_steps import DispatchPass, claim_view
 from controller.events import Regarding
 from controller.managerconfig import random_epoch
 from controller.migration_dispatch import MIGRATION
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext
-from controller.retire import complete_pending_release, retire_undispatched
 from controller.schema_dispatch import SCHEMA
 from controller.supervision import supervise
 from jobclaim.api import API_VERSION, PtahMigrationStatus, PtahSchema, PtahSchemaStatus

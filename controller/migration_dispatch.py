@@ -18,10 +18,9 @@ from typing import Any, Final
 
 from controller.approvals import find_migration_approval, held_migration_approval
 from controller.claiming import input_fingerprint, migration_operation
-from controller.claims import realm_fields
+from controller.claims import realm_fields, retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext, timestamp
-from controller.retire import retire_undispatched
 from controller.supervision import inputs_hold
 from jobclaim import Claim, build_job, migration_claim, migration_job_inputs
 from jobclaim.api import (

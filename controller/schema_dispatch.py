@@ -19,11 +19,10 @@ from typing import Any, Final
 
 from controller.approvals import find_schema_approval, held_schema_approval
 from controller.claiming import input_fingerprint, schema_operation
-from controller.claims import realm_fields
+from controller.claims import realm_fields, retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext, timestamp
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.retire import retire_undispatched
 from controller.supervision import inputs_hold
 from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, sha256_digest
 from jobclaim.api import (

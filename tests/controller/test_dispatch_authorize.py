@@ -159,3 +159,16 @@ def test_deletion_retires_an_undispatched_claim_and_keeps_a_dispatched_one() -> 
     assert rig.api.peek(PTAHSCHEMAS, NS, waiting.name) is None  # retired, finalizer gone
     assert rig.reconcile(running).reason in ("the Job is running", HARVEST_PENDING)
     assert rig.claim(running)["jobUID"]  # a dispatched claim holds deletion
+
+
+@pytest.mark.parametrize(("policy", "jobs"), [("OnApproval", 0), ("Always", 1), ("Never", 0)])
+def test_what_the_apply_policy_lets_through_without_an_approval(policy: str, jobs: int) -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False, apply_policy=policy)
+    for _ in range(3):
+        rig.settle(key)
+    assert len(rig.jobs()) == jobs
+    if jobs:
+        # Nothing to spend: the claim holds no approval and the sequence skips none.
+        assert "approval" not in rig.resource(key)["status"]["plan"]
+        assert rig.claim(key)["jobUID"]

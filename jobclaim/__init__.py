@@ -49,6 +49,7 @@ from jobclaim.plans import (
     PLAN_CONTRACT_VERSION,
     SchemaPlanContent,
     build_migration_plan,
+    build_plan_chunk,
     build_schema_plan,
     published_plan_problem,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "annotations_for",
     "build_job",
     "build_migration_plan",
+    "build_plan_chunk",
     "build_projection",
     "build_schema_plan",
     "canonical_json",

@@ -1,4 +1,4 @@
-"""Published plans: the one builder of PtahSchemaPlan and PtahMigrationPlan objects.
+"""Published plans: the one builder of PtahSchemaPlan, its chunks, and PtahMigrationPlan.
 
 A plan is what an approval authorizes, so everything in it that the claim fixes (the
 execution binding, the target, the resource it belongs to, the manager that published
@@ -12,6 +12,7 @@ the plan as given: nothing else could know it.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -19,6 +20,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from jobclaim._canonical import digest_of
+from jobclaim.api._base import API_VERSION
 from jobclaim.api.common import DatabaseTargetSpec, ExecutionBindingStatus, ManagerRecord
 from jobclaim.api.meta import ObjectMeta, ObjectReference, OwnerReference
 from jobclaim.api.migration import (
@@ -27,11 +29,19 @@ from jobclaim.api.migration import (
     PtahMigrationPlan,
     PtahMigrationPlanSpec,
 )
-from jobclaim.api.schema import PlanChunk, PtahSchema, PtahSchemaPlan, PtahSchemaPlanSpec
+from jobclaim.api.schema import (
+    PlanChunk,
+    PtahSchema,
+    PtahSchemaPlan,
+    PtahSchemaPlanChunk,
+    PtahSchemaPlanChunkSpec,
+    PtahSchemaPlanSpec,
+)
 from jobclaim.claim import Owner
 from jobclaim.envelope import OWNER_LABEL
 from jobclaim.errors import InvalidInput
 from jobclaim.naming import coordination_digest, migration_plan_name, plan_name, projection_names
+from jobclaim.projection import LABEL_PLAN, LABEL_SCHEMA, chunk_problem
 
 # Bumped when the fingerprinted fields change meaning: a plan fingerprinted under
 # another contract names a different plan even with equal fields.
@@ -238,25 +248,63 @@ def _first(error: ValidationError) -> str:
     return f"{where}: {detail['msg']}".lower()
 
 
-def published_plan_problem(candidate: Mapping[str, Any], expected: Mapping[str, Any]) -> str | None:
-    """Why a submitted or stored plan (in wire form) is not its rebuild, or None.
+def build_plan_chunk(plan: PtahSchemaPlan, chunk: PlanChunk, data: bytes) -> dict[str, Any]:
+    """The PtahSchemaPlanChunk that stores one chunk of a published plan, in wire form.
+
+    Named, labelled and owned like the chunk's projection ConfigMap, so the two copies
+    of the same bytes are found the same way. Raises ``InvalidInput`` when ``data`` is
+    not the chunk the plan recorded.
+    """
+    problem = chunk_problem(chunk, data)
+    if problem:
+        raise InvalidInput(problem)
+    meta = plan.metadata
+    owner = OwnerReference(
+        api_version=API_VERSION,
+        kind="PtahSchemaPlan",
+        name=meta.name or "",
+        uid=meta.uid or "",
+        controller=True,
+        block_owner_deletion=True,
+    )
+    return PtahSchemaPlanChunk(
+        metadata=ObjectMeta(
+            name=chunk.name,
+            namespace=meta.namespace,
+            labels={LABEL_PLAN: meta.name or "", LABEL_SCHEMA: plan.spec.schema_ref.name},
+            owner_references=[owner],
+        ),
+        spec=PtahSchemaPlanChunkSpec(
+            plan_ref=ObjectReference(name=meta.name or "", uid=meta.uid or ""),
+            index=chunk.index,
+            data=base64.b64encode(data).decode("ascii"),
+            digest=chunk.digest,
+            size=chunk.size,
+        ),
+    ).to_wire()
+
+
+def published_plan_problem(
+    candidate: Mapping[str, Any], expected: Mapping[str, Any], *, what: str = "plan"
+) -> str | None:
+    """Why a submitted or stored plan or chunk (in wire form) is not its rebuild, or None.
 
     Server-assigned metadata is ignored; every other field must be equal. The first
     differing spec field is named in sorted order, so the sentence is stable.
     """
     metadata = candidate.get("metadata")
     if not isinstance(metadata, dict):
-        return "the plan has no metadata"
+        return f"the {what} has no metadata"
     scrubbed = {k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED}
     if scrubbed != expected.get("metadata"):
-        return "the plan's metadata is not the metadata its claim publishes"
+        return f"the {what}'s metadata is not the metadata its claim publishes"
     spec, wanted = candidate.get("spec"), expected.get("spec")
     if not isinstance(spec, dict) or not isinstance(wanted, dict):
-        return "the plan has no spec"
+        return f"the {what} has no spec"
     for key in sorted(set(spec) | set(wanted)):
         if spec.get(key) != wanted.get(key):
-            return f"the plan's spec.{key} is not the value its claim publishes"
+            return f"the {what}'s spec.{key} is not the value its claim publishes"
     rest = {k: v for k, v in candidate.items() if k not in ("metadata", "spec", "status")}
     if rest != {k: v for k, v in expected.items() if k not in ("metadata", "spec", "status")}:
-        return "the plan is not of the kind its claim publishes"
+        return f"the {what} is not of the kind its claim publishes"
     return None

@@ -12,6 +12,7 @@ from jobclaim import (
     InvalidInput,
     SchemaPlanContent,
     build_migration_plan,
+    build_plan_chunk,
     build_schema_plan,
     finished,
     manager_record_of,
@@ -20,7 +21,7 @@ from jobclaim import (
     published_plan_problem,
     sha256_digest,
 )
-from jobclaim.api import PtahMigration, PtahSchema
+from jobclaim.api import PtahMigration, PtahSchema, PtahSchemaPlan
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationSequenceEntry
 from tests.jobclaim.world import BINDING, MANAGER, migration_world, schema_world
@@ -183,3 +184,25 @@ def test_a_migration_plan_is_derived_from_the_recorded_reading() -> None:
     assert published_plan_problem(built, built) is None
     with pytest.raises(InvalidInput, match="holds 1 migrations, the history reading found 2"):
         build_migration_plan(planned_migration(), migrations=SEQUENCE[:1])
+
+
+def test_a_plan_chunk_is_stored_like_its_projection_and_holds_only_its_bytes() -> None:
+    plan_wire = build_schema_plan(
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT
+    )
+    plan_wire["metadata"]["uid"] = "plan-uid"
+    plan = PtahSchemaPlan.model_validate(plan_wire)
+    chunk = plan.spec.chunks[0]
+    built = build_plan_chunk(plan, chunk, b"a")
+    assert built["metadata"]["name"] == chunk.name
+    assert built["metadata"]["ownerReferences"][0]["uid"] == "plan-uid"
+    assert built["spec"] == {
+        "planRef": {"name": plan_wire["metadata"]["name"], "uid": "plan-uid"},
+        "index": 0,
+        "data": "YQ==",
+        "digest": sha256_digest(b"a"),
+        "size": 1,
+    }
+    assert published_plan_problem(built, built, what="plan chunk") is None
+    with pytest.raises(InvalidInput, match="does not have the digest"):
+        build_plan_chunk(plan, chunk, b"b")

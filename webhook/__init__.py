@@ -5,13 +5,15 @@ Public surface::
 
     engine = Engine(reader, Settings(manager_username=...))
     outcome = engine.decide("controller-write", body)   # -> Outcome (decision, body)
-    app = create_app(engine, ...)                         # the FastAPI app
+    app = create_app(engine, readiness=...)              # the FastAPI app
+    await serve(engine, cert=..., key=..., host=..., port=...)   # HTTPS, live reload
     explain(body, objects)                                # offline rule trail
 
 Endpoints: ``POST /validate-controller-write``, ``POST /validate-manager-state``,
 ``GET /healthz``, ``/readyz``, ``/metrics``.
 """
 
+from webhook.app import create_app
 from webhook.engine import Engine, Outcome
 from webhook.explain import StateReader, explain, load_objects
 from webhook.rules import (
@@ -27,6 +29,7 @@ from webhook.rules import (
     Rule,
     Settings,
 )
+from webhook.serving import local_certificates, serve
 
 __all__ = [
     "ALLOWED_MESSAGE",
@@ -43,6 +46,9 @@ __all__ = [
     "Rule",
     "Settings",
     "StateReader",
+    "create_app",
     "explain",
     "load_objects",
+    "local_certificates",
+    "serve",
 ]

@@ -1,7 +1,8 @@
-"""``python -m webhook serve | docs | explain``.
+"""python -m webhook serve | docs | explain
 
-serve     the webhook over HTTPS (a local CA and certificate are generated when no
-          --tls-cert/--tls-key is given; the CA path is printed for the client)
+serve     the webhook over HTTPS: --tls-cert/--tls-key, or the pair in --cert-dir
+          ($PTAH_WEBHOOK_CERT_DIR); with neither, a local CA and certificate are
+          generated (into --cert-dir when given) and the CA's path is printed
 docs      print docs/admission-rules.md, generated from the rule registry
 explain   judge a saved AdmissionReview against objects from a file, offline, and
           print the rule trail; exits 0 when the review would be admitted, 1 otherwise
@@ -11,36 +12,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
-import certs
-from webhook.app import create_app
 from webhook.docs import render
 from webhook.engine import Engine
 from webhook.explain import explain_files
 from webhook.rules import CONTROLLER_WRITE, DEFAULT_MANAGER_USERNAME, MANAGER_STATE, Settings
-from webhook.serving import local_certificates, manager_namespace, readiness, uvicorn_server
+from webhook.serving import local_certificates, serve, serving_pair
 from webhook.wiring import api_reader
+
+# The chart's environment for the manager's container.
+PORT_ENV: Final = "PTAH_WEBHOOK_PORT"
+CERT_DIR_ENV: Final = "PTAH_WEBHOOK_CERT_DIR"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webhook", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m webhook",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="serve the webhook over HTTPS")
-    serve.add_argument("--host", default="0.0.0.0")
-    serve.add_argument("--port", type=int, default=8443)
-    serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
-    serve.add_argument("--tls-key", type=Path, help="its private key (PEM)")
-    serve.add_argument("--cert-dir", type=Path, help="where to generate a local CA and certificate")
-    serve.add_argument("--kubeconfig", type=Path, help="default: the Pod's service account")
-    serve.add_argument("--context", help="kubeconfig context")
-    serve.add_argument("--manager-username", default=DEFAULT_MANAGER_USERNAME)
+    serve_command = commands.add_parser("serve", help="serve the webhook over HTTPS")
+    serve_command.add_argument("--host", default="0.0.0.0")
+    serve_command.add_argument("--port", type=int, default=int(os.environ.get(PORT_ENV) or "8443"))
+    serve_command.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
+    serve_command.add_argument("--tls-key", type=Path, help="its private key (PEM)")
+    serve_command.add_argument(
+        "--cert-dir",
+        type=Path,
+        default=Path(os.environ[CERT_DIR_ENV]) if os.environ.get(CERT_DIR_ENV) else None,
+        help="serve its tls.crt and tls.key, or generate a local CA and certificate into it",
+    )
+    serve_command.add_argument("--kubeconfig", type=Path, help="default: in-cluster")
+    serve_command.add_argument("--context", help="kubeconfig context")
+    serve_command.add_argument("--manager-username", default=DEFAULT_MANAGER_USERNAME)
 
     commands.add_parser("docs", help="print the admission rules document")
 
@@ -56,27 +69,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _serve(args: argparse.Namespace) -> None:
+def _pair(args: argparse.Namespace) -> tuple[Path, Path]:
     if (args.tls_cert is None) != (args.tls_key is None):
         raise SystemExit("give both --tls-cert and --tls-key, or neither")
-    if args.tls_cert is None:
-        directory = args.cert_dir or Path(tempfile.mkdtemp(prefix="ptah-webhook-certs-"))
-        local = local_certificates(directory)
-        print(f"serving with a generated certificate; trust the CA at {local.ca}", flush=True)
-        cert, key = local.cert, local.key
-    else:
-        cert, key = args.tls_cert, args.tls_key
-    tls = certs.ReloadingTLS(cert, key)
+    if args.tls_cert is not None:
+        return args.tls_cert, args.tls_key
+    directory = args.cert_dir or Path(tempfile.mkdtemp(prefix="ptah-webhook-certs-"))
+    found = serving_pair(directory)
+    if found is not None:
+        return found
+    local = local_certificates(directory)
+    print(f"serving with a generated certificate; trust the CA at {local.ca}", flush=True)
+    return local.cert, local.key
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    cert, key = _pair(args)
     reader = api_reader(args.kubeconfig, context=args.context)
     engine = Engine(reader, Settings(manager_username=args.manager_username))
-    namespace = manager_namespace(args.manager_username)
-    app = create_app(engine, readiness=readiness(tls, reader, namespace=namespace))
-    # Everything built so far lives as long as the process; frozen, it is not rescanned
-    # by every collection a review's short-lived JSON trees trigger.
-    gc.collect()
-    gc.freeze()
     try:
-        await certs.serve_reloading(uvicorn_server(app, tls, host=args.host, port=args.port), tls)
+        await serve(engine, cert=cert, key=key, host=args.host, port=args.port)
     finally:
         engine.close()
         reader.close()
@@ -92,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome, text = explain_files(args.review, args.objects, settings=settings)
         print(text)
         return 0 if outcome.decision.allowed else 1
+    # Decision lines are JSON already; the format adds nothing to them.
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     asyncio.run(_serve(args))
     return 0

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, Resource
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    JOBS,
+    PTAHMIGRATIONPLANS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    Resource,
+)
 from webhook.cleanup import judge_job_cleanup
 from webhook.jobs import judge_job_create
 from webhook.objects import (
@@ -28,7 +35,11 @@ from webhook.objects import (
     previous,
     request_kind_problem,
 )
-from webhook.plans import judge_migration_plan_create, judge_schema_plan_create
+from webhook.plans import (
+    judge_migration_plan_create,
+    judge_plan_chunk_create,
+    judge_schema_plan_create,
+)
 from webhook.projections import judge_projection_create
 from webhook.review import DECODING, AdmissionRequest
 from webhook.rules import (
@@ -50,7 +61,8 @@ IDENTITY: Final = rule(
     groups, and system:masters is every administrator's). The manager never writes a
     subresource on this route: status writes are the manager-state endpoint's. The
     resources and verbs are closed: Job CREATE and UPDATE, ConfigMap CREATE (plan
-    projections), PtahSchemaPlan and PtahMigrationPlan CREATE. Anything else is
+    projections), PtahSchemaPlan, PtahSchemaPlanChunk and PtahMigrationPlan CREATE.
+    Anything else is
     refused by name, so a registration that routes more here than it should fails
     closed.
     """,
@@ -72,6 +84,9 @@ CONFIGMAP_VERBS: Final = IDENTITY.refuses(
 SCHEMA_PLAN_VERBS: Final = IDENTITY.refuses(
     "the operator manager may only create PtahSchemaPlan manifests; {operation} is not"
 )
+CHUNK_VERBS: Final = IDENTITY.refuses(
+    "the operator manager may only create immutable PtahSchemaPlanChunk objects; {operation} is not"
+)
 MIGRATION_PLAN_VERBS: Final = IDENTITY.refuses(
     "the operator manager may only create PtahMigrationPlan manifests; {operation} is not"
 )
@@ -91,6 +106,7 @@ ROUTES: Final[dict[tuple[str, str, str], Route]] = {
         Route(JOBS, frozenset({"CREATE", "UPDATE"}), JOB_VERBS, judge_job_create),
         Route(CONFIGMAPS, frozenset({"CREATE"}), CONFIGMAP_VERBS, judge_projection_create),
         Route(PTAHSCHEMAPLANS, frozenset({"CREATE"}), SCHEMA_PLAN_VERBS, judge_schema_plan_create),
+        Route(PTAHSCHEMAPLANCHUNKS, frozenset({"CREATE"}), CHUNK_VERBS, judge_plan_chunk_create),
         Route(
             PTAHMIGRATIONPLANS,
             frozenset({"CREATE"}),

@@ -23,6 +23,7 @@ DOCUMENT_ORDER: Final = (
     "job-cleanup-ttl",
     "projection-create",
     "schema-plan-create",
+    "plan-chunk-create",
     "migration-plan-create",
     "manager-state",
     "reads",
@@ -42,8 +43,8 @@ The validating admission webhook serves two endpoints, both speaking
 | endpoint | path | judges |
 | --- | --- | --- |
 | controller-write | `POST {ENDPOINT_PATHS["controller-write"]}` | \
-the manager's Job CREATE and UPDATE, ConfigMap CREATE, PtahSchemaPlan and \
-PtahMigrationPlan CREATE |
+the manager's Job CREATE and UPDATE, ConfigMap CREATE, PtahSchemaPlan, \
+PtahSchemaPlanChunk and PtahMigrationPlan CREATE |
 | manager-state | `POST {ENDPOINT_PATHS["manager-state"]}` | \
 anyone's `*/status` writes of `operator.ptah.run` kinds and changes of the \
 `operator.ptah.run/unresolved-run` annotation |

@@ -1,4 +1,4 @@
-"""Plan CREATE: a PtahSchemaPlan or PtahMigrationPlan is only ever a recomputed one.
+"""Plan CREATE: a plan, and a plan's chunk, are only ever recomputed ones.
 
 A plan is what a person approves, and an approved plan is what an Apply runs, so a
 plan the manager did not derive from a reading it can account for is SQL nobody
@@ -11,12 +11,17 @@ Plan Job's manager record, taking from the candidate only what the reading found
 (the statements' digest and storage), and must equal the rebuild field for field,
 its fingerprint-derived name included.
 
-A migration has no Plan operation: its plan is derived from the History reading the
-controller recorded in status, and is rebuilt with ``jobclaim.build_migration_plan``.
+The plan's statements are stored in PtahSchemaPlanChunk objects while it is being
+published; each is held to the digest and size the plan recorded and rebuilt with
+``jobclaim.build_plan_chunk``. A migration has no Plan operation: its plan is derived
+from the History reading the controller recorded in status, and is rebuilt with
+``jobclaim.build_migration_plan``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Final
 
 from jobclaim import (
@@ -26,6 +31,7 @@ from jobclaim import (
     SchemaPlanContent,
     build_job,
     build_migration_plan,
+    build_plan_chunk,
     build_schema_plan,
     finished,
     manager_record_of,
@@ -34,9 +40,15 @@ from jobclaim import (
     schema_claim,
     schema_job_inputs,
 )
-from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
-from jobclaim.apiserver import JOBS
-from webhook.objects import Candidate, read_owner_of_kind
+from jobclaim.api import (
+    PtahMigration,
+    PtahMigrationPlan,
+    PtahSchema,
+    PtahSchemaPlan,
+    PtahSchemaPlanChunk,
+)
+from jobclaim.apiserver import JOBS, PTAHSCHEMAPLANS
+from webhook.objects import Candidate, owner_meta, read_owner_of_kind
 from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Object, Trail, read, rule
 
 SCHEMA_PLAN_CREATE: Final = rule(
@@ -80,6 +92,35 @@ SOURCE_OUTSIDE: Final = SCHEMA_PLAN_CREATE.refuses(
 )
 SCHEMA_PLAN_NOT_REBUILT: Final = SCHEMA_PLAN_CREATE.refuses(
     "the PtahSchemaPlan is not the plan its Plan operation publishes: {reason}"
+)
+
+PLAN_CHUNK_CREATE: Final = rule(
+    "plan-chunk-create",
+    (CONTROLLER_WRITE,),
+    "PtahSchemaPlanChunk CREATE: only the bytes a publishing plan recorded",
+    description="""
+    A plan's statements are stored in PtahSchemaPlanChunk objects, owned by the plan.
+    The owning PtahSchemaPlan and its PtahSchema are read directly (same UIDs, not
+    being deleted, the plan's schemaRef naming its owner), and the schema must still
+    hold the active Plan claim, with its Job recorded, under the execution binding
+    the plan was made under: chunks are written while the plan is published, never
+    later. The chunk must be one the plan lists, by name and index, hold exactly the
+    bytes of the recorded size and SHA-256 digest, and be exactly the object
+    jobclaim.build_plan_chunk builds.
+    """,
+    admits="the chunks of the plan the controller is publishing",
+)
+CHUNK_PLAN_NOT_BOUND: Final = PLAN_CHUNK_CREATE.refuses(
+    "the plan {key} does not belong to the schema that owns it"
+)
+CHUNK_NOT_PUBLISHING: Final = PLAN_CHUNK_CREATE.refuses(
+    "the plan chunk does not belong to a plan its active Plan operation is publishing"
+)
+CHUNK_NOT_LISTED: Final = PLAN_CHUNK_CREATE.refuses(
+    "the plan chunk {name} is not a chunk its plan lists at index {index}"
+)
+CHUNK_NOT_BUILT: Final = PLAN_CHUNK_CREATE.refuses(
+    "the plan chunk is not the one its plan stores: {reason}"
 )
 
 MIGRATION_PLAN_CREATE: Final = rule(
@@ -191,4 +232,44 @@ def judge_migration_plan_create(found: Candidate, trail: Trail) -> Judgement:
     if problem:
         raise trail.deny(MIGRATION_PLAN_NOT_REBUILT, reason=problem)
     trail.passed("equal to jobclaim.build_migration_plan's rebuild from the recorded reading")
+    return trail.allow()
+
+
+def judge_plan_chunk_create(found: Candidate, trail: Trail) -> Judgement:
+    trail.enter(PLAN_CHUNK_CREATE)
+    if not isinstance(found.model, PtahSchemaPlanChunk):
+        raise TypeError("a PtahSchemaPlanChunk candidate was decoded as another kind")
+    candidate = found.model
+    plan = yield from read_owner_of_kind(found.meta, PtahSchemaPlan, what="plan chunk", trail=trail)
+    schema = yield from read_owner_of_kind(plan.metadata, PtahSchema, what="plan", trail=trail)
+    schema_meta = owner_meta(schema)
+    plan_key = Key(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
+    if (plan.spec.schema_ref.name, plan.spec.schema_ref.uid) != (schema_meta.name, schema_meta.uid):
+        raise trail.deny(CHUNK_PLAN_NOT_BOUND, key=plan_key)
+    status = schema.status
+    operation = status.active_operation if status else None
+    binding = status.execution_binding if status else None
+    epochs = {
+        operation.execution_binding_id if operation else None,
+        binding.epoch if binding else None,
+        plan.spec.execution_binding_id,
+    }
+    if operation is None or operation.type != "Plan" or not operation.job_uid or len(epochs) != 1:
+        raise trail.deny(CHUNK_NOT_PUBLISHING)
+    trail.passed(f"{plan_key} is published by the active Plan claim, binding in force")
+    index = candidate.spec.index
+    chunk = next((c for c in plan.spec.chunks if (c.name, c.index) == (found.name, index)), None)
+    if chunk is None:
+        raise trail.deny(CHUNK_NOT_LISTED, name=found.name, index=index)
+    try:
+        data = base64.b64decode(candidate.spec.data, validate=True)
+        expected = build_plan_chunk(plan, chunk, data)
+    except (binascii.Error, ValueError) as error:
+        raise trail.deny(CHUNK_NOT_BUILT, reason="its data is not base64") from error
+    except InvalidInput as error:
+        raise trail.deny(CHUNK_NOT_BUILT, reason=str(error)) from error
+    problem = published_plan_problem(candidate.to_wire(), expected, what="plan chunk")
+    if problem:
+        raise trail.deny(CHUNK_NOT_BUILT, reason=problem)
+    trail.passed(f"chunk {index}: the recorded size and digest, exactly as built")
     return trail.allow()

@@ -10,6 +10,7 @@ there for the client (or a webhook configuration's ``caBundle``) to trust.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ import uvicorn
 
 import certs
 from jobclaim.apiserver import PTAHSCHEMAS, ApiReader, NotFound
+from webhook.app import create_app
+from webhook.engine import Engine
 from webhook.rules import DEFAULT_MANAGER_USERNAME
 
 LOCAL_HOSTS: Final = ("localhost",)
@@ -116,3 +119,35 @@ def uvicorn_server(app: Any, tls: certs.ReloadingTLS, *, host: str, port: int) -
         # A request the API server gave up on is not worth finishing after shutdown.
         timeout_graceful_shutdown=5,
     )
+
+
+def serving_pair(directory: Path) -> tuple[Path, Path] | None:
+    """The directory's ``tls.crt``/``tls.key``, when both are there (a mounted Secret)."""
+    cert, key = directory / certs.TLS_CERT, directory / certs.TLS_KEY
+    return (cert, key) if cert.is_file() and key.is_file() else None
+
+
+async def serve(
+    engine: Engine,
+    *,
+    cert: Path,
+    key: Path,
+    host: str,
+    port: int,
+    reload_interval: float = certs.DEFAULT_RELOAD_INTERVAL,
+) -> None:
+    """Serve the webhook for ``engine`` over TLS until cancelled.
+
+    The entry point for a process that hosts the webhook beside other work (the
+    manager does): it builds the app, readiness included, and reloads the pair at
+    ``cert``/``key`` when it changes on disk.
+    """
+    tls = certs.ReloadingTLS(cert, key)
+    namespace = manager_namespace(engine.settings.manager_username)
+    app = create_app(engine, readiness=readiness(tls, engine.reader, namespace=namespace))
+    server = uvicorn_server(app, tls, host=host, port=port)
+    # Everything built so far lives as long as the process; frozen, it is not rescanned
+    # by every collection a review's short-lived JSON trees trigger.
+    gc.collect()
+    gc.freeze()
+    await certs.serve_reloading(server, tls, reload_interval=reload_interval)

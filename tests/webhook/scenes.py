@@ -24,6 +24,7 @@ from jobclaim import (
     SchemaPlanContent,
     build_job,
     build_migration_plan,
+    build_plan_chunk,
     build_projection,
     build_schema_plan,
     migration_job_inputs,
@@ -58,6 +59,7 @@ from jobclaim.apiserver import (
     JOBS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONS,
+    PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
     Resource,
@@ -505,6 +507,21 @@ def schema_plan_create() -> Scene:
     plan = build_schema_plan(schema, binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT)
     objects = [stored_object(schema, schema.metadata.uid), job]
     return Scene(PTAHSCHEMAPLANS, "CREATE", admitted(plan, "new-plan-uid"), objects)
+
+
+def plan_chunk_create(index: int = 0) -> Scene:
+    """A chunk of the plan the active Plan claim is publishing."""
+    scene = schema_plan_create()
+    assert scene.obj is not None
+    plan_wire = stored_object(PtahSchemaPlan.model_validate(scene.obj), "published-plan-uid")
+    plan = PtahSchemaPlan.model_validate(plan_wire)
+    chunk = build_plan_chunk(plan, plan.spec.chunks[index], CHUNKS[index])
+    return Scene(
+        PTAHSCHEMAPLANCHUNKS,
+        "CREATE",
+        admitted(chunk, f"chunk-uid-{index}"),
+        [scene.objects[0], plan_wire],
+    )
 
 
 MIGRATION_SEQUENCE = tuple(

@@ -17,6 +17,7 @@ from tests.webhook.scenes import (
     job_cleanup,
     job_create,
     migration_plan_create,
+    plan_chunk_create,
     projection_create,
     schema_plan_create,
 )
@@ -107,6 +108,7 @@ def test_only_the_manager_and_only_the_contracted_writes(row: Row) -> None:
     [
         (projection_create, "UPDATE", cw.CONFIGMAP_VERBS),
         (schema_plan_create, "UPDATE", cw.SCHEMA_PLAN_VERBS),
+        (plan_chunk_create, "UPDATE", cw.CHUNK_VERBS),
         (migration_plan_create, "UPDATE", cw.MIGRATION_PLAN_VERBS),
     ],
 )

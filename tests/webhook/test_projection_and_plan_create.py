@@ -14,6 +14,7 @@ from tests.webhook.scenes import (
     Scene,
     change_owner,
     migration_plan_create,
+    plan_chunk_create,
     projection_create,
     schema_plan_create,
     with_claim,
@@ -314,3 +315,74 @@ MIGRATION_PLAN_ROWS = [
 @pytest.mark.parametrize("row", MIGRATION_PLAN_ROWS, ids=str)
 def test_a_migration_plan_is_only_the_recorded_readings_rebuild(row: Row) -> None:
     expect(row, migration_plan_create())
+
+
+CHUNK_ROWS = [
+    Row("a chunk of the plan being published", unchanged, None),
+    Row("the same chunk as a dry run", lambda s: setattr(s, "dry_run", True), None),
+    Row("no active Plan claim", status(active_operation=None), plans.CHUNK_NOT_PUBLISHING),
+    Row("a Plan claim with no Job recorded", claim(job_uid=None), plans.CHUNK_NOT_PUBLISHING),
+    Row("an Apply claim", claim(type="Apply"), plans.CHUNK_NOT_PUBLISHING),
+    Row(
+        "a binding rotated since the plan",
+        status(execution_binding=BINDING.model_copy(update={"epoch": OTHER_EPOCH})),
+        plans.CHUNK_NOT_PUBLISHING,
+    ),
+    Row("a plan being deleted", stored("PtahSchemaPlan", deleting), objects.OWNER_DELETING),
+    Row("a plan that is gone", remove("PtahSchemaPlan"), objects.OWNER_MISSING, "plan chunk"),
+    Row(
+        "a plan bound to another schema",
+        stored("PtahSchemaPlan", lambda o: o["spec"]["schemaRef"].update(uid="other")),
+        plans.CHUNK_PLAN_NOT_BOUND,
+    ),
+    Row(
+        "a name the plan does not list",
+        lambda s: candidate(s)["metadata"].update(name="ptah-plan-x-000"),
+        plans.CHUNK_NOT_LISTED,
+    ),
+    Row(
+        "another index",
+        lambda s: candidate(s)["spec"].update(index=1),
+        plans.CHUNK_NOT_LISTED,
+        "at index 1",
+    ),
+    Row(
+        "other bytes",
+        lambda s: candidate(s)["spec"].update(data=base64.b64encode(b"DROP TABLE a;").decode()),
+        plans.CHUNK_NOT_BUILT,
+        "holds 13 bytes",
+    ),
+    Row(
+        "data that is not base64",
+        lambda s: candidate(s)["spec"].update(data="%%%"),
+        plans.CHUNK_NOT_BUILT,
+        "not base64",
+    ),
+    Row(
+        "another recorded digest",
+        lambda s: candidate(s)["spec"].update(digest="sha256:" + "0" * 64),
+        plans.CHUNK_NOT_BUILT,
+        "spec.digest",
+    ),
+    Row(
+        "a reference to another plan",
+        lambda s: candidate(s)["spec"]["planRef"].update(uid="other"),
+        plans.CHUNK_NOT_BUILT,
+        "spec.planRef",
+    ),
+    Row(
+        "an extra label",
+        lambda s: candidate(s)["metadata"]["labels"].update(extra="1"),
+        plans.CHUNK_NOT_BUILT,
+        "metadata",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", CHUNK_ROWS, ids=str)
+def test_a_plan_chunk_holds_only_the_bytes_its_publishing_plan_recorded(row: Row) -> None:
+    expect(row, plan_chunk_create())
+
+
+def test_every_chunk_of_a_publishing_plan_is_admitted() -> None:
+    expect(Row("the second chunk", unchanged, None), plan_chunk_create(1))

@@ -27,6 +27,7 @@ ELSEWHERE: dict[Refusal, tuple[str, str]] = {
     o.READ_FAILED: ("test_reads_and_failures", "test_any_failed_read_at_any_step_answers_500"),
     o.DEFECT: ("test_reads_and_failures", "test_a_defect_inside_a_rule_answers_500"),
     cw.CONFIGMAP_VERBS: ("test_identity_and_decoding", "test_every_other_verb_is_refused_by_name"),
+    cw.CHUNK_VERBS: ("test_identity_and_decoding", "test_every_other_verb_is_refused_by_name"),
     cw.SCHEMA_PLAN_VERBS: (
         "test_identity_and_decoding",
         "test_every_other_verb_is_refused_by_name",

@@ -1,6 +1,6 @@
 """Table rows: a control row admitted first, then one change per row refused with its
-sentence. ``REFUSALS_SEEN`` collects every refusal a row expected, so the coverage
-test can prove each registered sentence is produced by some row."""
+sentence. Tables are module-level ``*ROWS`` lists, which the coverage test reads to
+prove each registered sentence is produced by some row."""
 
 from __future__ import annotations
 

@@ -76,7 +76,13 @@ def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[st
     fields: dict[str, Any] = {
         "coordination_digest": target_digest(ctx.subject.spec.target, ctx.namespace),
     }
-    if info.holds_lock(False):
+    pending = getattr(ctx.status, "pending_observation", None)
+    if pending is not None and info.serves_proof:
+        # A proof's reading runs under the Apply's own realm binding and tenure.
+        fields["coordination_digest"] = pending.coordination_digest
+        fields["lease_duration_seconds"] = pending.lease_duration_seconds
+        fields["lease_epoch"] = pending.lease_epoch
+    elif info.holds_lock(False):
         fields["lease_duration_seconds"] = config.lease_duration(family, operation)
         fields["lease_epoch"] = placeholder_epoch(operation_id)
     if info.mutating:

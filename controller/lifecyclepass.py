@@ -2,11 +2,18 @@
 
 1. A release a retiring write staged (``pendingLockRelease``) is performed first, so
    the realm is never held by a record nobody acts on.
-2. A finalizer no record explains is removed before anything else.
-3. The execution binding is installed on first sight (the pass then ends).
-4. A standing claim is supervised; one whose Job does not exist yet and that has not
-   dispatched goes through the dispatch sequence.
-5. Otherwise the family decides what to claim next, and the claim is persisted.
+2. A migration's unresolved record and its annotation copy are made to agree (a
+   restore that dropped status gets the record back); a migration being deleted with
+   one says so by a Warning Event.
+3. A finalizer no record explains is removed before anything else.
+4. The execution binding is installed on first sight (the pass then ends); a binding
+   that changed is rotated, and a schema's retirement record is worked off.
+5. A standing claim is supervised (and harvested once its Job is terminal); one whose
+   Job does not exist yet and that has not dispatched goes through the dispatch
+   sequence.
+6. A schema's pending observation is proved, before suspension and the generation
+   gate; a migration's unresolved run is settled by an acknowledgment naming it.
+7. Otherwise the family decides what to claim next, and the claim is persisted.
 
 Every read is uncached and every pass starts from the resource as stored: watches
 only say that something may have changed.
@@ -17,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from controller.binding_rotation import rotate
 from controller.claims import (
     AGAIN,
     claim_operation,
@@ -28,9 +36,15 @@ from controller.dispatch_steps import DispatchPass, claim_view
 from controller.events import Regarding
 from controller.managerconfig import random_epoch
 from controller.migration_dispatch import MIGRATION
+from controller.migration_records import (
+    reconcile_unresolved_copy,
+    settle_by_acknowledgment,
+    warn_record_lost,
+)
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext
 from controller.schema_dispatch import SCHEMA
+from controller.schema_records import prove
 from controller.supervision import supervise
 from jobclaim.api import API_VERSION, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import ApiError, NotFound
@@ -111,10 +125,15 @@ def _prelude(ctx: PassContext) -> Stop | None:
     status = ctx.status
     if status is not None and status.pending_lock_release is not None:
         return complete_pending_release(ctx)
+    if isinstance(status, PtahMigrationStatus):
+        warn_record_lost(ctx)
+        stop = reconcile_unresolved_copy(ctx)
+        if stop is not None:
+            return stop
     stop = remove_orphan_finalizer(ctx)
     if stop is not None:
         return stop
-    return _ensure_binding(ctx)
+    return _ensure_binding(ctx) or rotate(ctx)
 
 
 def _ensure_binding(ctx: PassContext) -> Stop | None:
@@ -140,6 +159,9 @@ def _pass(ctx: PassContext) -> Stop:
     status = ctx.status
     if status is not None and status.active_operation is not None:
         return _active(ctx)
+    stop = prove(ctx) or settle_by_acknowledgment(ctx)
+    if stop is not None:
+        return stop
     if ctx.subject.metadata.deletion_timestamp:
         return Stop("the resource is being deleted")
     binding = ctx.binding

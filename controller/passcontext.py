@@ -184,7 +184,20 @@ class PassContext:
         return status.execution_binding if status else None
 
     @property
+    def proof_outstanding(self) -> bool:
+        """Whether a schema's Apply still owes its proof (its record holds the realm)."""
+        status = self.subject.status
+        return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
+
+    @property
     def holder(self) -> str:
+        """Who holds the realm for this claim. A claim that serves a proof holds it as
+        the Apply it proves, so the proof's reading runs under the Apply's own tenure
+        and no other claimant can write between the Apply and that reading."""
+        status = self.subject.status
+        pending = status.pending_observation if isinstance(status, PtahSchemaStatus) else None
+        if pending is not None and self.info.serves_proof:
+            return lease_holder(self.uid, pending.apply_operation_id)
         return lease_holder(self.uid, self.operation.id)
 
     def now(self) -> datetime:

@@ -106,7 +106,8 @@ class SchemaFamily:
     def authorize(self, ctx: PassContext) -> Stop | None:
         schema = _schema(ctx)
         apply = ctx.operation.type == _APPLY
-        if schema.spec.suspend:
+        if schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof):
+            # A proof runs before suspension: a suspended schema still owes its account.
             return retire_undispatched(ctx, "the schema is suspended")
         if not inputs_hold(ctx):
             return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)

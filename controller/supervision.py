@@ -14,10 +14,12 @@ second executor, and a new attempt for a read-only one, whose old Job is left to
 own deadline. Suspension changes none of this: a dispatched mutating claim is
 supervised, and its Lease renewed, until its run is accounted for.
 
-What becomes of an unknown outcome is issue 5's records (a schema's pending
-observation, a migration's unresolved run). Until those exist, ``record_unaccounted``
-is the one hand-off point: it makes sure the claim can never dispatch again and
-writes nothing else.
+An unknown outcome becomes the family's record (``record_unaccounted``): a schema's
+pending observation, a migration's unresolved run, each swapped for the claim in one
+status patch. A terminal Job is harvested (``await_harvest``): its account is read
+from its one Pod, the Job gets its cleanup TTL, and the family's outcome records what
+the account says. A claim whose inputs moved is not harvested: a mutating run is
+recorded unknown and a read-only one is discarded, without reading either result.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ from typing import Final
 
 from controller.claiming import input_fingerprint
 from controller.claims import AGAIN, epoch_update, write_retry
-from controller.mutationlifecycle import Stop, may_have_dispatched
+from controller.harvesting import harvest
+from controller.migration_records import migration_outcome, record_unresolved_run
+from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
 from controller.passcontext import PassContext
+from controller.retirement import retire_migration_claim, retire_schema_claim, set_cleanup_ttl
+from controller.runner.harvest import Outcome
+from controller.schema_records import record_schema_apply, schema_outcome
 from controller.targetlock import MalformedLease
 from jobclaim import Verdict, finished, manager_record_of, match
+from jobclaim.api import PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import InvalidInput
 
@@ -39,18 +47,17 @@ def _renew_interval(ctx: PassContext) -> float:
 
 
 def record_unaccounted(ctx: PassContext, reason: str) -> Stop:
-    """Hand a mutating claim's unknown outcome to the outcome records (issue 5).
+    """Record a mutating claim's unknown outcome as its family's record.
 
-    For now it writes only what stops dispatch: ``dispatchStarted`` on a claim not yet
-    marked, so ``may_have_dispatched`` holds from here on and no later pass can create
-    a Job for this claim, whatever it then finds. The claim itself stays, so every
-    pass keeps renewing its Lease while its Job may still write.
+    The claim goes in the same status patch that writes the record, so no later pass
+    can create a Job for it, and the record carries what the claim's run still owes.
     """
-    operation = ctx.operation
-    if not operation.dispatch_started:
-        ctx.write_operation(dispatch_started=True)
     ctx.crossed("OutcomeUnknown", reason, warning=True)
-    return Stop(f"the outcome is unknown: {reason}", requeue_after=_renew_interval(ctx))
+    if ctx.family.name == "schema":
+        stop = record_schema_apply(ctx, reason, succeeded=False, pod_uids=())
+    else:
+        stop = record_unresolved_run(ctx, reason)
+    return Stop(f"the outcome is unknown: {reason}", requeue_after=AGAIN, error=stop.error)
 
 
 def settle_drift(ctx: PassContext, reason: str) -> Stop:
@@ -63,7 +70,7 @@ def settle_drift(ctx: PassContext, reason: str) -> Stop:
 def renew(ctx: PassContext) -> Stop | None:
     """Renew the realm's Lease under the claim's tenure; latch a loss after dispatch."""
     operation = ctx.operation
-    if not (ctx.info.holds_lock(False) and operation.lease_epoch):
+    if not (ctx.info.holds_lock(ctx.proof_outstanding) and operation.lease_epoch):
         return None
     if operation.coordination_digest is None or operation.lease_duration_seconds is None:
         return None
@@ -172,10 +179,38 @@ def _supervise_job(ctx: PassContext, job: Object) -> Stop:
     return Stop("the Job is running", requeue_after=_renew_interval(ctx))
 
 
-HARVEST_PENDING: Final = "the Job has finished; its result is read by the harvest (issue 5)"
+HARVEST_PENDING: Final = "the Job has finished; its result frame may still be arriving"
+
+
+def _retire_unread(ctx: PassContext, reason: str) -> Stop:
+    """A read-only claim whose result will not be used: discarded, records kept."""
+    status = ctx.status
+    if isinstance(status, PtahSchemaStatus):
+        return retire_schema_claim(
+            ctx, reason, disposition=Disposition.DISCARD, record=status.pending_observation
+        )
+    return retire_migration_claim(
+        ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
+    )
 
 
 def await_harvest(ctx: PassContext, job: Object) -> Stop:
-    """A finished Job's account is issue 5's. Until then the claim stays and is renewed."""
-    del job
-    return Stop(HARVEST_PENDING, requeue_after=_renew_interval(ctx))
+    """Account for a terminal Job that passed its match."""
+    if not inputs_hold(ctx):
+        # The claim cannot rebuild its Job: its result is not read, whatever it says.
+        set_cleanup_ttl(ctx, job)
+        if ctx.info.mutating:
+            return record_unaccounted(ctx, "the claim's inputs moved while its Job ran")
+        return _retire_unread(ctx, "the claim's inputs moved; its reading is discarded")
+    harvested = harvest(ctx, job)
+    retry = harvested.retry_after(ctx.now())
+    if retry is not None:
+        return Stop(HARVEST_PENDING, requeue_after=min(retry, _renew_interval(ctx)))
+    # The TTL before the outcome patch: a stop between them leaves a TTL under a live
+    # claim, and the next pass re-reads the same terminal Job to the same verdict.
+    set_cleanup_ttl(ctx, job)
+    if ctx.info.mutating and harvested.outcome is not Outcome.ACCOUNTED:
+        ctx.crossed("OutcomeUnknown", harvested.reason, warning=True)
+    if ctx.family.name == "schema":
+        return schema_outcome(ctx, harvested)
+    return migration_outcome(ctx, harvested)

@@ -93,15 +93,18 @@ def test_each_create_answer(
         for _ in range(3):
             rig.settle(key)
         assert rig.job_creates() == 0  # never a second create
-        claim = rig.claim(key)
-        assert claim["dispatchStarted"] is True
         if stored:
+            claim = rig.claim(key)
+            assert claim["dispatchStarted"] is True
             (job,) = rig.jobs()
             assert claim["jobUID"] == job["metadata"]["uid"]
             assert "JobAdopted" in rig.sink.reasons(key.name)
         else:
             assert rig.jobs() == []
-            assert "jobUID" not in claim
+            # The claim was swapped for its record in one patch: the Apply owes proof.
+            status = rig.resource(key)["status"]
+            assert "activeOperation" not in status
+            assert status["pendingObservation"]["outcome"] == "OutcomeUnknown"
             assert "OutcomeUnknown" in rig.sink.reasons(key.name)
         return
     (job,) = rig.jobs()
@@ -130,7 +133,12 @@ def test_a_marked_claim_never_creates_a_second_job(tamper: str) -> None:
         for _ in range(3):
             rig.settle(key)
         assert rig.job_creates() == 0
-        claim = rig.claim(key)
-        assert claim["dispatchStarted"] is True
         unknown = "OutcomeUnknown" in rig.sink.reasons(key.name)
         assert unknown is (tamper != "control")
+        status = rig.resource(key)["status"]
+        if tamper == "control":
+            assert status["activeOperation"]["dispatchStarted"] is True
+        else:
+            # An unknown outcome leaves the family's record in place of the claim.
+            assert "activeOperation" not in status
+            assert "pendingObservation" in status or "unresolvedRun" in status

@@ -17,6 +17,7 @@ from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
 from tests.jobclaim.world import MANAGER
+from tests.outcomes.podworld import finish_job, start_pod
 
 RUNNING = "the Job is running"
 
@@ -139,11 +140,9 @@ def test_a_finished_job_waits_for_the_harvest_and_keeps_renewing() -> None:
     key = add_schema(rig)
     rig.settle(key)
     name = rig.claim(key)["jobName"]
-    job = rig.api.get(JOBS, NS, name)
-    rig.api.patch_status(
-        JOBS, NS, name, {"conditions": [{"type": "Complete", "status": "True"}]},
-        resource_version=job["metadata"]["resourceVersion"],
-    )  # fmt: skip
+    # A Pod that terminated before its log was flushed: the frame may still arrive.
+    start_pod(rig, rig.api.get(JOBS, NS, name), log="starting\n")
+    finish_job(rig, name)
     before = rig.leases()[0]["spec"]["renewTime"]
     rig.clocks.advance(5)
     assert rig.reconcile(key).reason == HARVEST_PENDING

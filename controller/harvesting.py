@@ -1,0 +1,113 @@
+"""Reading a terminal Job's account through the API: the shell around
+``controller.runner.harvest``'s pure decisions.
+
+A terminal Job is not an outcome. The account comes from
+
+1. exactly one Pod owned by the Job, accepted by the claim's persisted admission
+   envelope, whose runner container actually terminated (``select_pod``);
+2. that Pod's ``ptah`` log, read from its start with ``limit_bytes`` set to the
+   runner's own log budget, so a read always reaches the frame written at its end;
+3. the result frame bound to this operation and attempt, or for a migration Apply
+   whose log has none, the termination summary when it names this attempt and agrees
+   with every frame header in the log (``account_for``, the same code either way);
+4. ``judge``: a frame that may still be arriving is read again for a bounded time; an
+   account about another database is uncertain, never failed.
+
+The Job's exit code and conditions take no part: ``finished`` only says when to look.
+A log read that fails is a log that is gone; a migration Apply may still be read from
+its summary, and anything else waits out the re-read window and is then unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.passcontext import PassContext
+from controller.runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
+from controller.runner.harvest import (
+    Judgement,
+    NoEvidence,
+    Outcome,
+    PodEvidence,
+    judge,
+    select_pod,
+    terminal_since,
+)
+from controller.runner.summary import Account
+from jobclaim.apiserver import PODS, ApiError, Object
+from jobclaim.builder import RUNNER_CONTAINER
+
+
+@dataclass(frozen=True, slots=True)
+class Harvest:
+    """What one terminal Job gave.
+
+    ``judgement`` is None when no Pod's account may be read (``evidence`` says why).
+    ``pod_uids`` are the Job's Pods as seen now, which a schema's record keeps;
+    ``may_still_write`` is True while any of them may still run.
+    """
+
+    judgement: Judgement | None
+    evidence: NoEvidence | None
+    pod_uids: tuple[str, ...]
+    may_still_write: bool
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.judgement.outcome if self.judgement else None
+
+    @property
+    def account(self) -> Account | None:
+        return self.judgement.account if self.judgement else None
+
+    @property
+    def reason(self) -> str:
+        if self.judgement is not None:
+            return self.judgement.reason
+        assert self.evidence is not None
+        return self.evidence.reason
+
+    def retry_after(self, now: datetime) -> float | None:
+        """Seconds until the log is read again, for a frame still arriving."""
+        judgement = self.judgement
+        if judgement is None or judgement.outcome is not Outcome.WAIT:
+            return None
+        assert judgement.retry_at is not None
+        return max(0.0, (judgement.retry_at - now).total_seconds())
+
+
+def _read_log(ctx: PassContext, pod: PodEvidence) -> str | None:
+    try:
+        return ctx.api.read_pod_log(
+            ctx.namespace, pod.name, container=RUNNER_CONTAINER, limit_bytes=LOG_BUDGET_BYTES
+        )
+    except ApiError:
+        # A log that cannot be read is a log that is gone: the termination summary may
+        # still stand in for a migration Apply, and nothing else is guessed.
+        return None
+
+
+def harvest(ctx: PassContext, job: Object) -> Harvest:
+    """Read the claim's terminal Job. Raises ApiError when the Pods cannot be listed."""
+    operation = ctx.operation
+    claim = ctx.family.claim(ctx, None)
+    pods = ctx.api.list(PODS, ctx.namespace)
+    chosen = select_pod(job, pods, claim)
+    if isinstance(chosen, NoEvidence):
+        return Harvest(None, chosen, chosen.pod_uids, chosen.may_still_write)
+    log = _read_log(ctx, chosen)
+    read: Account | FrameError | SummaryRefused
+    try:
+        read = account_for(log, chosen.termination_message, ctx.info.runner_operation, operation.id)
+    except (FrameError, SummaryRefused) as error:
+        read = error
+    judgement = judge(
+        claim,
+        read,
+        terminal_at=terminal_since(job),
+        now=ctx.now(),
+        coordination_digest=operation.coordination_digest,
+        target_identity_digest=getattr(operation, "target_identity_digest", None),
+    )
+    return Harvest(judgement, None, (chosen.uid,), False)

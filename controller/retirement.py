@@ -1,0 +1,226 @@
+"""Retiring a claim that ran: one function per family, and the release it owes.
+
+Each family retires a dispatched claim through one function here, which writes one
+status patch that
+
+1. clears the claim,
+2. keeps (or writes) the record the claim leaves behind, and
+3. stages ``status.pendingLockRelease`` when ``mutationlifecycle.Retirement`` says a
+   release is owed,
+
+and only then performs the release (``claims.complete_pending_release``). A process
+that stops between the two leaves the staged record, which the top of the next pass
+performs before anything else; the other order would hand the database back under a
+claim that still reads as live.
+
+A schema's record (``pendingObservation``) holds the realm, so an Apply retires
+releasing nothing and the proof keeps the Lease. A migration's record does not: its
+Apply releases once nothing it dispatched can still write, which
+``dispatched_apply_may_still_write`` answers from the Job and its Pods, counting every
+read that could not say as "may still write". On that answer no release is staged and
+the Lease is left to expire: ``ManagerConfig.lease_duration`` gives a migration Apply
+its window plus the Job's deadline grace plus a Lease grace, and the runner stops the
+executor at the end of the window, so the executor stops before the Lease can lapse.
+
+Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
+stop in between leaves a TTL under a live claim, and the next pass re-reads the same
+terminal Job and reaches the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.claims import complete_pending_release
+from controller.mutationlifecycle import (
+    Disposition,
+    Retirement,
+    Stop,
+    owed_release,
+    realm_held_by,
+)
+from controller.passcontext import PassContext, Status
+from jobclaim import CLEANUP_TTL_SECONDS, finished
+from jobclaim.api import PendingObservationStatus, PtahMigrationStatus, PtahSchemaStatus
+from jobclaim.apiserver import JOBS, PODS, ApiError, NotFound, Object
+from jobclaim.builder import RUNNER_CONTAINER
+from jobclaim.errors import PtahError
+
+
+class NotThisFamily(PtahError):
+    """A family's retirement was handed the other family's resource."""
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def pod_stopped(pod: Mapping[str, Any]) -> bool:
+    """Whether a Pod can no longer run anything: the kubelet says it ended, or its
+    runner container terminated (restartPolicy is Never, so it stays terminated)."""
+    status = _map(pod.get("status"))
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for item in status.get("containerStatuses") or []:
+        container = _map(item)
+        if container.get("name") == RUNNER_CONTAINER:
+            return bool(_map(_map(container.get("state")).get("terminated")))
+    return False
+
+
+def pods_of(ctx: PassContext, job_uid: str) -> list[Object]:
+    """Every Pod that names the Job with ``job_uid`` as an owner (read uncached)."""
+    pods = ctx.api.list(PODS, ctx.namespace)
+    return [
+        pod
+        for pod in pods
+        if any(
+            _map(ref).get("uid") == job_uid
+            for ref in _map(pod.get("metadata")).get("ownerReferences") or []
+        )
+    ]
+
+
+def dispatched_apply_may_still_write(ctx: PassContext) -> bool:
+    """Whether anything the claim dispatched may still write.
+
+    Yes for a Job that is not terminal, a Pod of it that has not stopped, and a read
+    that could not say. A missing Job with no recorded UID was never stored: nothing
+    stands that could write. Asked before the outcome patch, never after.
+    """
+    operation = ctx.operation
+    try:
+        try:
+            job: Object | None = ctx.api.get(JOBS, ctx.namespace, operation.job_name)
+        except NotFound:
+            job = None
+        uid = operation.job_uid
+        if job is not None:
+            found_uid = _map(job.get("metadata")).get("uid")
+            if uid and found_uid != uid:
+                job = None  # another Job under the name says nothing about ours
+            else:
+                uid = found_uid
+        if job is not None and finished(job) is None:
+            return True
+        if not uid:
+            return False
+        return any(not pod_stopped(pod) for pod in pods_of(ctx, uid))
+    except ApiError:
+        return True
+
+
+def set_cleanup_ttl(ctx: PassContext, job: Object) -> None:
+    """Give a harvested Job the cleanup TTL (the one change the webhook admits after
+    the create, and only on a Job its record names)."""
+    spec = _map(job.get("spec"))
+    if spec.get("ttlSecondsAfterFinished") == CLEANUP_TTL_SECONDS:
+        return
+    name = _map(job.get("metadata")).get("name")
+    ctx.api.patch_spec(
+        JOBS,
+        ctx.namespace,
+        str(name),
+        {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS},
+        resource_version=_map(job.get("metadata")).get("resourceVersion"),
+    )
+
+
+def _write(
+    ctx: PassContext, retirement: Retirement, retired: Status, release_of: Any, reason: str
+) -> Stop:
+    if retirement.releases():
+        retired = retired.model_copy(
+            update={
+                "pending_lock_release": owed_release(
+                    coordination_digest=release_of.coordination_digest,
+                    operation_id=getattr(release_of, "apply_operation_id", None)
+                    or getattr(release_of, "id", None),
+                    lease_duration_seconds=release_of.lease_duration_seconds,
+                    lease_epoch=release_of.lease_epoch,
+                )
+            }
+        )
+    ctx.write_status(retired)
+    ctx.crossed("ClaimRetired", reason)
+    if ctx.status is None or ctx.status.pending_lock_release is None:
+        return Stop(reason, requeue_after=0.0)
+    stop = complete_pending_release(ctx)
+    return Stop(reason, requeue_after=0.0, error=stop.error)
+
+
+def retire_schema_claim(
+    ctx: PassContext,
+    reason: str,
+    *,
+    disposition: Disposition,
+    record: PendingObservationStatus | None,
+    ends_proof: bool = False,
+    update: Mapping[str, Any] | None = None,
+) -> Stop:
+    """Retire a schema's claim: the claim cleared, ``record`` as the pending observation
+    (None removes it, which only the proof's settlement does, with ``ends_proof``),
+    and the release owed staged, in one status patch; then the release."""
+    status = ctx.status
+    if not isinstance(status, PtahSchemaStatus):
+        raise NotThisFamily("retire_schema_claim needs a PtahSchema")
+    operation = ctx.operation
+    info = ctx.info
+    pending = status.pending_observation
+    retirement = Retirement(
+        holder=realm_held_by(
+            mutating=info.mutating,
+            serves_proof=info.serves_proof,
+            locked=bool(operation.lease_epoch),
+            proof_outstanding=pending is not None,
+        ),
+        mutating=info.mutating,
+        disposition=disposition,
+        record_holds_realm=True,
+        ends_proof=ends_proof,
+    )
+    changes: dict[str, Any] = {"active_operation": None, "pending_observation": record}
+    changes.update(update or {})
+    retired = status.model_copy(update=changes)
+    # The proof's release is the Apply's tenure; the claim's own is the claim's.
+    release_of = pending if ends_proof and pending is not None else operation
+    return _write(ctx, retirement, retired, release_of, reason)
+
+
+def retire_migration_claim(
+    ctx: PassContext,
+    reason: str,
+    *,
+    disposition: Disposition,
+    may_still_write: bool,
+    update: Mapping[str, Any] | None = None,
+) -> Stop:
+    """Retire a migration's claim with whatever ``update`` records (its last run, an
+    unresolved record), staging the release only when nothing can still write."""
+    status = ctx.status
+    if not isinstance(status, PtahMigrationStatus):
+        raise NotThisFamily("retire_migration_claim needs a PtahMigration")
+    operation = ctx.operation
+    info = ctx.info
+    retirement = Retirement(
+        holder=realm_held_by(
+            mutating=info.mutating,
+            serves_proof=info.serves_proof,
+            locked=bool(operation.lease_epoch),
+            proof_outstanding=False,
+        ),
+        mutating=info.mutating,
+        disposition=disposition,
+        record_holds_realm=False,
+        may_still_write=may_still_write,
+    )
+    changes: dict[str, Any] = {"active_operation": None}
+    changes.update(update or {})
+    if not retirement.releases() and info.mutating and may_still_write:
+        ctx.crossed(
+            "LeaseLeftToExpire",
+            "the run may still write; its Lease expires after the executor has stopped",
+            warning=True,
+        )
+    return _write(ctx, retirement, status.model_copy(update=changes), operation, reason)

@@ -1,0 +1,506 @@
+"""The dispatch order, step by step: a fault at every step leaves a state the next pass
+recovers from, and every boundary fails when its two steps are exchanged.
+
+Each row takes one resource of one family from its approved plan towards its Job
+with one fault armed at one dispatch step (``faultrig.StepApi`` maps every API call
+to its step):
+
+- ``fails``: the step's first call fails and nothing is stored (for ``confirm``, the
+  read-back; for ``authorize``, which writes nothing, the re-read of the plan);
+- ``stops``: the call goes through, then it and every later call fail until a
+  restart: the process crashed right after the step's write;
+- ``contended``: before the pass in which the step first runs, a second claimant
+  holds the realm, taken through the real locker (it waits out a Lease it did not
+  see renewed for a whole duration by its own clock, as another manager would).
+  Contention is injected between passes on purpose: within a pass no time passes,
+  and a Lease renewed a moment ago cannot lapse by anyone's honest clock;
+- ``refused``: at the same point the authorization moves (a spec edit bumps the
+  generation) *and* a second claimant holds the realm, as the original's row did:
+  the claim must be retired by its next pass, without waiting for the realm;
+- ``replaced``: right before the step's first call, in the middle of the pass, the
+  approval is replaced by another of the same name. Up to and including ``consume``
+  that refuses the claim; after it the dispatch was already paid for and goes on.
+
+After every pass the row reads what the API server holds (``faultrig.Holding``) and
+checks the invariants (``faultrig.invariant_problems``). Then it clears the fault,
+restarts, lets the contender go and runs a bounded number of passes, and judges the
+outcome (``outcome_problems``). Every row in the spec's order must come out clean.
+
+``test_each_boundary_fails_with_its_steps_swapped`` is mutation testing of the
+order: every row runs again under ``Driver.swapped(a, b)``, and at least one row must
+report the problem that boundary exists to prevent. A boundary whose swap passes
+every row would be a test that proves nothing.
+
+The records a retirement owes (``status.pendingObservation``, ``status.unresolvedRun``)
+are issue 5. Until they are written, a claim whose outcome is unknown stays marked
+and must never get a second Job; the record checks here switch on by themselves as
+soon as a pass writes either field (see ``outcome_problems``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import pytest
+
+from controller.lifecyclepass import run_pass
+from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step
+from controller.passcontext import Environment
+from controller.reconciler import Key
+from controller.targetlock import TargetLock
+from jobclaim import lease_name
+from jobclaim.apiserver import (
+    JOBS,
+    LEASES,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAS,
+    Resource,
+)
+from tests.controller.dispatchworld import LEASE_NS, NS, Rig, add_migration, add_schema, make_rig
+from tests.lifecycle.faultrig import (
+    JOB_UNMARKED,
+    MARK_CONTENDED,
+    MARK_NO_PROJECTION,
+    MARK_NO_SNAPSHOT,
+    MARK_UNHELD,
+    MARK_UNSPENT,
+    Armed,
+    Contender,
+    Holding,
+    StepApi,
+    invariant_problems,
+    read_holding,
+)
+
+# How many passes a fault has to fire in, how many passes a contended claim is
+# watched while the realm is someone else's, and how many the recovery gets.
+FAULT_PASSES: Final = 4
+CONTENDED_PASSES: Final = 2
+RECOVERY_PASSES: Final = 8
+
+# Outcome problems (the invariants' own are in faultrig).
+NOT_FIRED = "the fault never fired"
+TWO_JOBS = "more than one Job was created"
+RECREATED = "a marked claim without a Job created one after the restart"
+REFUSED_DISPATCHED = "a refused claim dispatched"
+REFUSED_WAITED = "a refused claim was not retired by its next pass"
+REFUSED_KEPT = "a refused claim was never retired"
+NEVER_REACHED = "the claim never reached its Job"
+RETIRED_NO_RECORD = "a marked claim was retired without the record the spec owes"
+UNKNOWN_NO_RECORD = "an unknown outcome was left without the record the spec owes"
+RECORD_UNCONFIRMED = "a Job UID was recorded without a confirm read after the create"
+PASS_RAISED = "a pass raised"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    resource: Resource
+    approvals: Resource
+    add: Callable[[Rig], Key]
+    # The record an unknown outcome leaves, once issue 5 writes it.
+    record: str
+
+
+SCHEMA = Family("schema", PTAHSCHEMAS, PTAHSCHEMAAPPROVALS, add_schema, "pendingObservation")
+MIGRATION = Family(
+    "migration", PTAHMIGRATIONS, PTAHMIGRATIONAPPROVALS, add_migration, "unresolvedRun"
+)
+FAULTS: Final = ("fails", "stops", "contended", "refused", "replaced")
+
+
+@dataclass(frozen=True)
+class Row:
+    family: Family
+    step: Step | None  # None: the control row
+    fault: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.family.name}-{self.step.value if self.step else 'none'}-{self.fault}"
+
+    @property
+    def refuses(self) -> bool:
+        """Whether the spec's order must refuse this claim rather than dispatch it."""
+        if self.fault == "refused":
+            return True
+        if self.fault == "replaced" and self.step is not None:
+            return DISPATCH_ORDER.index(self.step) <= DISPATCH_ORDER.index(Step.CONSUME)
+        return False
+
+
+def _rows() -> list[Row]:
+    rows: list[Row] = []
+    for family in (SCHEMA, MIGRATION):
+        rows.append(Row(family, None, "control"))
+        for step in DISPATCH_ORDER:
+            if family is MIGRATION and step is Step.STAGE:
+                continue  # a migration plan carries no SQL to project
+            rows.extend(Row(family, step, fault) for fault in FAULTS)
+    return rows
+
+
+ROWS: Final = _rows()
+
+
+# -- one world -------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    rig: Rig
+    api: StepApi
+    env: Environment
+    contender: Contender
+    key: Key
+    family: Family
+    raised: list[str] = field(default_factory=list)
+
+    @classmethod
+    def make(cls, family: Family, driver: Driver) -> World:
+        rig = make_rig(driver)
+        key = family.add(rig)
+        api = StepApi(rig.api, rig.api.peek)
+        lock = TargetLock(api, LEASE_NS, clock=rig.clocks.monotonic, wall=rig.clocks.wall)
+        env = dataclasses.replace(rig.env, api=api, lock=lock, driver=driver)
+        contender = Contender.on(rig.api, LEASE_NS, rig.clocks.wall)
+        return cls(rig, api, env, contender, key, family)
+
+    def run(self) -> str:
+        """One pass, as the reconciler runs it: a pass that raises is logged and
+        retried there, so here it is noted (a problem in itself) and the row goes on."""
+        try:
+            result = run_pass(self.env, self.key.kind, self.key.namespace, self.key.name)
+        except Exception as error:  # the reconciler's own catch-all
+            self.raised.append(f"{PASS_RAISED}: {type(error).__name__}")
+            return PASS_RAISED
+        return result.stop.reason
+
+    def holding(self) -> Holding:
+        return read_holding(
+            self.rig.api.peek,
+            lambda: self.rig.api.list(JOBS, NS),
+            self.family.resource,
+            NS,
+            self.key.name,
+            lease_namespace=LEASE_NS,
+            consumed_uids=self.api.consumed_uids,
+        )
+
+    def contend(self) -> None:
+        claim = self.holding().claim
+        self.contender.take(str(claim["coordinationDigest"]), int(claim["leaseDurationSeconds"]))
+
+    def bump_generation(self) -> None:
+        self.rig.api.patch_spec(self.family.resource, NS, self.key.name, {"interval": "1h"})
+
+    def replace_approval(self) -> None:
+        name = f"{self.key.name}-approval"
+        old = self.rig.api.get(self.family.approvals, NS, name)
+        self.rig.api.delete(self.family.approvals, NS, name)
+        self.rig.api.create(
+            self.family.approvals, NS, {"metadata": {"name": name}, "spec": old["spec"]}
+        )
+
+
+_FIRST_PASSES: dict[tuple[str, tuple[Step, ...]], dict[Step, int]] = {}
+
+
+def first_passes(family: Family, driver: Driver) -> dict[Step, int]:
+    """In which pass (from 1) each step first makes a call, on a fault-free run.
+
+    Every world starts from the same objects, clocks and nonces, so the answer
+    depends only on the family and the order; it is computed once per pair."""
+    cached = _FIRST_PASSES.get((family.name, driver.order))
+    if cached is not None:
+        return cached
+    world = World.make(family, driver)
+    found: dict[Step, int] = {}
+    for index in range(1, FAULT_PASSES + 1):
+        start = len(world.api.log)
+        world.run()
+        for call in world.api.log[start:]:
+            if call.step is not None:
+                found.setdefault(call.step, index)
+    _FIRST_PASSES[(family.name, driver.order)] = found
+    return found
+
+
+# -- one row ---------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, *problems: str) -> None:
+        self.problems.extend(p for p in problems if p not in self.problems)
+
+
+def _watch_the_realm_at_the_mark(world: World, report: Report) -> None:
+    """The mark is the moment the realm must be ours: check it as it is written."""
+
+    def watch(step: Step, namespace: str | None, name: str | None) -> None:
+        del namespace, name
+        if step is not Step.MARK:
+            return
+        holding = world.holding()
+        if holding.lease_holder and holding.lease_holder != holding.claim_holder:
+            report.add(MARK_CONTENDED)
+
+    world.api.watchers.append(watch)
+
+
+def run_row(row: Row, driver: Driver) -> list[str]:
+    """Run one row under ``driver``; the problems it found, in the order found."""
+    world = World.make(row.family, driver)
+    api = world.api
+    report = Report()
+    _watch_the_realm_at_the_mark(world, report)
+    armed: Armed | None = None
+    # When the authorization moved (a call sequence number) and the Job name of the
+    # claim it refused: a later claim under a new approval is a new decision.
+    moved: list[tuple[int, str]] = []
+
+    def move_now() -> None:
+        moved.append((len(api.log), str(world.holding().claim.get("jobName") or "")))
+
+    inject_before: int | None = None
+    if row.fault in ("fails", "stops") and row.step is not None:
+        armed = api.arm(row.step, "fail" if row.fault == "fails" else "stop")
+    elif row.fault == "replaced" and row.step is not None:
+
+        def replace() -> None:
+            move_now()
+            world.replace_approval()
+
+        armed = api.arm(row.step, None, before=replace)
+    elif row.fault in ("contended", "refused") and row.step is not None:
+        inject_before = first_passes(row.family, driver).get(row.step)
+
+    marked_ids: set[str] = set()
+    excused = False
+    claim_id = ""
+
+    def observe() -> Holding:
+        nonlocal claim_id
+        holding = world.holding()
+        report.add(*invariant_problems(holding))
+        if holding.marked:
+            marked_ids.add(str(holding.claim["id"]))
+        claim_id = claim_id or str(holding.claim.get("id") or "")
+        return holding
+
+    fired = row.fault == "control"
+    for index in range(1, FAULT_PASSES + 1):
+        if index == inject_before:
+            world.contend()
+            if row.fault == "refused":
+                move_now()
+                world.bump_generation()
+            fired = True
+        world.run()
+        holding = observe()
+        if index == inject_before and row.fault == "refused" and holding.claim:
+            report.add(REFUSED_WAITED)
+        if armed is not None and armed.fired:
+            fired = True
+            # A fault that leaves a mark and no Job is the one place an unknown outcome
+            # is the right answer: the process stopped between the mark and the create,
+            # or the create's answer was an error that says nothing about the store.
+            excused = holding.marked and holding.claimed_job is None
+        if fired:
+            break
+    if not fired:
+        report.add(NOT_FIRED)
+        return report.problems
+    if row.fault == "contended":
+        for _ in range(CONTENDED_PASSES):
+            world.run()
+            observe()
+
+    # Recover: the fault is cleared, the process is back, the contender lets go.
+    api.restart()
+    world.contender.release()
+    at_restart = observe()
+    creates_before = len(api.job_creates())
+    for _ in range(RECOVERY_PASSES):
+        world.run()
+        observe()
+    final = observe()
+    report.add(
+        *outcome_problems(
+            row,
+            world,
+            final,
+            marked_without_job=at_restart.marked and at_restart.claimed_job is None,
+            creates_before=creates_before,
+            moved=moved[0] if moved else None,
+            marked_ids=marked_ids,
+            excused=excused,
+            claim_id=claim_id,
+        )
+    )
+    return report.problems
+
+
+def outcome_problems(
+    row: Row,
+    world: World,
+    final: Holding,
+    *,
+    marked_without_job: bool,
+    creates_before: int,
+    moved: tuple[int, str] | None,
+    marked_ids: set[str],
+    excused: bool,
+    claim_id: str,
+) -> list[str]:
+    api = world.api
+    creates = api.job_creates()
+    problems: list[str] = list(dict.fromkeys(world.raised))
+    if len(creates) > 1 or len(final.job_uid_by_name) > 1:
+        problems.append(TWO_JOBS)
+    if marked_without_job and len(creates) > creates_before:
+        problems.append(RECREATED)
+    same_claim = bool(final.claim) and final.claim.get("id") == claim_id
+    if row.refuses:
+        if moved is not None and any(c.seq >= moved[0] and c.name == moved[1] for c in creates):
+            problems.append(REFUSED_DISPATCHED)
+        if same_claim:
+            problems.append(REFUSED_KEPT)
+    elif not excused and not (
+        same_claim and final.claim.get("jobUID") and final.claim["jobUID"] == final.claimed_job
+    ):
+        problems.append(NEVER_REACHED)
+    # The records of issue 5. A marked claim that is gone must have left its record
+    # (no row here finishes its Job, so no row's account is settled by a result). A
+    # claim still marked without a Job is today's answer to an unknown outcome; once
+    # any pass writes the family's record, the row demands it for that outcome.
+    live = str(final.claim.get("id") or "")
+    if marked_ids - {live} and row.family.record not in final.records:
+        problems.append(RETIRED_NO_RECORD)
+    records_written = row.family.record in api.status_fields
+    if excused and records_written and row.family.record not in final.records:
+        problems.append(UNKNOWN_NO_RECORD)
+    # Every recorded UID follows a confirm read that came after the Job's create.
+    last_create: int | None = None
+    confirmed = False
+    for call in api.log:
+        if call.step is Step.CREATE and call.wrote:
+            last_create, confirmed = call.seq, False
+        elif call.step is Step.CONFIRM and call.ok and last_create is not None:
+            confirmed = True
+        elif call.step is Step.RECORD and call.wrote and not confirmed:
+            problems.append(RECORD_UNCONFIRMED)
+            break
+    return problems
+
+
+# -- the spec's order ------------------------------------------------------------------
+
+
+def test_the_rows_cover_every_step_and_fault_with_a_control_first() -> None:
+    assert ROWS[0].fault == "control"
+    for family in (SCHEMA, MIGRATION):
+        steps = {row.step for row in ROWS if row.family is family and row.step is not None}
+        wanted = set(DISPATCH_ORDER) - ({Step.STAGE} if family is MIGRATION else set())
+        assert steps == wanted
+        for step in steps:
+            faults = {row.fault for row in ROWS if row.family is family and row.step is step}
+            assert faults == set(FAULTS)
+
+
+def test_the_control_row_reaches_its_job_with_every_step_in_order() -> None:
+    """The rig's own control: attribution sees every step, in the spec's order."""
+    for family in (SCHEMA, MIGRATION):
+        world = World.make(family, Driver())
+        for _ in range(3):
+            world.run()
+        seen: list[Step] = []
+        for call in world.api.steps(ok=True):
+            if call.step is not None and call.step not in seen:
+                seen.append(call.step)
+        expected = [s for s in DISPATCH_ORDER if family is SCHEMA or s is not Step.STAGE]
+        assert seen == expected
+        holding = world.holding()
+        assert holding.claimed_job and holding.claim["jobUID"] == holding.claimed_job
+        assert holding.lease_holder == holding.claim_holder
+        lease = world.rig.api.peek(
+            LEASES, LEASE_NS, lease_name(holding.claim["coordinationDigest"])
+        )
+        assert lease is not None
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_each_dispatch_step_leaves_a_state_the_next_pass_recovers_from(row: Row) -> None:
+    assert run_row(row, Driver()) == []
+
+
+# -- the boundaries, exchanged ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Boundary:
+    first: Step
+    second: Step
+    # The rows (without the family) that must fail when the two steps are exchanged,
+    # each with the problem the boundary prevents: the window the spec names for it.
+    witnesses: tuple[tuple[str, str], ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.first.value}<->{self.second.value}"
+
+
+# The adjacent pairs whose exchange changes nothing observable (stage and snapshot
+# are both durable before the mark either way) are not listed; every pair that orders
+# a dependency against the mark, the create against its cover and its read-back, and
+# authorization against the realm is.
+BOUNDARIES: Final = [
+    # A claim whose authorization moved is retired without waiting for the realm.
+    Boundary(Step.AUTHORIZE, Step.LEASE, (("authorize-refused", REFUSED_WAITED),)),
+    # Everything a Job depends on is durable before the mark that says one may exist.
+    Boundary(
+        Step.LEASE,
+        Step.MARK,
+        (("none-control", MARK_UNHELD), ("authorize-contended", MARK_CONTENDED)),
+    ),
+    Boundary(Step.STAGE, Step.MARK, (("mark-stops", MARK_NO_PROJECTION),)),
+    Boundary(Step.SNAPSHOT, Step.MARK, (("mark-stops", MARK_NO_SNAPSHOT),)),
+    Boundary(Step.CONSUME, Step.MARK, (("mark-stops", MARK_UNSPENT),)),
+    # The mark covers the one create.
+    Boundary(Step.MARK, Step.CREATE, (("create-stops", JOB_UNMARKED),)),
+    # The created Job is read back before its UID is recorded.
+    Boundary(Step.CREATE, Step.CONFIRM, (("none-control", NEVER_REACHED),)),
+    Boundary(Step.CONFIRM, Step.RECORD, (("none-control", RECORD_UNCONFIRMED),)),
+]
+
+
+def test_every_witness_names_a_row() -> None:
+    ids = {row.id for row in ROWS}
+    for boundary in BOUNDARIES:
+        for witness, _ in boundary.witnesses:
+            assert f"schema-{witness}" in ids or f"migration-{witness}" in ids
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=[b.id for b in BOUNDARIES])
+def test_each_boundary_fails_with_its_steps_swapped(boundary: Boundary) -> None:
+    """Every row runs again with the boundary's steps exchanged. Its witnesses, in each
+    family that has them, must report the problem the boundary prevents; and some row
+    must fail at all, or the boundary is a test that proves nothing."""
+    driver = Driver.swapped(boundary.first, boundary.second)
+    found = {row.id: run_row(row, driver) for row in ROWS}
+    assert any(found.values()), f"exchanging {boundary.id} passes every row"
+    for witness, problem in boundary.witnesses:
+        for family in (SCHEMA, MIGRATION):
+            if family is MIGRATION and Step.STAGE in (boundary.first, boundary.second):
+                continue  # a migration stages nothing: exchanging stage moves nothing
+            row_id = f"{family.name}-{witness}"
+            if row_id in found:
+                assert problem in found[row_id], (row_id, found[row_id])

@@ -74,10 +74,10 @@ def lease_holder_of(rig: Rig) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
-def rotate_binding(rig: Rig, epoch: str = "v1-" + "f" * 32) -> None:
+def rotate_binding(rig: Rig, epoch: str = "v1-" + "f" * 32, version: str = "v9.9.9") -> None:
     """A new Ptah version in the manager's configuration; the next epoch is ``epoch``."""
     config = rig.env.config
     rig.env.config = dataclasses.replace(
-        config, binding=dataclasses.replace(config.binding, ptah_version="v9.9.9")
+        config, binding=dataclasses.replace(config.binding, ptah_version=version)
     )
     rig.env.epochs = lambda: epoch

@@ -44,6 +44,7 @@ from certs._files import (
     atomic_write,
     read_directory,
 )
+from certs._kubebundles import KubeBundles, bundle_of
 from certs._rotation import (
     BeginRotation,
     ClearRecord,
@@ -92,6 +93,7 @@ __all__ = [
     "InMemoryBundles",
     "InvalidCertificateError",
     "KeyMismatchError",
+    "KubeBundles",
     "Observation",
     "Phase",
     "PublishBundle",
@@ -111,6 +113,7 @@ __all__ = [
     "atomic_write",
     "build_uvicorn_server",
     "bundle_fingerprints",
+    "bundle_of",
     "decide",
     "fetch_served_certificate",
     "fingerprint",

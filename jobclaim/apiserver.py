@@ -90,6 +90,13 @@ LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 RUNTIMECLASSES: Final = Resource(
     "node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False
 )
+VALIDATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 PRIORITYCLASSES: Final = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )
@@ -133,6 +140,7 @@ BY_KIND: Final[Mapping[str, Resource]] = {
         LEASES,
         RUNTIMECLASSES,
         PRIORITYCLASSES,
+        VALIDATING_WEBHOOK_CONFIGURATIONS,
         *PTAH_RESOURCES,
     )
 }

@@ -1,0 +1,81 @@
+"""The rotation's trust, published where the API server reads it: the `caBundle` of
+every webhook in each managed ValidatingWebhookConfiguration.
+
+Writes are compare-and-swap on the configuration's resourceVersion: a concurrent
+`helm upgrade` that rewrote the configuration makes the write fail with a sentence
+instead of silently undoing either change, and the rotation simply runs again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Any
+
+from certs._errors import RotationError
+from jobclaim.apiserver import (
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiClient,
+    ApiError,
+    Conflict,
+    NotFound,
+)
+
+__all__ = ["KubeBundles", "bundle_of"]
+
+
+def bundle_of(configuration: dict[str, Any]) -> bytes:
+    """The one caBundle every webhook of ``configuration`` trusts, or b"" if they differ.
+
+    Disagreeing entries read as empty so the rotation rewrites all of them: an entry
+    left on an old bundle would stop trusting the server once the old CA is dropped.
+    """
+    webhooks = configuration.get("webhooks") or []
+    bundles = {str((w.get("clientConfig") or {}).get("caBundle", "")) for w in webhooks}
+    if len(bundles) != 1:
+        return b""
+    (encoded,) = bundles
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+class KubeBundles:
+    """`WebhookBundles` over the API server, for the named configurations only."""
+
+    def __init__(self, api: ApiClient, managed: Sequence[str]) -> None:
+        if not managed:
+            raise ValueError("at least one managed webhook configuration must be named")
+        self._api = api
+        self._managed = tuple(managed)
+
+    def read(self) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for name in self._managed:
+            try:
+                configuration = self._api.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+            except NotFound:
+                continue
+            except ApiError as error:
+                raise RotationError(f"cannot read webhook configuration {name}: {error}") from error
+            found[name] = bundle_of(configuration)
+        return found
+
+    def write(self, name: str, bundle: bytes) -> None:
+        if name not in self._managed:
+            raise RotationError(f"refusing to write the caBundle of unmanaged configuration {name}")
+        try:
+            configuration = self._api.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+            encoded = base64.b64encode(bundle).decode("ascii")
+            for webhook in configuration.get("webhooks") or []:
+                webhook.setdefault("clientConfig", {})["caBundle"] = encoded
+            self._api.replace(VALIDATING_WEBHOOK_CONFIGURATIONS, None, configuration)
+        except Conflict as error:
+            raise RotationError(
+                f"webhook configuration {name} changed while its caBundle was written; "
+                "run the rotation again"
+            ) from error
+        except ApiError as error:
+            raise RotationError(f"cannot write the caBundle of {name}: {error}") from error

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.claims import AGAIN, complete_pending_release
+from controller.harvesting import set_cleanup_ttl
 from controller.managerconfig import random_epoch
 from controller.migration_records import record_unresolved_run
 from controller.mutationlifecycle import (
@@ -44,7 +45,6 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.passcontext import PassContext, Status
-from controller.retirement import set_cleanup_ttl
 from controller.runner.config import parse_time
 from controller.schema_records import (
     mark_plan_approvals_stale,

@@ -101,6 +101,11 @@ def finalizer_owed(ctx: PassContext) -> bool:
     owed: list[object] = [status.active_operation, status.pending_lock_release]
     owed.append(getattr(status, "pending_observation", None))
     owed.append(getattr(status, "pending_binding_retirement", None))
+    if not ctx.subject.metadata.deletion_timestamp:
+        # A migration does not hold deletion for its unresolved run, but a pass must
+        # see the deletion to announce the loss: the finalizer stays until then and
+        # comes off in the pass that sees it.
+        owed.append(getattr(status, "unresolved_run", None))
     return any(record is not None for record in owed)
 
 

@@ -14,14 +14,19 @@ A terminal Job is not an outcome. The account comes from
    account about another database is uncertain, never failed.
 
 The Job's exit code and conditions take no part: ``finished`` only says when to look.
+Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
+stop in between leaves a TTL under a live claim, and the next pass re-reads the same
+terminal Job and reaches the same verdict.
 A log read that fails is a log that is gone; a migration Apply may still be read from
 its summary, and anything else waits out the re-read window and is then unknown.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from controller.passcontext import PassContext
 from controller.runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
@@ -35,7 +40,8 @@ from controller.runner.harvest import (
     terminal_since,
 )
 from controller.runner.summary import Account
-from jobclaim.apiserver import PODS, ApiError, Object
+from jobclaim import CLEANUP_TTL_SECONDS
+from jobclaim.apiserver import JOBS, PODS, ApiError, Object
 from jobclaim.builder import RUNNER_CONTAINER
 
 
@@ -75,6 +81,52 @@ class Harvest:
             return None
         assert judgement.retry_at is not None
         return max(0.0, (judgement.retry_at - now).total_seconds())
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def pod_stopped(pod: Mapping[str, Any]) -> bool:
+    """Whether a Pod can no longer run anything: the kubelet says it ended, or its
+    runner container terminated (restartPolicy is Never, so it stays terminated)."""
+    status = _map(pod.get("status"))
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for item in status.get("containerStatuses") or []:
+        container = _map(item)
+        if container.get("name") == RUNNER_CONTAINER:
+            return bool(_map(_map(container.get("state")).get("terminated")))
+    return False
+
+
+def pods_of(ctx: PassContext, job_uid: str) -> list[Object]:
+    """Every Pod that names the Job with ``job_uid`` as an owner (read uncached)."""
+    pods = ctx.api.list(PODS, ctx.namespace)
+    return [
+        pod
+        for pod in pods
+        if any(
+            _map(ref).get("uid") == job_uid
+            for ref in _map(pod.get("metadata")).get("ownerReferences") or []
+        )
+    ]
+
+
+def set_cleanup_ttl(ctx: PassContext, job: Object) -> None:
+    """Give a harvested Job the cleanup TTL (the one change the webhook admits after
+    the create, and only on a Job its record names)."""
+    spec = _map(job.get("spec"))
+    if spec.get("ttlSecondsAfterFinished") == CLEANUP_TTL_SECONDS:
+        return
+    name = _map(job.get("metadata")).get("name")
+    ctx.api.patch_spec(
+        JOBS,
+        ctx.namespace,
+        str(name),
+        {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS},
+        resource_version=_map(job.get("metadata")).get("resourceVersion"),
+    )
 
 
 def _read_log(ctx: PassContext, pod: PodEvidence) -> str | None:

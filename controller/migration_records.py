@@ -275,6 +275,11 @@ def reconcile_unresolved_copy(ctx: PassContext) -> Stop | None:
             return None
         _write_copy(ctx, record)
         return Stop("the unresolved run's copy was rewritten", requeue_after=AGAIN)
+    active = status.active_operation
+    if active is not None and active.id == copy.operation_id:
+        # Written ahead of the patch that stores the record: the claim is still live,
+        # and its harvest writes the record. Restoring now would leave both.
+        return None
     resolved = status.resolved_run
     if resolved is not None and resolved.operation_id == copy.operation_id:
         # The settling patch landed and the removal did not: finish the removal.

@@ -21,10 +21,6 @@ read that could not say as "may still write". On that answer no release is stage
 the Lease is left to expire: ``ManagerConfig.lease_duration`` gives a migration Apply
 its window plus the Job's deadline grace plus a Lease grace, and the runner stops the
 executor at the end of the window, so the executor stops before the Lease can lapse.
-
-Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
-stop in between leaves a TTL under a live claim, and the next pass re-reads the same
-terminal Job and reaches the same verdict.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.claims import complete_pending_release
+from controller.harvesting import pod_stopped, pods_of
 from controller.mutationlifecycle import (
     Disposition,
     Retirement,
@@ -41,45 +38,14 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.passcontext import PassContext, Status
-from jobclaim import CLEANUP_TTL_SECONDS, finished
+from jobclaim import finished
 from jobclaim.api import PendingObservationStatus, PtahMigrationStatus, PtahSchemaStatus
-from jobclaim.apiserver import JOBS, PODS, ApiError, NotFound, Object
-from jobclaim.builder import RUNNER_CONTAINER
+from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import PtahError
 
 
 class NotThisFamily(PtahError):
     """A family's retirement was handed the other family's resource."""
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def pod_stopped(pod: Mapping[str, Any]) -> bool:
-    """Whether a Pod can no longer run anything: the kubelet says it ended, or its
-    runner container terminated (restartPolicy is Never, so it stays terminated)."""
-    status = _map(pod.get("status"))
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    for item in status.get("containerStatuses") or []:
-        container = _map(item)
-        if container.get("name") == RUNNER_CONTAINER:
-            return bool(_map(_map(container.get("state")).get("terminated")))
-    return False
-
-
-def pods_of(ctx: PassContext, job_uid: str) -> list[Object]:
-    """Every Pod that names the Job with ``job_uid`` as an owner (read uncached)."""
-    pods = ctx.api.list(PODS, ctx.namespace)
-    return [
-        pod
-        for pod in pods
-        if any(
-            _map(ref).get("uid") == job_uid
-            for ref in _map(pod.get("metadata")).get("ownerReferences") or []
-        )
-    ]
 
 
 def dispatched_apply_may_still_write(ctx: PassContext) -> bool:
@@ -97,7 +63,7 @@ def dispatched_apply_may_still_write(ctx: PassContext) -> bool:
             job = None
         uid = operation.job_uid
         if job is not None:
-            found_uid = _map(job.get("metadata")).get("uid")
+            found_uid = (job.get("metadata") or {}).get("uid")
             if uid and found_uid != uid:
                 job = None  # another Job under the name says nothing about ours
             else:
@@ -109,22 +75,6 @@ def dispatched_apply_may_still_write(ctx: PassContext) -> bool:
         return any(not pod_stopped(pod) for pod in pods_of(ctx, uid))
     except ApiError:
         return True
-
-
-def set_cleanup_ttl(ctx: PassContext, job: Object) -> None:
-    """Give a harvested Job the cleanup TTL (the one change the webhook admits after
-    the create, and only on a Job its record names)."""
-    spec = _map(job.get("spec"))
-    if spec.get("ttlSecondsAfterFinished") == CLEANUP_TTL_SECONDS:
-        return
-    name = _map(job.get("metadata")).get("name")
-    ctx.api.patch_spec(
-        JOBS,
-        ctx.namespace,
-        str(name),
-        {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS},
-        resource_version=_map(job.get("metadata")).get("resourceVersion"),
-    )
 
 
 def _write(

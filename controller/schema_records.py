@@ -28,16 +28,22 @@ from datetime import timedelta
 from typing import Any, Final
 
 from controller.approvals import CONSUMED, STALE
-from controller.claims import AGAIN, claim_operation, complete_pending_release, write_retry
-from controller.harvesting import Harvest
+from controller.claims import (
+    AGAIN,
+    claim_operation,
+    complete_pending_release,
+    remove_orphan_finalizer,
+    write_retry,
+)
+from controller.harvesting import Harvest, pod_stopped, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext, timestamp
-from controller.retirement import pod_stopped, pods_of, retire_schema_claim
+from controller.retirement import retire_schema_claim
 from controller.runner.config import parse_time
 from controller.runner.harvest import Outcome
 from controller.targetlock import MalformedLease
-from jobclaim import finished, lease_holder
+from jobclaim import finished, lease_holder, match, pending_apply_claim
 from jobclaim.api import (
     ActiveOperationStatus,
     PendingObservationStatus,
@@ -107,7 +113,8 @@ def record_schema_apply(
         f"the Apply is recorded {record.outcome}; the proof is owed: {reason}",
         disposition=Disposition.ACCOUNTED if succeeded else Disposition.UNACCOUNTED,
         record=record,
-        update={"phase": "VerifyingConvergence"},
+        # The plan is spent: it lives on in the record, and no pass may apply it again.
+        update={"phase": "VerifyingConvergence", "plan": None},
     )
 
 
@@ -123,9 +130,8 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
             and summary.error_code is None
             and not summary.uncertain
         )
-        return record_schema_apply(
-            ctx, harvest.reason, succeeded=succeeded, pod_uids=harvest.pod_uids
-        )
+        reason = harvest.reason or "its result was read"
+        return record_schema_apply(ctx, reason, succeeded=succeeded, pod_uids=harvest.pod_uids)
     if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
         return write_retry(ctx, harvest.reason or "the reading gave no account")
     pending = _status(ctx).pending_observation
@@ -210,6 +216,11 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
     uid = pending.apply_job_uid
     if job is not None and uid and job.get("metadata", {}).get("uid") != uid:
         job = None
+    if job is not None and not uid:
+        # A UID is adopted only for the Job the record's claim would recognize.
+        claim = pending_apply_claim(_schema(ctx), pending)
+        if claim is None or not match(job, claim):
+            job = None
     if job is not None:
         uid = job["metadata"]["uid"]
     pods = pods_of(ctx, uid) if uid else []
@@ -295,7 +306,13 @@ def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) ->
         )
     )
     ctx.crossed("ProofAbandoned", "the schema is being deleted with its proof owed", warning=True)
-    return complete_pending_release(ctx)
+    stop = complete_pending_release(ctx)
+    status = ctx.status
+    if stop.error is None and status is not None and status.pending_lock_release is None:
+        # Nothing holds the schema any longer: let it go in this pass, so no pass sees
+        # it standing without the record its Apply left.
+        return remove_orphan_finalizer(ctx) or stop
+    return stop
 
 
 def mark_plan_approvals_stale(ctx: PassContext, plan_uid: str) -> int:

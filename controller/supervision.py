@@ -28,11 +28,11 @@ from typing import Final
 
 from controller.claiming import input_fingerprint
 from controller.claims import AGAIN, epoch_update, write_retry
-from controller.harvesting import harvest
+from controller.harvesting import harvest, set_cleanup_ttl
 from controller.migration_records import migration_outcome, record_unresolved_run
 from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
 from controller.passcontext import PassContext
-from controller.retirement import retire_migration_claim, retire_schema_claim, set_cleanup_ttl
+from controller.retirement import retire_migration_claim, retire_schema_claim
 from controller.runner.harvest import Outcome
 from controller.schema_records import record_schema_apply, schema_outcome
 from controller.targetlock import MalformedLease

@@ -97,14 +97,31 @@ class StepCall:
     name: str | None
     ok: bool
     wrote: bool
+    label: str | None = None
 
 
 @dataclass(slots=True)
 class Armed:
-    step: Step
+    """A fault on the first call with ``label`` (a step's value, or a durable write's
+    name from ``write_label``)."""
+
+    label: str
     mode: FaultMode | None
     before: Callable[[], None] | None = None
     fired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A call as a watcher sees it, before it runs."""
+
+    step: Step | None
+    label: str | None
+    verb: str
+    resource: Resource
+    namespace: str | None
+    name: str | None
+    body: Mapping[str, Any]
 
 
 @dataclass(slots=True)
@@ -116,6 +133,10 @@ class StepApi:
     log: list[StepCall] = field(default_factory=list)
     armed: list[Armed] = field(default_factory=list)
     stopped: bool = False
+    # Stop the process right after this many more stored writes, whatever they are
+    # (None: no such crash armed); ``crashed_after`` names the write it followed.
+    stop_after_writes: int | None = None
+    crashed_after: str | None = None
     created_jobs: set[tuple[str | None, str]] = field(default_factory=set)
     consumed_uids: set[str] = field(default_factory=set)
     # Every top-level status field a stored write on a PtahSchema or PtahMigration
@@ -123,15 +144,20 @@ class StepApi:
     status_fields: set[str] = field(default_factory=set)
     # Called on every call mapped to a step, before it runs: the row's own checks of
     # the moment (what stood when a mark was written, say).
-    watchers: list[Callable[[Step, str | None, str | None], None]] = field(default_factory=list)
+    watchers: list[Callable[[Seen], None]] = field(default_factory=list)
     _seq: Iterator[int] = field(default_factory=itertools.count)
 
     # -- the test surface --------------------------------------------------------------
 
     def arm(
-        self, step: Step, mode: FaultMode | None, *, before: Callable[[], None] | None = None
+        self,
+        step: Step | str,
+        mode: FaultMode | None,
+        *,
+        before: Callable[[], None] | None = None,
     ) -> Armed:
-        armed = Armed(step, mode, before)
+        """Arm a fault on the next call of ``step`` (or of a write label)."""
+        armed = Armed(step.value if isinstance(step, Step) else step, mode, before)
         self.armed.append(armed)
         return armed
 
@@ -139,6 +165,7 @@ class StepApi:
         """The process is back; the faults are cleared, the store kept everything."""
         self.stopped = False
         self.armed.clear()
+        self.stop_after_writes = None
 
     def steps(self, *, ok: bool | None = None) -> list[StepCall]:
         return [c for c in self.log if c.step is not None and (ok is None or c.ok == ok)]
@@ -202,19 +229,26 @@ class StepApi:
             self.log.append(StepCall(seq, None, verb, resource.plural, name, False, False))
             raise Unavailable("the process stopped; call restart()")
         step = self.step_of(verb, resource, namespace, name, body)
-        armed = self._fire(step)
-        if step is not None:
-            for watch in self.watchers:
-                watch(step, namespace, name)
         is_write = verb not in ("get", "list", "watch", "read_pod_log")
+        label = step.value if step is not None else None
+        if label is None and is_write:
+            label = self.write_label(verb, resource, namespace, name, body)
+        armed = self._fire(label)
+        seen = Seen(step, label, verb, resource, namespace, name, body)
+        for watch in self.watchers:
+            watch(seen)
+
+        def logged(ok: bool, wrote: bool) -> StepCall:
+            return StepCall(seq, step, verb, resource.plural, name, ok, wrote, label)
+
         if armed is not None and armed.mode == "fail":
-            self.log.append(StepCall(seq, step, verb, resource.plural, name, False, False))
-            raise Unavailable(f"injected: the {step.value if step else ''} call failed")
+            self.log.append(logged(False, False))
+            raise Unavailable(f"injected: the {label} call failed")
         consumed_uid = self._approval_uid(verb, resource, namespace, name)
         try:
             result = run()
         except ApiError:
-            self.log.append(StepCall(seq, step, verb, resource.plural, name, False, False))
+            self.log.append(logged(False, False))
             raise
         if step is Step.CREATE and name is not None:
             self.created_jobs.add((namespace, name))
@@ -222,12 +256,46 @@ class StepApi:
             self.status_fields.update(k for k, v in body.items() if v is not None)
         if consumed_uid is not None and is_consumed({"status": body}):
             self.consumed_uids.add(consumed_uid)
+        if is_write and self.stop_after_writes is not None:
+            self.stop_after_writes -= 1
+            if self.stop_after_writes == 0:
+                self.stop_after_writes, self.crashed_after = None, label
+                armed = Armed(str(label), "stop", fired=True)
         if armed is not None and armed.mode == "stop":
             self.stopped = True
-            self.log.append(StepCall(seq, step, verb, resource.plural, name, False, is_write))
-            raise Unavailable(f"injected: the process stopped after the {step} call")
-        self.log.append(StepCall(seq, step, verb, resource.plural, name, True, is_write))
+            self.log.append(logged(False, is_write))
+            raise Unavailable(f"injected: the process stopped after the {label} call")
+        self.log.append(logged(True, is_write))
         return result
+
+    def write_label(
+        self,
+        verb: str,
+        resource: Resource,
+        namespace: str | None,
+        name: str | None,
+        body: Mapping[str, Any],
+    ) -> str:
+        """The name of a durable write that is not a dispatch step's."""
+        if _same(resource, LEASES):
+            return "release"  # a Lease write with no holder
+        if not _is(resource, *SUBJECTS) or name is None:
+            return f"{verb} {resource.plural}"
+        if verb == "patch_metadata":
+            return "finalizer"
+        if verb != "patch_status":
+            return f"{verb} {resource.plural}"
+        stored = dict((self.peek(resource, namespace, name) or {}).get("status") or {})
+        before, after = stored.get("activeOperation"), body.get("activeOperation")
+        if before is None and after is not None:
+            return "claim"
+        if before is not None and after is None:
+            return "retire"
+        if stored.get("pendingLockRelease") and not body.get("pendingLockRelease"):
+            return "release-recorded"
+        if before is not None and after is not None and before.get("id") == after.get("id"):
+            return "claim-update"
+        return "status"
 
     def _approval_uid(
         self, verb: str, resource: Resource, namespace: str | None, name: str | None
@@ -237,11 +305,11 @@ class StepApi:
         found = self.peek(resource, namespace, name)
         return str(found["metadata"]["uid"]) if found else None
 
-    def _fire(self, step: Step | None) -> Armed | None:
-        if step is None:
+    def _fire(self, label: str | None) -> Armed | None:
+        if label is None:
             return None
         for armed in self.armed:
-            if armed.step is step and not armed.fired:
+            if armed.label == label and not armed.fired:
                 armed.fired = True
                 if armed.before is not None:
                     armed.before()
@@ -449,19 +517,31 @@ class Contender:
     held: tuple[str, str] | None = None  # coordination digest, epoch
 
     @classmethod
-    def on(cls, api: ApiClient, lease_namespace: str, wall: Callable[[], Any]) -> Contender:
+    def on(
+        cls,
+        api: ApiClient,
+        lease_namespace: str,
+        wall: Callable[[], Any],
+        monotonic: Callable[[], float] | None = None,
+    ) -> Contender:
+        """A contender on its own clock, or on ``monotonic`` (the world's) if given."""
         clock = [0.0]
-        lock = TargetLock(api, lease_namespace, clock=lambda: clock[0], wall=wall)
+        own = monotonic or (lambda: clock[0])
+        lock = TargetLock(api, lease_namespace, clock=own, wall=wall)
         return cls(lock, clock)
 
-    def take(self, digest: str, duration: int) -> None:
+    def take(self, digest: str, duration: int, *, wait_out: bool = True) -> bool:
+        """Take the realm; with ``wait_out``, after watching the holder's Lease unchanged
+        for a whole duration by the contender's own clock. Whether it holds it now."""
         state = self.lock.acquire(digest, self.holder, duration, None)
-        if not state.held:
+        if not state.held and wait_out:
             # By its own observation the holder stopped renewing a whole duration ago.
             self.clock[0] += duration + 1
             state = self.lock.acquire(digest, self.holder, duration, None)
-        assert state.held and state.epoch is not None
+        if not state.held or state.epoch is None:
+            return False
         self.held = (digest, state.epoch)
+        return True
 
     def release(self) -> None:
         if self.held is not None:
@@ -561,8 +641,12 @@ MARK_CONTENDED = "a claim is marked while another claimant holds the realm"
 MARK_UNHELD = "a claim is marked while nobody holds its realm"
 
 
-def invariant_problems(holding: Holding) -> list[str]:
-    """What is wrong with what the API server holds for one resource, right now."""
+def invariant_problems(holding: Holding, *, realm: bool = True) -> list[str]:
+    """What is wrong with what the API server holds for one resource, right now.
+
+    ``realm=False`` leaves out who holds the realm: where time passes, a Lease can
+    lapse legitimately under a marked claim, and the caller judges the realm by
+    whether a Job may still write instead."""
     problems: list[str] = []
     claim = holding.claim
     named = claim.get("jobName")
@@ -579,7 +663,7 @@ def invariant_problems(holding: Holding) -> list[str]:
         problems.append(MARK_NO_SNAPSHOT)
     if holding.projection_present is False:
         problems.append(MARK_NO_PROJECTION)
-    if not claim.get("leaseContinuityLost"):
+    if realm and not claim.get("leaseContinuityLost"):
         if holding.lease_holder and holding.lease_holder != holding.claim_holder:
             problems.append(MARK_CONTENDED)
         elif not holding.lease_holder:

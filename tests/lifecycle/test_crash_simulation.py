@@ -1,0 +1,728 @@
+"""A randomized crash simulation: both families, several resources sharing one
+database, and a process that stops at random durable writes.
+
+Hypothesis drives a ``RuleBasedStateMachine`` over one in-memory cluster: three
+resources (two PtahSchemas and a PtahMigration) address one database under one
+coordination key, and a fourth schema another. The rules are what the world can do
+today: passes over any resource, a crash armed at the next durable write of a chosen
+kind (the write commits, then every call fails until a restart), restarts, new
+approvals, new plans, suspension and resumption, spec edits, deletions, a foreign
+claimant on the shared realm, and time passing. Every schedule is checked after every
+step against the invariants the spec states for whole lives:
+
+- at most one Job per claim, ever; no mutating Job without a durable mark, a
+  snapshot and a spent approval (checked at the moment of the create);
+- after an Apply, a live claim or a retained record, never neither;
+- the realm's Lease is never released, and never taken by another resource, while a
+  Job of a claim may still write (it exists and its execution window is open);
+- no approval authorizes two dispatches.
+
+Issue 5 (outcome records) adds proofs, acknowledgments, harvests and binding
+rotations. Each is one more ``@rule`` in the section marked for it, and the
+invariants above already read the records it writes.
+
+CI runs a fixed, derandomized budget that crashes at every durable write at least
+once, and prints how many schedules and crash points it explored. ``PTAH_SOAK=<n>``
+runs ``n`` random schedules instead (hypothesis prints the seed of any failure).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import random
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from controller.claims import target_digest
+from controller.lifecyclepass import run_pass
+from controller.mutationlifecycle import Driver, Step
+from controller.passcontext import Environment
+from controller.reconciler import Key
+from controller.targetlock import TargetLock
+from jobclaim import digest_of, migration_plan_name, plan_name, projection_names, sha256_digest
+from jobclaim.api import PtahSchema
+from jobclaim.apiserver import (
+    JOBS,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+    Object,
+    Resource,
+)
+from tests.controller.dispatchworld import (
+    LEASE_NS,
+    NS,
+    STATEMENTS,
+    Rig,
+    add_migration,
+    add_schema,
+    make_rig,
+)
+from tests.jobclaim.world import BINDING, EPOCH
+from tests.lifecycle.faultrig import (
+    RECORD_FIELDS,
+    Contender,
+    Holding,
+    Seen,
+    StepApi,
+    invariant_problems,
+    read_holding,
+)
+
+SHARED: Final = "shared-primary"
+# (kind, name, coordination key): three resources on one database, one elsewhere.
+RESOURCES: Final = (
+    ("PtahSchema", "orders", SHARED),
+    ("PtahSchema", "invoices", SHARED),
+    ("PtahMigration", "billing", SHARED),
+    ("PtahSchema", "audit", "audit-primary"),
+)
+# The durable writes a crash can follow: every write of the dispatch sequence and of
+# a claim's way in and out (``faultrig.StepApi.write_label``).
+CRASH_LABELS: Final = (
+    "finalizer",
+    "claim",
+    Step.LEASE.value,
+    Step.STAGE.value,
+    Step.SNAPSHOT.value,
+    Step.CONSUME.value,
+    Step.MARK.value,
+    Step.CREATE.value,
+    Step.RECORD.value,
+    "retire",
+    "release",
+    "release-recorded",
+)
+SOAK: Final = int(os.environ.get("PTAH_SOAK", "0"))
+
+
+def _resource(kind: str) -> Resource:
+    return PTAHSCHEMAS if kind == "PtahSchema" else PTAHMIGRATIONS
+
+
+def _approvals(kind: str) -> Resource:
+    return PTAHSCHEMAAPPROVALS if kind == "PtahSchema" else PTAHMIGRATIONAPPROVALS
+
+
+def _stamp() -> dict[str, Any]:
+    return {
+        "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
+        "approvedAt": "2026-12-02T11:59:00Z",
+        "mutationRequestUID": "admission-request-sim",
+    }
+
+
+# -- what the world outside the controller writes ----------------------------------------
+
+
+def publish_plan(rig: Rig, kind: str, name: str, serial: int) -> None:
+    """A new current plan, as a reading would publish it (issue 5's Plan harvest)."""
+    api = rig.api
+    resource = _resource(kind)
+    stored = api.get(resource, NS, name)
+    uid = stored["metadata"]["uid"]
+    fingerprint = digest_of({"resource": name, "uid": uid, "serial": serial})
+    common = {
+        "executionBindingID": EPOCH,
+        "controllerStateVersion": BINDING.controller_state_version,
+        "ptahVersion": BINDING.ptah_version,
+        "executorImage": BINDING.executor_image,
+        "runnerProtocolVersion": BINDING.runner_protocol_version,
+        "coordinationDigest": digest_of({"db": name}),
+        "fingerprint": fingerprint,
+    }
+    status = dict(stored.get("status") or {})
+    if kind == "PtahSchema":
+        plan = plan_name(fingerprint)
+        (chunk_name,) = projection_names(plan, 1)
+        content = sha256_digest(STATEMENTS)
+        made = api.create(
+            PTAHSCHEMAPLANS,
+            NS,
+            {
+                "metadata": {"name": plan},
+                "spec": {
+                    **common,
+                    "schemaRef": {"name": name, "uid": uid},
+                    "contentDigest": content,
+                    "statementCount": 1,
+                    "chunks": [
+                        {
+                            "name": chunk_name,
+                            "index": 0,
+                            "digest": content,
+                            "size": len(STATEMENTS),
+                        }
+                    ],
+                },
+            },
+        )
+        api.create(
+            PTAHSCHEMAPLANCHUNKS,
+            NS,
+            {
+                "metadata": {"name": chunk_name},
+                "spec": {
+                    "planRef": {"name": plan, "uid": made["metadata"]["uid"]},
+                    "index": 0,
+                    "data": base64.b64encode(STATEMENTS).decode(),
+                    "digest": content,
+                    "size": len(STATEMENTS),
+                },
+            },
+        )
+        status["plan"] = {
+            "name": plan,
+            "uid": made["metadata"]["uid"],
+            "fingerprint": fingerprint,
+            "contentDigest": content,
+            "executionBindingID": EPOCH,
+            "controllerStateVersion": BINDING.controller_state_version,
+            "ptahVersion": BINDING.ptah_version,
+            "statementCount": 1,
+            "chunkCount": 1,
+        }
+    else:
+        plan = migration_plan_name(fingerprint)
+        made = api.create(
+            PTAHMIGRATIONPLANS,
+            NS,
+            {
+                "metadata": {"name": plan},
+                "spec": {
+                    **common,
+                    "migrationRef": {"name": name, "uid": uid},
+                    "migrations": [
+                        {"version": f"2026010{serial % 10}000000", "digest": sha256_digest(b"m")}
+                    ],
+                    "historyFingerprint": digest_of({"history": name, "serial": serial}),
+                    "artifactDigest": sha256_digest(b"artifact"),
+                },
+            },
+        )
+        status["plan"] = {"name": plan, "uid": made["metadata"]["uid"]}
+    api.patch_status(
+        resource, NS, name, status, resource_version=stored["metadata"]["resourceVersion"]
+    )
+
+
+def approve(rig: Rig, kind: str, name: str, serial: int) -> bool:
+    """A person approves the resource's current plan; False when it has none."""
+    stored = rig.api.get(_resource(kind), NS, name)
+    plan = (stored.get("status") or {}).get("plan")
+    if not plan:
+        return False
+    plan_obj = rig.api.get(
+        PTAHSCHEMAPLANS if kind == "PtahSchema" else PTAHMIGRATIONPLANS, NS, plan["name"]
+    )
+    ref = "schemaRef" if kind == "PtahSchema" else "migrationRef"
+    rig.api.create(
+        _approvals(kind),
+        NS,
+        {
+            "metadata": {"name": f"{name}-approval-{serial}"},
+            "spec": {
+                ref: {"name": name, "uid": stored["metadata"]["uid"]},
+                "planRef": {"name": plan["name"], "uid": plan["uid"]},
+                "planFingerprint": plan_obj["spec"]["fingerprint"],
+                "executionBindingID": EPOCH,
+                **_stamp(),
+            },
+        },
+    )
+    return True
+
+
+# -- what a simulation run remembers -----------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Across every schedule of one run: how much was explored."""
+
+    schedules: int = 0
+    steps: int = 0
+    crashes: Counter[str] = field(default_factory=Counter)
+
+    def line(self) -> str:
+        points = sum(self.crashes.values())
+        kinds = ", ".join(f"{label} {self.crashes[label]}" for label in CRASH_LABELS)
+        return (
+            f"crash simulation: {self.schedules} schedules, {self.steps} steps, "
+            f"{points} crash points ({kinds})"
+        )
+
+
+TALLY = Tally()
+
+
+@dataclass
+class Sim:
+    """One schedule's cluster, and what it has seen happen."""
+
+    rig: Rig
+    api: StepApi
+    env: Environment
+    contender: Contender
+    keys: list[Key]
+    violations: list[str] = field(default_factory=list)
+    # Per claim ID: the Jobs its creates named, and the approval each create spent.
+    creates: dict[str, list[str]] = field(default_factory=dict)
+    spent_by: dict[str, str] = field(default_factory=dict)
+    # Per resource: the IDs of Apply claims that crossed the mark.
+    marked: dict[Key, set[str]] = field(default_factory=dict)
+    serial: int = 0
+
+    @classmethod
+    def make(cls, driver: Driver | None = None) -> Sim:
+        driver = driver or Driver()
+        rig = make_rig(driver)
+        keys = [
+            add_schema(rig, name, coordination_key=key)
+            if kind == "PtahSchema"
+            else add_migration(rig, name, coordination_key=key)
+            for kind, name, key in RESOURCES
+        ]
+        api = StepApi(rig.api, rig.api.peek)
+        lock = TargetLock(api, LEASE_NS, clock=rig.clocks.monotonic, wall=rig.clocks.wall)
+        env = dataclasses.replace(rig.env, api=api, lock=lock, driver=driver)
+        contender = Contender.on(rig.api, LEASE_NS, rig.clocks.wall, rig.clocks.monotonic)
+        sim = cls(rig, api, env, contender, keys)
+        api.watchers.append(sim.at_create)
+        return sim
+
+    def holding(self, key: Key) -> Holding:
+        return read_holding(
+            self.rig.api.peek,
+            lambda: self.rig.api.list(JOBS, NS),
+            _resource(key.kind),
+            NS,
+            key.name,
+            lease_namespace=LEASE_NS,
+            consumed_uids=self.api.consumed_uids,
+        )
+
+    def violate(self, problem: str) -> None:
+        if problem not in self.violations:
+            self.violations.append(problem)
+
+    # -- checked at the moment of a create -----------------------------------------
+
+    def at_create(self, seen: Seen) -> None:
+        """A Job create is about to be sent: it must be covered by everything the spec
+        makes durable before it, and be its claim's first."""
+        if seen.step is not Step.CREATE:
+            return
+        owners = seen.body.get("metadata", {}).get("ownerReferences") or []
+        (owner,) = owners
+        key = Key(owner["kind"], NS, owner["name"])
+        holding = self.holding(key)
+        claim = holding.claim
+        claim_id = str(claim.get("id") or "")
+        if not holding.marked:
+            self.violate(f"{key.name}: a Job was created for a claim with no durable mark")
+        for problem in invariant_problems(holding, realm=False):
+            self.violate(f"{key.name}: at its create, {problem}")
+        if holding.approval_consumed is None and claim.get("type") == "Apply":
+            self.violate(f"{key.name}: an Apply Job was created without an approval")
+        approval = _held_approval(self.rig, key)
+        if approval is not None:
+            first = self.spent_by.setdefault(approval, claim_id)
+            if first != claim_id:
+                self.violate(f"{key.name}: approval {approval} authorized a second dispatch")
+        named = self.creates.setdefault(claim_id, [])
+        named.append(str(seen.name))
+        if len(named) > 1:
+            self.violate(f"{key.name}: claim {claim_id[:19]} was sent a second create")
+
+    # -- checked after every step --------------------------------------------------
+
+    def check(self) -> None:
+        now = self.rig.clocks.wall()
+        for key in self.keys:
+            holding = self.holding(key)
+            if not holding.present:
+                continue
+            for problem in invariant_problems(holding, realm=False):
+                self.violate(f"{key.name}: {problem}")
+            claim = holding.claim
+            live = str(claim.get("id") or "")
+            if holding.marked and claim.get("type") == "Apply":
+                self.marked.setdefault(key, set()).add(live)
+            # After an Apply: its live claim, or a record of it. Never neither.
+            for claim_id in self.marked.get(key, set()) - {live}:
+                if not any(
+                    f in holding.records for f in RECORD_FIELDS if f != "pendingLockRelease"
+                ):
+                    self.violate(f"{key.name}: Apply {claim_id[:19]} left neither claim nor record")
+            if _may_still_write(holding, now) and holding.lease_holder != holding.claim_holder:
+                self.violate(
+                    f"{key.name}: the realm is {holding.lease_holder or 'released'!r} "
+                    "while its claim's Job may still write"
+                )
+        for claim_id, jobs in self.creates.items():
+            if len(set(jobs)) > 1:
+                self.violate(f"claim {claim_id[:19]} has more than one Job")
+
+
+def _held_approval(rig: Rig, key: Key) -> str | None:
+    stored = rig.api.peek(_resource(key.kind), NS, key.name) or {}
+    status = stored.get("status") or {}
+    claim = status.get("activeOperation") or {}
+    ref = (status.get("plan") or {}).get("approval") if key.kind == "PtahSchema" else None
+    ref = ref or claim.get("approvalRef")
+    return str(ref["uid"]) if ref else None
+
+
+def _may_still_write(holding: Holding, now: datetime) -> bool:
+    """A Job of the claim exists and its execution window is still open: the runner
+    stops the executor at ``executionNotAfter``, so after it nothing can write."""
+    claim = holding.claim
+    if holding.claimed_job is None or not claim.get("jobUID"):
+        return False
+    deadline = claim.get("executionNotAfter")
+    if not isinstance(deadline, str):
+        return True
+    return now < datetime.fromisoformat(deadline.replace("Z", "+00:00"))
+
+
+# -- what can happen: the actions both drivers below draw from -----------------------------
+
+
+def _passes(sim: Sim, index: int, passes: int) -> None:
+    key = sim.keys[index]
+    for _ in range(passes):
+        if sim.api.stopped:
+            return
+        try:
+            run_pass(sim.env, key.kind, key.namespace, key.name)
+        except Exception as error:  # the reconciler logs and retries; here it is a bug
+            sim.violate(f"{key.name}: a pass raised {type(error).__name__}: {error}")
+
+
+def _stored(sim: Sim, index: int) -> Object | None:
+    key = sim.keys[index]
+    return sim.rig.api.peek(_resource(key.kind), NS, key.name)
+
+
+def _approve(sim: Sim, index: int) -> None:
+    key = sim.keys[index]
+    if _stored(sim, index) is not None:
+        sim.serial += 1
+        approve(sim.rig, key.kind, key.name, sim.serial)
+
+
+def _replan(sim: Sim, index: int) -> None:
+    """A new plan for an idle resource that has none (what a reading publishes)."""
+    key = sim.keys[index]
+    stored = _stored(sim, index)
+    if stored is None or stored["metadata"].get("deletionTimestamp"):
+        return
+    status = stored.get("status") or {}
+    if status.get("activeOperation") or status.get("plan") or status.get("pendingLockRelease"):
+        return
+    sim.serial += 1
+    publish_plan(sim.rig, key.kind, key.name, sim.serial)
+
+
+def _spec(sim: Sim, index: int, spec: dict[str, Any]) -> None:
+    key = sim.keys[index]
+    stored = _stored(sim, index)
+    if stored is not None and not stored["metadata"].get("deletionTimestamp"):
+        sim.rig.api.patch_spec(_resource(key.kind), NS, key.name, spec)
+
+
+def _delete(sim: Sim, index: int) -> None:
+    key = sim.keys[index]
+    if _stored(sim, index) is not None:
+        sim.rig.api.delete(_resource(key.kind), NS, key.name)
+
+
+def _contend(sim: Sim) -> None:
+    """Another resource's claim tries the shared realm through the real locker, on the
+    world's clock: it takes it only when it is free or lapsed by that clock."""
+    if sim.contender.held is not None:
+        return
+    stored = sim.rig.api.peek(PTAHSCHEMAS, NS, "orders")
+    if stored is not None:
+        digest = target_digest(PtahSchema.model_validate(stored).spec.target, NS)
+        sim.contender.take(digest, 960, wait_out=False)
+
+
+def _restart(sim: Sim) -> None:
+    TALLY.crashes.update(armed.label for armed in sim.api.armed if armed.fired)
+    if sim.api.crashed_after is not None:
+        TALLY.crashes[sim.api.crashed_after] += 1
+        sim.api.crashed_after = None
+    sim.api.restart()
+
+
+# -- hypothesis: random schedules, crashes armed by label --------------------------------
+
+resource_index = st.integers(min_value=0, max_value=len(RESOURCES) - 1)
+
+
+class CrashSimulation(RuleBasedStateMachine):
+    sim: Sim
+
+    @initialize()
+    def cluster(self) -> None:
+        self.sim = Sim.make()
+        TALLY.schedules += 1
+
+    @precondition(lambda self: not self.sim.api.stopped)
+    @rule(index=resource_index, passes=st.integers(min_value=1, max_value=3))
+    def reconcile(self, index: int, passes: int) -> None:
+        _passes(self.sim, index, passes)
+
+    @precondition(lambda self: not self.sim.api.stopped and not self.sim.api.armed)
+    @rule(label=st.sampled_from(CRASH_LABELS))
+    def crash_at_next(self, label: str) -> None:
+        """The process will stop right after the next durable write of ``label``,
+        whichever resource's pass makes it."""
+        self.sim.api.arm(label, "stop")
+
+    @precondition(lambda self: not self.sim.api.stopped and not self.sim.api.armed)
+    @rule(
+        index=resource_index,
+        label=st.sampled_from(CRASH_LABELS),
+        passes=st.integers(min_value=1, max_value=4),
+    )
+    def crash_during(self, index: int, label: str, passes: int) -> None:
+        """Passes over one resource until the process stops right after its next durable
+        write of ``label``, then a restart; a write that does not come is not waited for."""
+        self.sim.api.arm(label, "stop")
+        _passes(self.sim, index, passes)
+        if self.sim.api.stopped:
+            _restart(self.sim)
+        else:
+            self.sim.api.armed.clear()
+
+    @precondition(lambda self: self.sim.api.stopped)
+    @rule()
+    def restart(self) -> None:
+        _restart(self.sim)
+
+    @rule(index=resource_index)
+    def approve(self, index: int) -> None:
+        _approve(self.sim, index)
+
+    @rule(index=resource_index)
+    def replan(self, index: int) -> None:
+        _replan(self.sim, index)
+
+    @rule(index=resource_index, suspend=st.booleans())
+    def suspend(self, index: int, suspend: bool) -> None:
+        _spec(self.sim, index, {"suspend": suspend})
+
+    @rule(index=resource_index, interval=st.sampled_from(["5m", "10m", "1h"]))
+    def edit_spec(self, index: int, interval: str) -> None:
+        _spec(self.sim, index, {"interval": interval})
+
+    @rule(index=resource_index)
+    def delete(self, index: int) -> None:
+        _delete(self.sim, index)
+
+    @rule()
+    def contend(self) -> None:
+        _contend(self.sim)
+
+    @rule()
+    def contender_lets_go(self) -> None:
+        self.sim.contender.release()
+
+    @rule(seconds=st.sampled_from([1, 30, 600, 1200]))
+    def time_passes(self, seconds: int) -> None:
+        self.sim.rig.clocks.advance(seconds)
+
+    # -- issue 5 adds its rules here (and as actions below): a Job finishing and its
+    # harvest, proofs, a person's acknowledgment of an unresolved run, an
+    # execution-binding rotation. -----------------------------------------------------
+
+    @invariant()
+    def the_spec_holds(self) -> None:
+        if not hasattr(self, "sim"):
+            return
+        TALLY.steps += 1
+        self.sim.check()
+        assert not self.sim.violations, self.sim.violations
+
+
+# -- an explicit scheduler: every durable write of a seeded schedule, crashed after ----
+
+Action = tuple[str, tuple[int, ...]]
+
+
+def schedule(seed: int, length: int) -> list[Action]:
+    """A seeded schedule of actions, mostly passes, with the world moving meanwhile."""
+    rng = random.Random(seed)
+    n = len(RESOURCES)
+    actions: list[Action] = []
+    for _ in range(length):
+        roll = rng.random()
+        if roll < 0.55:
+            actions.append(("passes", (rng.randrange(n), rng.randint(1, 3))))
+        elif roll < 0.63:
+            actions.append(("approve", (rng.randrange(n),)))
+        elif roll < 0.69:
+            actions.append(("replan", (rng.randrange(n),)))
+        elif roll < 0.76:
+            actions.append(("suspend", (rng.randrange(n), rng.randint(0, 1))))
+        elif roll < 0.82:
+            actions.append(("edit", (rng.randrange(n),)))
+        elif roll < 0.85:
+            actions.append(("delete", (rng.randrange(n),)))
+        elif roll < 0.90:
+            actions.append(("contend", ()))
+        elif roll < 0.94:
+            actions.append(("let-go", ()))
+        else:
+            actions.append(("time", (rng.choice([30, 600, 1200]),)))
+    return actions
+
+
+def play(actions: list[Action], crash_after: int | None, driver: Driver | None = None) -> Sim:
+    """Run a schedule, the process stopping right after its ``crash_after``-th durable
+    write and restarting at once; the invariants are checked after every action."""
+    sim = Sim.make(driver)
+    sim.api.stop_after_writes = crash_after
+    for name, args in actions:
+        TALLY.steps += 1
+        if name == "passes":
+            _passes(sim, args[0], args[1])
+        elif name == "approve":
+            _approve(sim, args[0])
+        elif name == "replan":
+            _replan(sim, args[0])
+        elif name == "suspend":
+            _spec(sim, args[0], {"suspend": bool(args[1])})
+        elif name == "edit":
+            _spec(sim, args[0], {"interval": f"{sim.serial + 2}m"})
+            sim.serial += 1
+        elif name == "delete":
+            _delete(sim, args[0])
+        elif name == "contend":
+            _contend(sim)
+        elif name == "let-go":
+            sim.contender.release()
+        elif name == "time":
+            sim.rig.clocks.advance(args[0])
+        if sim.api.stopped:
+            _restart(sim)
+        sim.check()
+        if sim.violations:
+            break
+    return sim
+
+
+def _settings() -> settings:
+    if SOAK:
+        return settings(
+            max_examples=SOAK,
+            stateful_step_count=60,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    # Lives are short until issue 5 lets a Job finish (a dispatched Apply holds its
+    # realm for good), so many short schedules explore more crash points than a few
+    # long ones.
+    return settings(
+        max_examples=120,
+        stateful_step_count=25,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+@pytest.fixture
+def tally() -> Iterator[Tally]:
+    TALLY.schedules, TALLY.steps = 0, 0
+    TALLY.crashes.clear()
+    yield TALLY
+
+
+def test_random_schedules_with_crashes_armed_by_kind(
+    tally: Tally, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_state_machine_as_test(CrashSimulation, settings=_settings())
+    with capsys.disabled():
+        print("\nhypothesis " + tally.line())
+    assert tally.schedules > 0
+
+
+# The seeds CI sweeps, and how long each schedule is. Chosen so that the sweep stops
+# the process after every kind of durable write at least once (asserted below): seed
+# 22 alone reaches a retirement that releases a held realm. ``PTAH_SOAK_SEEDS=<n>``
+# sweeps seeds 0..n-1 instead.
+_SOAK_SEEDS: Final = int(os.environ.get("PTAH_SOAK_SEEDS", "0"))
+SEEDS: Final = tuple(range(_SOAK_SEEDS)) if _SOAK_SEEDS else (22, 36, 11, 17)
+LENGTH: Final = 24
+
+
+def _durable_writes(sim: Sim) -> list[str]:
+    return [str(call.label) for call in sim.api.log if call.wrote]
+
+
+def test_every_durable_write_of_seeded_schedules_crashed_after(
+    tally: Tally, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failures: list[str] = []
+    for seed in SEEDS:
+        actions = schedule(seed, LENGTH)
+        base = play(actions, None)
+        assert not base.violations, (seed, base.violations)
+        tally.schedules += 1
+        for k in range(1, len(_durable_writes(base)) + 1):
+            sim = play(actions, k)
+            tally.schedules += 1
+            if sim.violations:
+                failures.append(f"seed {seed}, crash after write {k}: {sim.violations}")
+    with capsys.disabled():
+        print("\nseeded " + tally.line())
+    assert not failures, failures
+    if not _SOAK_SEEDS:
+        missed = [label for label in CRASH_LABELS if not tally.crashes[label]]
+        assert not missed, f"no schedule crashed after: {missed}"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(Step.CONSUME, Step.MARK), (Step.MARK, Step.CREATE), (Step.SNAPSHOT, Step.MARK)],
+    ids=["consume<->mark", "mark<->create", "snapshot<->mark"],
+)
+def test_the_simulation_catches_a_dependency_moved_past_the_mark(first: Step, second: Step) -> None:
+    """The simulation is not vacuous: with a step the mark depends on exchanged with it,
+    the first seed's sweep finds a Job or a mark without its account."""
+    driver = Driver.swapped(first, second)
+    actions = schedule(SEEDS[0], LENGTH)
+    base = play(actions, None, driver)
+    found = list(base.violations)
+    for k in range(1, len(_durable_writes(base)) + 1):
+        if found:
+            break
+        found = play(actions, k, driver).violations
+    assert found, f"exchanging {first.value} and {second.value} broke no invariant"

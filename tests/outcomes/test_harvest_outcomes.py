@@ -47,6 +47,13 @@ def one_pod(**override: Any) -> Setup:
     return setup
 
 
+def suspended_while_it_ran(rig: Rig, key: Any, family: FamilyCase) -> None:
+    """Suspending is a spec edit: the terminal pass finds the inputs moved and records
+    the run without reading its result, however good the frame."""
+    rig.api.patch_spec(family.resource, NS, key.name, {"suspend": True})
+    one_pod()(rig, key, family)
+
+
 def two_pods(rig: Rig, key: Any, family: FamilyCase) -> None:
     job = job_of(rig, key)
     start_pod(rig, job, suffix="a", log=_good(rig, key, family))
@@ -82,6 +89,7 @@ ROWS: list[tuple[str, Setup, str]] = [
     ("a Pod outside the envelope", foreign_envelope, "unknown"),
     ("a Failed Job whose frame reports success", failed_job_good_frame, "succeeded"),
     ("a Complete Job with no Pod", complete_job_no_pod, "unknown"),
+    ("suspended while it ran", suspended_while_it_ran, "unknown"),
 ]
 
 

@@ -137,6 +137,10 @@ class MigrationFamily:
             return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
         if not apply:
             return None
+        if _status(ctx).unresolved_run is not None:
+            # A record restored (or written) after this claim was taken: the run nobody
+            # accounted for blocks this one as it blocks a new claim.
+            return retire_undispatched(ctx, "an unresolved run blocks the Apply", drop_plan=True)
         ref = _operation(ctx).plan_ref
         assert ref is not None  # inputs_hold needs it
         found = self._read_plan(ctx, ref)

@@ -18,7 +18,16 @@ from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, Unavailable
 from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 from tests.jobclaim.world import EPOCH
-from tests.outcomes.podworld import finish_job, job_of, start_pod, stop_pod
+from tests.outcomes.podworld import (
+    APPLIED,
+    NO_CHANGES,
+    OBSERVED,
+    finish_job,
+    harvest_with,
+    job_of,
+    start_pod,
+    stop_pod,
+)
 from tests.outcomes.support import lease_holder_of, rotate_binding, status_of
 
 NEW = "v1-" + "f" * 32
@@ -161,3 +170,59 @@ def test_an_unharvested_unknown_apply_is_given_up_at_its_horizon() -> None:
     # Given up, never created: the proof goes on to its Observe, and no Apply exists.
     assert [j for j in rig.jobs() if "apply" in j["metadata"]["name"]] == []
     assert rig.claim(key)["type"] == "Observe"
+
+
+def test_a_retired_apply_created_late_is_adopted_by_uid() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.api.fail_after_write(matching("create", JOBS), Unavailable("response lost"))
+    for _ in range(6):
+        stop = rig.reconcile(key)
+        if stop.reason.startswith("the create's outcome is unknown"):
+            break
+    (job,) = rig.jobs()
+    assert "jobUID" not in rig.claim(key)  # stored, never recorded
+    rotate_binding(rig)
+    rig.reconcile(key)
+    record = status_of(rig, key)["pendingBindingRetirement"]
+    assert record["job"]["name"] == job["metadata"]["name"] and "uid" not in record["job"]
+    rig.reconcile(key)  # the retired plan's approvals first
+    rig.reconcile(key)  # then the Job, found under the recorded name, held to the record
+    status = status_of(rig, key)
+    assert status["pendingBindingRetirement"]["job"]["uid"] == job["metadata"]["uid"]
+    assert status["pendingObservation"]["applyJobUID"] == job["metadata"]["uid"]
+    assert "RetiredJobAdopted" in rig.sink.reasons(key.name)
+    finish_job(rig, job["metadata"]["name"])
+    rig.settle(key)
+    assert "pendingBindingRetirement" not in status_of(rig, key)
+    assert len([j for j in rig.jobs() if "apply" in j["metadata"]["name"]]) == 1
+
+
+def test_a_proof_completing_after_its_epoch_was_retired_sweeps_the_plans_approvals() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    rig.settle(key)
+    plan = status_of(rig, key)["plan"]
+    # An approval admitted before the Apply claim, committed after the rotation's sweep.
+    late = rig.api.get(PTAHSCHEMAAPPROVALS, NS, f"{key.name}-approval")
+    spec = dict(late["spec"])
+    rig.api.create(
+        PTAHSCHEMAAPPROVALS, NS, {"metadata": {"name": "late", "namespace": NS}, "spec": spec}
+    )
+    harvest_with(rig, key, "apply", APPLIED)
+    rig.settle(key)
+    rotate_binding(rig)
+    rig.settle(key)
+    assert status_of(rig, key)["pendingObservation"]["plan"]["name"] == plan["name"]
+    # The proof's readings, whichever claim stands (the rotation retires the Observe
+    # that was running and the proof claims it again under the new epoch).
+    for _ in range(4):
+        claim = rig.claim(key)
+        if not claim:
+            break
+        fields = OBSERVED if claim["type"] == "Observe" else NO_CHANGES
+        harvest_with(rig, key, claim["type"].lower(), fields)
+        rig.settle(key)
+    assert "pendingObservation" not in status_of(rig, key)
+    approval = rig.api.get(PTAHSCHEMAAPPROVALS, NS, "late")
+    assert {c["type"]: c["status"] for c in approval["status"]["conditions"]} == {"Stale": "True"}

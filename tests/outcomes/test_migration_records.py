@@ -271,3 +271,27 @@ def test_a_suspended_migration_keeps_its_record() -> None:
     for _ in range(3):
         rig.settle(key)
     assert "unresolvedRun" in status_of(rig, key)
+
+
+def test_an_undispatched_apply_is_retired_when_a_record_comes_back_under_it() -> None:
+    rig = make_rig()
+    key = add_migration(rig)
+    rig.reconcile(key)  # an Apply claim, not dispatched
+    record = {
+        "outcome": "Unknown",
+        "operationID": "sha256:" + "4" * 64,
+        "jobName": "ptah-m-apply-billing-0000000000000000",
+        "recordedAt": "2026-12-02T11:00:00Z",
+    }
+    # A restore brings back a record of an earlier run beside the claim.
+    rig.api.patch_metadata(
+        PTAHMIGRATIONS,
+        NS,
+        key.name,
+        {"annotations": {UNRESOLVED_RUN_ANNOTATION: json.dumps(record)}},
+    )
+    rig.settle(key)
+    status = status_of(rig, key)
+    assert status["unresolvedRun"]["operationID"] == record["operationID"]
+    assert "activeOperation" not in status
+    assert rig.job_creates() == 0

@@ -193,10 +193,13 @@ class World:
             consumed_uids=self.api.consumed_uids,
         )
 
-    def contend(self) -> None:
+    def contend(self) -> bool:
+        """A second claimant takes the claim's realm; False when there is no claim."""
         claim = self.holding().claim
+        if not claim.get("coordinationDigest") or not claim.get("leaseDurationSeconds"):
+            return False
         digest, duration = str(claim["coordinationDigest"]), int(claim["leaseDurationSeconds"])
-        assert self.contender.take(digest, duration)
+        return self.contender.take(digest, duration)
 
     def bump_generation(self) -> None:
         self.rig.api.patch_spec(self.family.resource, NS, self.key.name, {"interval": "1h"})
@@ -299,8 +302,7 @@ def run_row(row: Row, driver: Driver) -> list[str]:
 
     fired = row.fault == "control"
     for index in range(1, FAULT_PASSES + 1):
-        if index == inject_before:
-            world.contend()
+        if index == inject_before and world.contend():
             if row.fault == "refused":
                 move_now()
                 world.bump_generation()

@@ -9,6 +9,7 @@ at its horizon, each Job's cleanup TTL set; no other rotation starts meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -226,3 +227,32 @@ def test_a_proof_completing_after_its_epoch_was_retired_sweeps_the_plans_approva
     assert "pendingObservation" not in status_of(rig, key)
     approval = rig.api.get(PTAHSCHEMAAPPROVALS, NS, "late")
     assert {c["type"]: c["status"] for c in approval["status"]["conditions"]} == {"Stale": "True"}
+
+
+# (id, what changes in the manager's configuration, whether a new epoch is installed)
+COMPONENT_ROWS: list[tuple[str, dict[str, Any], bool]] = [
+    ("control: a manager-only upgrade", {}, False),
+    ("the executor image", {"executor_image": "registry.example/ptah@sha256:" + "d" * 64}, True),
+    ("the Ptah version", {"ptah_version": "v9.9.9"}, True),
+    ("the runner protocol", {"runner_protocol_version": 99}, True),
+    ("the controller-state version", {"controller_state_version": 99}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "change", "rotates"), COMPONENT_ROWS, ids=[r[0] for r in COMPONENT_ROWS]
+)
+def test_each_binding_component_installs_a_new_epoch(
+    row: str, change: dict[str, Any], rotates: bool
+) -> None:
+    for add in (add_schema, add_migration):
+        rig = make_rig()
+        key = add(rig)
+        config = rig.env.config
+        manager = config.manager.model_copy(update={"controller_revision": "r2"})
+        rig.env.config = dataclasses.replace(
+            config, manager=manager, binding=dataclasses.replace(config.binding, **change)
+        )
+        rig.env.epochs = lambda: NEW
+        rig.reconcile(key)
+        assert (epoch_of(rig, key) == NEW) is rotates

@@ -14,11 +14,12 @@ A terminal Job is not an outcome. The account comes from
    account about another database is uncertain, never failed.
 
 The Job's exit code and conditions take no part: ``finished`` only says when to look.
+A log read that fails is a log that is gone; a migration Apply may still be read from
+its summary, and anything else waits out the re-read window and is then unknown.
+
 Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
 stop in between leaves a TTL under a live claim, and the next pass re-reads the same
 terminal Job and reaches the same verdict.
-A log read that fails is a log that is gone; a migration Apply may still be read from
-its summary, and anything else waits out the re-read window and is then unknown.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext, timestamp
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
 from controller.runner.harvest import Outcome
+from controller.runner.summary import Account
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
     MigrationOperationStatus,
@@ -157,6 +158,22 @@ def record_unresolved_run(
     )
 
 
+def run_outcome(account: Account) -> tuple[str, list[str]]:
+    """What a read migration Apply did: its outcome and the versions it applied. Pure.
+
+    An uncertain account is Unknown whatever outcome it names; an account without a
+    run section (a refusal before the child ran) applied nothing. The versions come
+    from the frame only: a summary names the first and last, never the ones between.
+    """
+    summary = account.summary
+    run = summary.migration
+    frame_run = account.frame.result.migration_run if account.frame else None
+    versions = list(frame_run.applied_versions) if frame_run else []
+    if summary.uncertain:
+        return "Unknown", versions
+    return (run.outcome if run else "Failed"), versions
+
+
 def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
     """What a migration claim's terminal Job accounts for."""
     account = harvest.account
@@ -164,12 +181,7 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
         if harvest.outcome is not Outcome.ACCOUNTED or account is None:
             return record_unresolved_run(ctx, harvest.reason or "no account could be read")
         summary = account.summary
-        run = summary.migration
-        frame_run = account.frame.result.migration_run if account.frame else None
-        versions = list(frame_run.applied_versions) if frame_run else []
-        outcome = run.outcome if run else ("Unknown" if summary.uncertain else "Failed")
-        if summary.uncertain:
-            outcome = "Unknown"
+        outcome, versions = run_outcome(account)
         if outcome in ("Partial", "Unknown"):
             return record_unresolved_run(
                 ctx,

@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 
 from controller.inmemory import matching
+from controller.migration_records import run_outcome
+from controller.runner import encode_frame, summary_of
+from controller.runner.protocol import Frame
+from controller.runner.result import RunnerResult
+from controller.runner.summary import Account
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import (
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHMIGRATIONS,
 )
 from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
-from tests.outcomes.podworld import TARGET, harvest_with, history
+from tests.outcomes.podworld import MIGRATED, TARGET, harvest_with, history
 from tests.outcomes.support import status_of
 
 UNKNOWN_RUN = {
@@ -295,3 +300,55 @@ def test_an_undispatched_apply_is_retired_when_a_record_comes_back_under_it() ->
     assert status["unresolvedRun"]["operationID"] == record["operationID"]
     assert "activeOperation" not in status
     assert rig.job_creates() == 0
+
+
+# (id, the run's frame fields, the outcome read, the versions recorded)
+RUN_ROWS: list[tuple[str, dict[str, Any], str, list[str]]] = [
+    ("control: applied", MIGRATED, "Applied", ["20260101000000"]),
+    (
+        "partial",
+        {
+            "childExitCode": 1,
+            "mutationStarted": True,
+            "uncertain": False,
+            "error": {"code": "broke", "message": "the second version failed"},
+            "migrationRun": {"outcome": "Partial", "appliedVersions": ["20260101000000"]},
+        },
+        "Partial",
+        ["20260101000000"],
+    ),
+    ("uncertain", UNKNOWN_RUN, "Unknown", []),
+    (
+        "refused before the child ran",
+        {
+            "childExitCode": -1,
+            "mutationStarted": False,
+            "uncertain": False,
+            "error": {"code": "refused", "message": "the plan's sequence moved"},
+        },
+        "Failed",
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "fields", "outcome", "versions"), RUN_ROWS, ids=[r[0] for r in RUN_ROWS]
+)
+def test_what_a_read_migration_run_did(
+    row: str, fields: dict[str, Any], outcome: str, versions: list[str]
+) -> None:
+    result = RunnerResult.from_wire(
+        {
+            "protocolVersion": 5,
+            "operation": "migration-apply",
+            "operationId": "sha256:" + "1" * 64,
+            "childExitCode": 0,
+            "coordinationDigest": "sha256:" + "b" * 64,
+            "targetIdentityDigest": TARGET,
+            **fields,
+        }
+    )
+    encoded = encode_frame(result)
+    frame = Frame(result, encoded.digest)
+    assert run_outcome(Account("frame", summary_of(frame), frame)) == (outcome, versions)

@@ -316,7 +316,10 @@ def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:
     record = status.unresolved_run
     found: list[PtahMigrationRunAcknowledgment] = []
     for obj in ctx.api.list(PTAHMIGRATIONRUNACKNOWLEDGMENTS, ctx.namespace):
-        ack = PtahMigrationRunAcknowledgment.model_validate(obj)
+        try:
+            ack = PtahMigrationRunAcknowledgment.model_validate(obj)
+        except ValidationError:
+            continue  # admission did not shape it: it acknowledges nothing
         spec = ack.spec
         conditions = ack.status.conditions if ack.status else []
         spent = any(c.type in ("Consumed", "Stale") and c.status == "True" for c in conditions)

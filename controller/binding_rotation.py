@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.claims import AGAIN, complete_pending_release
-from controller.harvesting import set_cleanup_ttl
+from controller.harvesting import pod_stopped, pods_of, set_cleanup_ttl
 from controller.managerconfig import random_epoch
 from controller.migration_records import record_unresolved_run
 from controller.mutationlifecycle import (
@@ -214,6 +214,14 @@ def _get(ctx: PassContext, name: str) -> Object | None:
         return None
 
 
+def _still_running(ctx: PassContext, job: Object) -> bool:
+    """Whether the Job or a Pod of it may still reach the database."""
+    if finished(job) is None:
+        return True
+    uid = job.get("metadata", {}).get("uid")
+    return bool(uid) and any(not pod_stopped(pod) for pod in pods_of(ctx, str(uid)))
+
+
 def _read_only_job(
     ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus
 ) -> Stop:
@@ -221,7 +229,7 @@ def _read_only_job(
     assert isinstance(status, PtahSchemaStatus)
     found = _get(ctx, job.name)
     active = status.active_operation
-    if found is not None and finished(found) is None:
+    if found is not None and _still_running(ctx, found):
         if active is not None:
             renew(ctx)
         return Stop(
@@ -273,7 +281,7 @@ def _apply_job(ctx: PassContext, record: BindingRetirementStatus, job: RetiredJo
             return Stop("the retired Apply may still be created", requeue_after=interval)
         _write_record(ctx, record.model_copy(update={"job": None}))
         return Stop("the retired Apply's Job is accounted for", requeue_after=AGAIN)
-    if finished(found) is None:
+    if _still_running(ctx, found):
         return Stop("the retired Apply's Job is still running", requeue_after=interval)
     set_cleanup_ttl(ctx, found)
     _write_record(ctx, record.model_copy(update={"job": None}))

@@ -111,8 +111,11 @@ def test_a_schema_keeps_a_read_only_claim_until_its_job_stops() -> None:
     rotate_binding(rig, NEWER, version="v10.0.0")
     rig.settle(key)
     assert epoch_of(rig, key) == NEW
-    stop_pod(rig, pod["metadata"]["name"])
+    # A terminal Job whose Pod still runs has not stopped reaching the database.
     finish_job(rig, job["metadata"]["name"])
+    rig.settle(key)
+    assert status_of(rig, key)["activeOperation"]["id"] == claim["id"]
+    stop_pod(rig, pod["metadata"]["name"])
     rig.settle(key)
     status = status_of(rig, key)
     assert "activeOperation" not in status

@@ -87,7 +87,9 @@ def run_pass(env: Environment, kind: str, namespace: str, name: str) -> PassResu
         return PassResult(loaded, None)
     try:
         return PassResult(_pass(loaded), loaded)
-    except ApiError as error:
+    except (ApiError, PtahError) as error:
+        # Whatever the pass made durable stays; a refusal to build a record (a claim an
+        # older build wrote without its realm binding) leaves the claim live and renewed.
         return PassResult(Stop("the pass could not finish", error=error), loaded)
 
 

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from controller.mutationlifecycle import Step
 from controller.targetlock import TargetLock
-from jobclaim import lease_holder, lease_name, projection_names
+from jobclaim import lease_holder, lease_name, operation_info, projection_names
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
@@ -567,6 +567,10 @@ class Holding:
     lease_holder: str | None  # None: no Lease; "": released
     claim_holder: str | None
 
+    # Whether the claim's type takes the mark at all: a read-only claim that holds no
+    # realm (a migration's History) is dispatched without one.
+    takes_mark: bool = True
+
     @property
     def marked(self) -> bool:
         return dispatched(self.claim)
@@ -577,7 +581,15 @@ class Holding:
         return self.job_uid_by_name.get(name) if isinstance(name, str) else None
 
 
-RECORD_FIELDS = ("pendingObservation", "unresolvedRun", "resolvedRun", "pendingLockRelease")
+# What a resource keeps of a run that is no longer a live claim, and the release a
+# retirement staged.
+RECORD_FIELDS = (
+    "pendingObservation",
+    "unresolvedRun",
+    "resolvedRun",
+    "lastRun",
+    "pendingLockRelease",
+)
 
 
 def read_holding(
@@ -620,7 +632,13 @@ def read_holding(
             lease = peek(LEASES, lease_namespace, lease_name(digest))
             holder = (lease or {}).get("spec", {}).get("holderIdentity", "") if lease else None
             claim_holder = lease_holder(uid, claim["id"])
+    takes_mark = True
+    if claim:
+        family = "schema" if _same(subject, PTAHSCHEMAS) else "migration"
+        proof = status.get("pendingObservation") is not None
+        takes_mark = operation_info(family, str(claim.get("type"))).holds_lock(proof)
     return Holding(
+        takes_mark=takes_mark,
         present=obj is not None,
         claim=claim,
         records=records,
@@ -653,7 +671,7 @@ def invariant_problems(holding: Holding, *, realm: bool = True) -> list[str]:
     # A Job under a live claim's name must be covered by its mark; a Job whose claim
     # is gone must be named by a record (issue 5), never be a stray.
     for job in holding.job_uid_by_name:
-        if job == named and not holding.marked:
+        if job == named and holding.takes_mark and not holding.marked:
             problems.append(JOB_UNMARKED)
     if not holding.marked:
         return problems

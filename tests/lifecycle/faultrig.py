@@ -19,11 +19,19 @@ by looking at the call and at what is stored *before* it, the way the original's
 The mapping is deliberately independent of the driver, so a driver with two steps
 exchanged is judged by what it wrote, not by what it says it ran.
 
-Faults are armed on the *first* call mapped to a step: ``fail`` raises before
-anything is stored (for a read: the read fails); ``stop`` lets the call through and
-then fails it and every later call until ``restart()`` (a process that crashed right
-after it). ``before`` runs a test action just ahead of that call (an approval
-replaced in the middle of a pass).
+Every other write gets a label too (``write_label``: the finalizer, a new claim, a
+retirement, a release, the write that clears a performed release), so a crash can
+follow any durable write by its kind.
+
+Faults are armed on the *first* call with a label: ``fail`` raises before anything
+is stored (for a read: the read fails); ``stop`` lets the call through and then fails
+it and every later call until ``restart()`` (a process that crashed right after it).
+``before`` runs a test action just ahead of that call (an approval replaced in the
+middle of a pass). ``stop_after_writes`` stops after the n-th stored write, whatever
+it is, for a scheduler that crashes after every write in turn.
+
+``Contender`` is a second claimant through the real locker; ``read_holding`` reads what
+the API server holds for one resource, and ``invariant_problems`` judges it.
 """
 
 from __future__ import annotations
@@ -142,8 +150,8 @@ class StepApi:
     # Every top-level status field a stored write on a PtahSchema or PtahMigration
     # carried: how a row knows whether issue 5's records are written at all.
     status_fields: set[str] = field(default_factory=set)
-    # Called on every call mapped to a step, before it runs: the row's own checks of
-    # the moment (what stood when a mark was written, say).
+    # Called on every call before it runs: a test's own checks of the moment (what
+    # stood when a mark was written, what covered a Job's create).
     watchers: list[Callable[[Seen], None]] = field(default_factory=list)
     _seq: Iterator[int] = field(default_factory=itertools.count)
 

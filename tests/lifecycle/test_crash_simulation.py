@@ -62,7 +62,7 @@ from hypothesis.stateful import (
 
 from controller.claims import target_digest
 from controller.lifecyclepass import request_claim, run_pass
-from controller.mutationlifecycle import Driver, Step
+from controller.mutationlifecycle import Driver, RealmHolder, Retirement, Step
 from controller.passcontext import Environment
 from controller.reconciler import Key
 from controller.targetlock import TargetLock
@@ -997,3 +997,14 @@ def test_the_simulation_catches_a_dependency_moved_past_the_mark(first: Step, se
             break
         found = play(actions, k, driver).violations
     assert found, f"exchanging {first.value} and {second.value} broke no invariant"
+
+
+def test_the_simulation_catches_a_release_while_a_job_may_still_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The realm invariant is not vacuous: a retirement that releases whenever its claim
+    held the realm, ignoring a record that keeps it and a Job that may still write,
+    hands the database back under a running executor in the first seed's schedule."""
+    monkeypatch.setattr(Retirement, "releases", lambda self: self.holder is not RealmHolder.NONE)
+    sim = play(schedule(SEEDS[0], LENGTH), None)
+    assert any("may still write" in problem for problem in sim.violations), sim.violations

@@ -56,6 +56,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     ApiClient,
     ApiError,
+    NotFound,
     Object,
     Resource,
     Unavailable,
@@ -68,6 +69,23 @@ Peek = Callable[[Resource, str | None, str], Object | None]
 SUBJECTS = (PTAHSCHEMAS, PTAHMIGRATIONS)
 APPROVALS = (PTAHSCHEMAAPPROVALS, PTAHMIGRATIONAPPROVALS)
 PLANS = (PTAHSCHEMAPLANS, PTAHMIGRATIONPLANS)
+
+
+def peek_through(client: ApiClient) -> Peek:
+    """A ``Peek`` for any adapter: an uncached get that answers None for NotFound.
+
+    The in-memory double has ``peek`` (outside its call log); a real API server's
+    adapter has only the protocol, and this is all ``StepApi`` needs of it. Pass the
+    adapter itself, never the ``StepApi`` over it, so the peek is neither faulted nor
+    attributed to a step."""
+
+    def peek(resource: Resource, namespace: str | None, name: str) -> Object | None:
+        try:
+            return client.get(resource, namespace, name)
+        except NotFound:
+            return None
+
+    return peek
 
 
 def _same(a: Resource, b: Resource) -> bool:

@@ -21,7 +21,8 @@ exchanged is judged by what it wrote, not by what it says it ran.
 
 Every other write gets a label too (``write_label``: the finalizer, a new claim, a
 retirement, a release, the write that clears a performed release), so a crash can
-follow any durable write by its kind.
+follow any durable write by its kind; every other read is labelled by its verb and
+resource ("list pods"), so a read can fail by its kind.
 
 Faults are armed on the *first* call with a label: ``fail`` raises before anything
 is stored (for a read: the read fails); ``stop`` lets the call through and then fails
@@ -259,6 +260,8 @@ class StepApi:
         label = step.value if step is not None else None
         if label is None and is_write:
             label = self.write_label(verb, resource, namespace, name, body)
+        elif label is None:
+            label = f"{verb} {resource.plural}"  # a read: "list pods", "get jobs"
         armed = self._fire(label)
         seen = Seen(step, label, verb, resource, namespace, name, body)
         for watch in self.watchers:

@@ -4,7 +4,7 @@ database, and a process that stops at random durable writes.
 One in-memory cluster: three resources (two PtahSchemas and a PtahMigration) address
 one database under one coordination key, and a fourth schema another. What can
 happen is what a cluster does: passes over any resource; the process stopping right
-after a durable write and restarting; new approvals and new plans; suspension and
+after a durable write and restarting; a read failing; new approvals and new plans; suspension and
 resumption, spec edits and deletions; Jobs ending with their result, with a run the
 runner lost, or with no Pod at all; a migration's History reading and a person's
 acknowledgment of its unresolved run; an upgrade that rotates the execution
@@ -695,6 +695,26 @@ def _acknowledge(sim: Sim, index: int) -> None:
     sim.settlements[key] += 1
 
 
+# Reads whose failure a pass must take as "cannot say", never as "nothing there":
+# the Job and its Pods decide whether an executor may still write, the Lease who
+# holds the realm, the approvals and acknowledgments what is authorized or settled.
+FLAKY_READS: Final = (
+    "get jobs",
+    "list pods",
+    "get leases",
+    "list ptahmigrationrunacknowledgments",
+    "list ptahschemaapprovals",
+    "get ptahmigrationapprovals",
+)
+
+
+def _flaky_read(sim: Sim, index: int, read: str) -> None:
+    """Passes over one resource while the next read of one kind fails."""
+    sim.api.arm(read, "fail")
+    _passes(sim, index, 2)
+    sim.api.armed[:] = [armed for armed in sim.api.armed if armed.label != read]
+
+
 def _rotate(sim: Sim) -> None:
     """The manager is upgraded to another Ptah version: a new execution binding, and
     a new epoch for every resource on its next pass (issue 5's binding rotation)."""
@@ -814,6 +834,11 @@ class CrashSimulation(RuleBasedStateMachine):
     def rotate_binding(self) -> None:
         _rotate(self.sim)
 
+    @precondition(lambda self: not self.sim.api.stopped and not self.sim.api.armed)
+    @rule(index=resource_index, read=st.sampled_from(FLAKY_READS))
+    def a_read_fails(self, index: int, read: str) -> None:
+        _flaky_read(self.sim, index, read)
+
     @invariant()
     def the_spec_holds(self) -> None:
         if not hasattr(self, "sim"):
@@ -859,6 +884,8 @@ def schedule(seed: int, length: int) -> list[Action]:
             actions.append(("contend", ()))
         elif roll < 0.93:
             actions.append(("let-go", ()))
+        elif roll >= 0.985:
+            actions.append(("flaky", (rng.randrange(n), rng.randrange(len(FLAKY_READS)))))
         else:
             actions.append(("time", (rng.choice([30, 600, 1200]),)))
     return actions
@@ -898,6 +925,8 @@ def play(actions: list[Action], crash_after: int | None, driver: Driver | None =
             _acknowledge(sim, args[0])
         elif name == "rotate":
             _rotate(sim)
+        elif name == "flaky":
+            _flaky_read(sim, args[0], FLAKY_READS[args[1]])
         if sim.api.stopped:
             _restart(sim)
         sim.check()

@@ -1,0 +1,999 @@
+"""``make run``: the operator against a real kube-apiserver on this machine.
+
+It brings up the local control plane (``controller.localplane``), installs the
+chart's CRDs by server-side apply, grants the manager the chart's permissions,
+serves the admission webhook on 127.0.0.1 over TLS with a freshly generated CA and
+registers it by ``url`` and ``caBundle``, runs the controller, then applies the
+example PtahSchema and its approval from ``examples/`` and prints the resource's
+progress (phase, claim, Job) until its Job is recorded. Ctrl-C tears it all down.
+
+There is no kubelet, so no Pod ever runs: a Plan Job could never publish its plan.
+``seed_plan`` writes what a Plan Job would have published instead (the plan, its
+chunks and ``status.plan``) and says so; everything after it is the real controller,
+the real webhook and the real API server.
+
+The pieces are importable so the real-API tests (tests/realapi) set up exactly
+what this command sets up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import copy
+import logging
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+import httpx
+import yaml
+
+import certs
+from controller.claiming import input_fingerprint, schema_operation
+from controller.events import ApiEventSink
+from controller.kubeapi import KubeApi
+from controller.localplane import LocalControlPlane
+from controller.managerconfig import BindingInputs, ManagerConfig
+from controller.passcontext import Environment
+from controller.reconciler import Key, Reconciler
+from controller.targetlock import TargetLock
+from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
+from jobclaim.api import (
+    CurrentPlanStatus,
+    ExecutionBindingStatus,
+    ManagerRecord,
+    PtahSchema,
+    PtahSchemaPlan,
+    PtahSchemaStatus,
+)
+from jobclaim.apiserver import (
+    NAMESPACES,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+    SERVICEACCOUNTS,
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    NotFound,
+    Object,
+    Refused,
+    Resource,
+)
+from webhook import Engine
+from webhook.app import create_app
+from webhook.serving import local_certificates, uvicorn_server
+
+__all__ = [
+    "CRD_DIR",
+    "MANAGER_USERNAME",
+    "LocalController",
+    "LocalWebhook",
+    "apply",
+    "approve",
+    "grant_manager",
+    "install_crds",
+    "main",
+    "manager_config",
+    "prepare_namespace",
+    "progress_line",
+    "register_webhooks",
+    "seed_plan",
+    "webhook_configurations",
+]
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+CRD_DIR: Final = REPO_ROOT / "charts" / "ptah-operator" / "crds"
+EXAMPLES: Final = REPO_ROOT / "examples"
+MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
+MANAGER_NAMESPACE: Final = "ptah-system"
+FIELD_MANAGER: Final = "ptah-localrun"
+# Bounds a failure of something the API server does asynchronously (a CRD becoming
+# Established, a webhook configuration coming into force); never waited out when
+# things work.
+DEADLINE: Final = 60.0
+
+CRDS: Final = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+)
+WEBHOOKS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+CLUSTER_ROLES: Final = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTER_ROLE_BINDINGS: Final = Resource(
+    "rbac.authorization.k8s.io",
+    "v1",
+    "clusterrolebindings",
+    "ClusterRoleBinding",
+    namespaced=False,
+)
+ROLES: Final = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+# The execution binding and manager record a real installation reads from its chart
+# values. No Pod runs here, so the images are never pulled; they are pinned by digest
+# only because the builder and the webhook accept nothing else.
+LOCAL_BINDING: Final = BindingInputs(
+    controller_state_version=1,
+    ptah_version="1.9.0",
+    executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
+    runner_protocol_version=5,
+)
+LOCAL_MANAGER: Final = ManagerRecord(
+    controller_image="registry.example.com/ptah/ptah-operator@sha256:" + "2" * 64,
+    controller_revision="local",
+    runner_image="registry.example.com/ptah/runner@sha256:" + "3" * 64,
+)
+EXAMPLE_STATEMENTS: Final = b"CREATE TABLE orders (id bigint PRIMARY KEY);\n"
+
+# The manager's ClusterRole, as charts/ptah-operator/templates/rbac.yaml grants it
+# (its README justifies each rule). Written out here because rendering the chart
+# needs helm, which `make run` should not have to build; tests/realapi holds the
+# chart's rendered RBAC to the API server separately.
+MANAGER_RULES: Final[list[Object]] = [
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahschemas", "ptahmigrations"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahschemas/status", "ptahmigrations/status"],
+        "verbs": ["get", "patch", "update"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": [
+            "ptahschemas/finalizers",
+            "ptahmigrations/finalizers",
+            "ptahschemaplans/finalizers",
+        ],
+        "verbs": ["update"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahschemaplans", "ptahschemaplanchunks", "ptahmigrationplans"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahschemaplans/status"],
+        "verbs": ["patch"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": [
+            "ptahschemaapprovals",
+            "ptahmigrationapprovals",
+            "ptahmigrationrunacknowledgments",
+        ],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": [
+            "ptahschemaapprovals/status",
+            "ptahmigrationapprovals/status",
+            "ptahmigrationrunacknowledgments/status",
+        ],
+        "verbs": ["patch"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["limitranges"], "verbs": ["list"]},
+    {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get"]},
+    {
+        "apiGroups": ["scheduling.k8s.io"],
+        "resources": ["priorityclasses"],
+        "verbs": ["get", "list"],
+    },
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+LEASE_RULES: Final[list[Object]] = [
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    }
+]
+
+
+def until(condition: Callable[[], bool], what: str, *, deadline: float = DEADLINE) -> None:
+    """Poll ``condition`` until it holds. Used only for what the API server does on
+    its own time and announces nowhere we can wait on."""
+    end = time.monotonic() + deadline
+    pause = 0.05
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(f"gave up after {deadline:.0f}s waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+# -- server-side apply -------------------------------------------------------------------
+
+
+def apply(plane: LocalControlPlane, resource: Resource, obj: Object, *, identity: str) -> Object:
+    """Server-side apply ``obj`` as ``identity`` (no kubectl: the HTTP PATCH it sends).
+
+    ``force`` takes over fields another manager set: the run owns what it installs.
+    """
+    meta = obj["metadata"]
+    body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+    prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
+    namespace = f"/namespaces/{meta['namespace']}" if resource.namespaced else ""
+    url = f"{plane.server_url}{prefix}{namespace}/{resource.plural}/{meta['name']}"
+    with httpx.Client(verify=plane.ssl_context(), timeout=30.0) as http:
+        response = http.patch(
+            url,
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            content=yaml.safe_dump(body).encode(),
+            headers={
+                "Authorization": f"Bearer {plane.token(identity)}",
+                "Content-Type": "application/apply-patch+yaml",
+            },
+        )
+    if response.status_code >= 300:
+        raise ApiError(
+            f"server-side apply of {resource.kind} {meta['name']} answered "
+            f"{response.status_code}: {response.text[:500]}",
+            status=response.status_code,
+        )
+    answer: Object = response.json()
+    return answer
+
+
+def install_crds(plane: LocalControlPlane, admin: KubeApi) -> list[str]:
+    """Apply every CRD the chart ships and return once each is served."""
+    names: list[str] = []
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        names.append(apply(plane, CRDS, crd, identity="admin")["metadata"]["name"])
+
+    def established() -> bool:
+        for name in names:
+            conditions = (admin.get(CRDS, None, name).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    until(established, "the CRDs to become Established")
+
+    def listable() -> bool:
+        # After Established the API server answers 429 until its watch cache for the
+        # new kind has filled; nothing announces that, so the list is retried.
+        try:
+            admin.list(PTAHSCHEMAS, "default")
+            admin.list(PTAHSCHEMAAPPROVALS, "default")
+        except ApiError:
+            return False
+        return True
+
+    until(listable, "the PtahSchema kinds to be served")
+    return names
+
+
+def grant_manager(plane: LocalControlPlane, *, lease_namespace: str = MANAGER_NAMESPACE) -> None:
+    """The chart's manager permissions, bound to the manager's service account."""
+    subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": MANAGER_USERNAME}
+    apply(plane, NAMESPACES, {"metadata": {"name": lease_namespace}}, identity="admin")
+    apply(
+        plane,
+        CLUSTER_ROLES,
+        {"metadata": {"name": "ptah-operator-manager"}, "rules": MANAGER_RULES},
+        identity="admin",
+    )
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole"}
+    apply(
+        plane,
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": {"name": "ptah-operator-manager"},
+            "roleRef": {**role_ref, "name": "ptah-operator-manager"},
+            "subjects": [subject],
+        },
+        identity="admin",
+    )
+    leases = {"name": "ptah-operator-leases", "namespace": lease_namespace}
+    apply(plane, ROLES, {"metadata": leases, "rules": LEASE_RULES}, identity="admin")
+    apply(
+        plane,
+        ROLE_BINDINGS,
+        {
+            "metadata": leases,
+            "roleRef": {**role_ref, "kind": "Role", "name": "ptah-operator-leases"},
+            "subjects": [subject],
+        },
+        identity="admin",
+    )
+
+
+# -- the webhook -------------------------------------------------------------------------
+
+
+def reserve_port() -> socket.socket:
+    """A loopback socket bound to a free port and not yet listening.
+
+    Until a server listens on it, a connection to the port is refused at once, which
+    is exactly a webhook that is down: the API server fails the call closed.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@dataclass
+class LocalWebhook:
+    """The admission webhook served over TLS on 127.0.0.1, in a thread of this process.
+
+    ``start`` and ``stop`` may alternate: each start serves a new uvicorn server on a
+    fresh socket bound to the same port, so the registered URL stays right.
+    """
+
+    reader: KubeApi
+    certificates: Path
+    port: int = 0
+    _sock: socket.socket | None = None
+    _thread: threading.Thread | None = None
+    _server: Any = None
+    _engine: Engine | None = None
+    _ca: bytes = b""
+    _tls: certs.ReloadingTLS | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        local = local_certificates(self.certificates)
+        self._ca = local.ca.read_bytes()
+        self._tls = certs.ReloadingTLS(local.cert, local.key)
+        self._sock = reserve_port()
+        self.port = int(self._sock.getsockname()[1])
+
+    @property
+    def ca_bundle(self) -> bytes:
+        return self._ca
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        assert self._tls is not None
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._sock.bind(("127.0.0.1", self.port))
+        sock = self._sock
+        sock.listen(128)
+        self._engine = Engine(self.reader)
+        server = uvicorn_server(
+            create_app(self._engine), self._tls, host="127.0.0.1", port=self.port
+        )
+        # uvicorn takes signals only on the main thread, so make run's Ctrl-C stays ours.
+        self._server = server
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            name="webhook",
+            daemon=True,
+        )
+        self._thread.start()
+        until(lambda: bool(server.started) or not self._alive(), "the webhook to listen")
+        if not server.started:
+            raise RuntimeError("the webhook server stopped before it listened")
+
+    def _alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop serving; connections to the port are refused until ``start``."""
+        if self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._thread = None
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        # Bound again but not listening: the port stays ours and refuses connections.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        self._sock = sock
+
+    def close(self) -> None:
+        self.stop()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def _manager_only() -> list[Object]:
+    return [
+        {
+            "name": "manager-only",
+            "expression": f"request.userInfo.username == '{MANAGER_USERNAME}'",
+        }
+    ]
+
+
+def webhook_configurations(
+    prefix: str,
+    url: str,
+    ca_bundle: bytes,
+    *,
+    jobs_url: str | None = None,
+    namespace_selector: Object | None = None,
+) -> list[Object]:
+    """The chart's two configurations (templates/webhook.yaml), registered by ``url``.
+
+    ``jobs_url`` sends Job writes to another server than the rest, so a test can stop
+    the Job endpoint alone while status writes and projections still go through.
+    """
+    bundle = base64.b64encode(ca_bundle).decode()
+    selector = namespace_selector or {}
+
+    def hook(name: str, base: str, path: str, rules: list[Object], **more: Any) -> Object:
+        return {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "namespaceSelector": selector,
+            "clientConfig": {"url": f"{base}{path}", "caBundle": bundle},
+            "rules": rules,
+            **more,
+        }
+
+    def write_rules(*which: str) -> list[Object]:
+        table: dict[str, Object] = {
+            "jobs": {
+                "apiGroups": ["batch"],
+                "apiVersions": ["v1"],
+                "resources": ["jobs"],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            },
+            "configmaps": {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["configmaps"],
+                "operations": ["CREATE"],
+                "scope": "Namespaced",
+            },
+            "plans": {
+                "apiGroups": ["operator.ptah.run"],
+                "apiVersions": ["v1alpha1"],
+                "resources": ["ptahschemaplans", "ptahschemaplanchunks", "ptahmigrationplans"],
+                "operations": ["CREATE"],
+                "scope": "Namespaced",
+            },
+        }
+        return [table[w] for w in which]
+
+    path = "/validate-controller-write"
+    if jobs_url is None:
+        writes = [
+            hook(
+                "controller-write.operator.ptah.run",
+                url,
+                path,
+                write_rules("jobs", "configmaps", "plans"),
+                matchPolicy="Exact",
+                matchConditions=_manager_only(),
+            )
+        ]
+    else:
+        writes = [
+            hook(
+                "jobs.controller-write.operator.ptah.run",
+                jobs_url,
+                path,
+                write_rules("jobs"),
+                matchPolicy="Exact",
+                matchConditions=_manager_only(),
+            ),
+            hook(
+                "controller-write.operator.ptah.run",
+                url,
+                path,
+                write_rules("configmaps", "plans"),
+                matchPolicy="Exact",
+                matchConditions=_manager_only(),
+            ),
+        ]
+    status = hook(
+        "status.manager-state.operator.ptah.run",
+        url,
+        "/validate-manager-state",
+        [
+            {
+                "apiGroups": ["operator.ptah.run"],
+                "apiVersions": ["*"],
+                "resources": ["*/status"],
+                "operations": ["UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        matchPolicy="Equivalent",
+    )
+    return [
+        {"metadata": {"name": f"{prefix}-controller-write"}, "webhooks": writes},
+        {"metadata": {"name": f"{prefix}-manager-state"}, "webhooks": [status]},
+    ]
+
+
+def register_webhooks(
+    plane: LocalControlPlane, admin: KubeApi, configurations: Sequence[Object], probe_namespace: str
+) -> None:
+    """Apply the configurations and return once the API server calls the webhook.
+
+    Nothing announces that a new configuration is in force, so a status write by the
+    admin (which only the webhook refuses) is retried until it is refused.
+    """
+    for configuration in configurations:
+        apply(plane, WEBHOOKS, configuration, identity="admin")
+    probe = "ptah-localrun-probe"
+    with contextlib.suppress(AlreadyExists):
+        admin.create(PTAHSCHEMAS, probe_namespace, _probe_schema(probe))
+
+    def refused() -> bool:
+        current = admin.get(PTAHSCHEMAS, probe_namespace, probe)
+        try:
+            admin.patch_status(
+                PTAHSCHEMAS,
+                probe_namespace,
+                probe,
+                {"phase": "Pending"},
+                resource_version=current["metadata"]["resourceVersion"],
+            )
+        except Refused as error:
+            return "only the configured operator manager" in str(error)
+        except Conflict:
+            return False
+        return False
+
+    until(refused, "the API server to call the webhook")
+
+
+def _probe_schema(name: str) -> Object:
+    raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
+    raw["metadata"] = {"name": name}
+    # Suspended: the controller never claims anything for the probe.
+    raw["spec"]["suspend"] = True
+    return dict(raw)
+
+
+# -- the example resources ---------------------------------------------------------------
+
+
+def prepare_namespace(admin: KubeApi, namespace: str, labels: dict[str, str] | None = None) -> None:
+    """The namespace and its default ServiceAccount (no service-account controller runs
+    here, and the admission snapshot binds the Job's ServiceAccount by UID)."""
+    with contextlib.suppress(AlreadyExists):
+        admin.create(NAMESPACES, None, {"metadata": {"name": namespace, "labels": labels or {}}})
+    with contextlib.suppress(AlreadyExists):
+        admin.create(SERVICEACCOUNTS, namespace, {"metadata": {"name": "default"}})
+
+
+def example_schema(namespace: str, name: str = "orders") -> Object:
+    raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
+    raw["metadata"] = {"name": name, "namespace": namespace}
+    return dict(raw)
+
+
+def seed_plan(
+    admin: KubeApi,
+    manager: KubeApi,
+    namespace: str,
+    name: str,
+    *,
+    statements: Sequence[bytes] = (EXAMPLE_STATEMENTS,),
+) -> CurrentPlanStatus:
+    """Stand in for the Plan Job: publish the plan it would have published.
+
+    On a cluster a Plan Job reads the database, the manager publishes the plan it
+    computed (a PtahSchemaPlan and its PtahSchemaPlanChunks) and records it in
+    ``status.plan``. Here no Pod ever runs, so this writes the same three things
+    directly: the plan and its chunks by the admin (the webhook admits a manager's
+    plan only from a harvested Plan Job, which cannot exist here), and ``status.plan``
+    by the manager, the only identity allowed to write status. The plan is bound to
+    the execution epoch the controller installed, so the schema must have been seen
+    by the controller first (its ``status.executionBinding`` set).
+    """
+    schema = admin.get(PTAHSCHEMAS, namespace, name)
+    binding = (schema.get("status") or {}).get("executionBinding")
+    if not binding:
+        raise ValueError(f"PtahSchema {namespace}/{name} has no execution binding yet")
+    epoch = binding["epoch"]
+    data = list(statements)
+    # Built by the same functions the manager publishes a Plan Job's reading with, so
+    # the plan and its chunks are the exact objects a Plan Job would have produced.
+    # build_schema_plan publishes for an active Plan claim; the claim it is handed
+    # here exists only in memory, to say under which epoch the plan was computed.
+    parsed = PtahSchema.model_validate(schema)
+    planning = schema_operation(
+        parsed,
+        operation="Plan",
+        fingerprint=input_fingerprint({"operation": "Plan", "seeded": True}),
+        epoch=epoch,
+        nonce=uuid.uuid4().bytes,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    status = PtahSchemaStatus.model_validate(schema.get("status") or {})
+    planning_schema = parsed.model_copy(
+        update={"status": status.model_copy(update={"active_operation": planning})}
+    )
+    built = build_schema_plan(
+        planning_schema,
+        binding=ExecutionBindingStatus.model_validate(binding),
+        dispatched_by=LOCAL_MANAGER,
+        content=SchemaPlanContent(
+            content_digest=sha256_digest(b"".join(data)),
+            statement_count=len(data),
+            destructive=False,
+            privilege_changes=(),
+            chunks=tuple((sha256_digest(d), len(d)) for d in data),
+        ),
+    )
+    stored_plan = PtahSchemaPlan.model_validate(admin.create(PTAHSCHEMAPLANS, namespace, built))
+    for chunk in stored_plan.spec.chunks:
+        admin.create(
+            PTAHSCHEMAPLANCHUNKS,
+            namespace,
+            build_plan_chunk(stored_plan, chunk, data[chunk.index]),
+        )
+    plan = stored_plan.metadata.name
+    plan_uid = stored_plan.metadata.uid
+    fingerprint = stored_plan.spec.fingerprint
+    content = stored_plan.spec.content_digest
+    assert plan is not None and plan_uid is not None
+    current = CurrentPlanStatus(
+        name=plan,
+        uid=plan_uid,
+        fingerprint=fingerprint,
+        content_digest=content,
+        execution_binding_id=epoch,
+        controller_state_version=binding["controllerStateVersion"],
+        ptah_version=binding["ptahVersion"],
+        statement_count=len(data),
+        chunk_count=len(data),
+    )
+    # The controller may write status meanwhile; a Conflict means re-read and retry.
+    while True:
+        stored = manager.get(PTAHSCHEMAS, namespace, name)
+        try:
+            manager.patch_status(
+                PTAHSCHEMAS,
+                namespace,
+                name,
+                # patch_status replaces status whole: keep what the controller wrote.
+                {**(stored.get("status") or {}), "plan": current.to_wire()},
+                resource_version=stored["metadata"]["resourceVersion"],
+            )
+        except Conflict:
+            continue
+        return current
+
+
+def approve(admin: KubeApi, namespace: str, name: str, *, template: Path | None = None) -> Object:
+    """Create the approval of the schema's current plan from ``examples/``.
+
+    The template names the plan by placeholders; this fills them in from the schema's
+    ``status.plan`` as a person would from ``kubectl get ptahschema -o yaml``.
+    """
+    schema = admin.get(PTAHSCHEMAS, namespace, name)
+    plan = (schema.get("status") or {}).get("plan")
+    if not plan:
+        raise ValueError(f"PtahSchema {namespace}/{name} has no plan to approve")
+    raw = yaml.safe_load((template or EXAMPLES / "ptahschemaapproval.yaml").read_text())
+    approval = copy.deepcopy(raw)
+    approval["metadata"] = {"name": f"{name}-approval", "namespace": namespace}
+    spec = approval["spec"]
+    spec["schemaRef"] = {"name": name, "uid": schema["metadata"]["uid"]}
+    spec["planRef"] = {"name": plan["name"], "uid": plan["uid"]}
+    spec["planFingerprint"] = plan["fingerprint"]
+    spec["executionBindingID"] = plan["executionBindingID"]
+    spec["mutationRequestUID"] = str(uuid.uuid4())
+    spec["approvedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return admin.create(PTAHSCHEMAAPPROVALS, namespace, approval)
+
+
+# -- the controller ----------------------------------------------------------------------
+
+
+def manager_config(lease_namespace: str = MANAGER_NAMESPACE) -> ManagerConfig:
+    return ManagerConfig(
+        manager=LOCAL_MANAGER, binding=LOCAL_BINDING, lease_namespace=lease_namespace
+    )
+
+
+@dataclass
+class LocalController:
+    """The controller's reconciler, watching as the manager, in threads of this process."""
+
+    manager: KubeApi
+    namespace: str | None = None
+    config: ManagerConfig = field(default_factory=manager_config)
+    reconciler: Reconciler = field(init=False)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        env = Environment(
+            api=self.manager,
+            config=self.config,
+            lock=TargetLock(self.manager, self.config.lease_namespace),
+        )
+        events = ApiEventSink(self.manager, instance="ptah-localrun")
+        self.reconciler = Reconciler(env, events, namespace=self.namespace)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.reconciler.run, args=(self._stop,), name="controller", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, *, wait: float = 60.0) -> bool:
+        """Stop taking work and wait up to ``wait`` seconds for the loop to end.
+
+        Workers finish the pass they are in. The watch threads end only when their
+        stream does (a long poll the API server closes on its own schedule, or at
+        once when the server stops); they are daemon threads that only queue keys,
+        so a caller that is about to stop the server need not wait for them.
+        Returns whether the loop ended.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=wait)
+            if self._thread.is_alive():
+                return False
+            self._thread = None
+        return True
+
+    def nudge(self, namespace: str, name: str) -> None:
+        """Queue a pass now (a watch would, a moment later)."""
+        self.reconciler.queue.add(Key("PtahSchema", namespace, name))
+
+
+def progress_line(schema: Object) -> str:
+    """Phase, claim and Job of a PtahSchema, on one line."""
+    status = schema.get("status") or {}
+    claim = status.get("activeOperation") or {}
+    parts = [f"phase={status.get('phase') or '-'}"]
+    parts.append(f"plan={(status.get('plan') or {}).get('name') or '-'}")
+    if claim:
+        parts.append(f"claim={claim.get('type')}/{str(claim.get('id'))[:12]}")
+        parts.append(f"dispatchStarted={bool(claim.get('dispatchStarted'))}")
+        parts.append(f"job={claim.get('jobName')}")
+        parts.append(f"jobUID={claim.get('jobUID') or '-'}")
+    else:
+        parts.append("claim=-")
+    return " ".join(parts)
+
+
+def recorded_job(schema: Object) -> str | None:
+    """The UID of the Job the schema's claim recorded, if it has one."""
+    claim = (schema.get("status") or {}).get("activeOperation") or {}
+    uid = claim.get("jobUID")
+    return str(uid) if uid else None
+
+
+def wait_for(
+    admin: KubeApi,
+    namespace: str,
+    name: str,
+    condition: Callable[[Object], bool],
+    *,
+    report: Callable[[str], None] = lambda _line: None,
+    deadline: float | None = DEADLINE,
+    stopping: threading.Event | None = None,
+) -> Object:
+    """Watch the schema until ``condition`` holds, reporting each new progress line."""
+    end = None if deadline is None else time.monotonic() + deadline
+    last = ""
+    while True:
+        try:
+            schema = admin.get(PTAHSCHEMAS, namespace, name)
+        except NotFound:
+            schema = {"metadata": {"name": name}}
+        line = progress_line(schema)
+        if line != last:
+            report(line)
+            last = line
+        if condition(schema):
+            return schema
+        if end is not None and time.monotonic() > end:
+            raise TimeoutError(f"gave up waiting on PtahSchema {namespace}/{name}: {line}")
+        # The resource changes when the controller decides; a status watch would say
+        # so sooner but is one more stream to tear down on Ctrl-C. A short poll shows
+        # the same progress.
+        if stopping is not None and stopping.wait(0.2):
+            raise KeyboardInterrupt
+        if stopping is None:
+            time.sleep(0.2)
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="make run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="exit 0 as soon as the Job is recorded (for CI) instead of running until Ctrl-C",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the control plane keeps its log and kubeconfigs (default: a temp dir)",
+    )
+    parser.add_argument("--namespace", default="shop")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the Job to be recorded before giving up",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stopping.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        return _run(args, stopping)
+    except KeyboardInterrupt:
+        print("# stopped; everything started here has been torn down", flush=True)
+        return 130
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
+    workdir: Path = args.workdir or Path(tempfile.mkdtemp(prefix="ptah-run-"))
+    namespace: str = args.namespace
+    name = "orders"
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The controller's and the webhook's own logs (every admission decision, every
+    # broken watch) go to a file, so the terminal shows the resource's progress.
+    log_file = workdir / "operator.log"
+    logging.basicConfig(
+        filename=log_file, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+    )
+    controllers: list[LocalController] = []
+    with contextlib.ExitStack() as stack:
+        # Registered first, so it runs last: once the API server is gone, the watch
+        # streams end at once and the controller's loop returns.
+        stack.callback(lambda: [c.stop() for c in controllers])
+        _say(f"# starting kube-apiserver + etcd (workdir {workdir})")
+        plane = stack.enter_context(LocalControlPlane(workdir / "controlplane"))
+        _say(f"# API server: {plane.server_url}")
+        _say(f"# kubeconfig: export KUBECONFIG={plane.kubeconfig('admin')}")
+        _say(f"#   (the manager's identity: {plane.kubeconfig('manager')})")
+        _say(f"# operator log: {log_file}; API server log: {plane.log_path}")
+        admin = stack.enter_context(KubeApi.from_kubeconfig(plane.kubeconfig("admin")))
+        manager = stack.enter_context(KubeApi.from_kubeconfig(plane.kubeconfig("manager")))
+        installed = install_crds(plane, admin)
+        _say(f"# installed {len(installed)} CRDs from {CRD_DIR.relative_to(REPO_ROOT)}")
+        grant_manager(plane)
+        prepare_namespace(admin, namespace)
+
+        hook = LocalWebhook(manager, workdir / "webhook-certs")
+        stack.callback(hook.close)
+        hook.start()
+        register_webhooks(
+            plane,
+            admin,
+            webhook_configurations("ptah-operator", hook.url, hook.ca_bundle),
+            MANAGER_NAMESPACE,
+        )
+        _say(f"# webhook: {hook.url} (CA {workdir / 'webhook-certs' / certs.CA_CERT})")
+
+        controller = LocalController(manager)
+        controllers.append(controller)
+        stack.callback(controller.stop, wait=0)
+        controller.start()
+        _say("# controller: running as " + MANAGER_USERNAME)
+
+        admin.create(PTAHSCHEMAS, namespace, example_schema(namespace, name))
+        _say(f"# applied examples/ptahschema.yaml as {namespace}/{name}")
+        report = _say
+        wait_for(
+            admin,
+            namespace,
+            name,
+            lambda s: bool((s.get("status") or {}).get("executionBinding")),
+            report=report,
+            stopping=stopping,
+        )
+        plan = seed_plan(admin, manager, namespace, name)
+        _say(
+            f"# SEEDED plan {plan.name}: there is no kubelet here, so no Plan Job can run; "
+            "its published result (plan, chunks, status.plan) was written directly"
+        )
+        approval = approve(admin, namespace, name)
+        _say(f"# applied examples/ptahschemaapproval.yaml as {approval['metadata']['name']}")
+        controller.nudge(namespace, name)
+        schema = wait_for(
+            admin,
+            namespace,
+            name,
+            lambda s: recorded_job(s) is not None,
+            report=report,
+            deadline=args.timeout,
+            stopping=stopping,
+        )
+        claim = schema["status"]["activeOperation"]
+        _say(f"# recorded: Job {namespace}/{claim['jobName']} uid {claim['jobUID']}")
+        if args.once:
+            return 0
+        _say("# running; Ctrl-C stops the controller, the webhook and the control plane")
+        wait_for(
+            admin,
+            namespace,
+            name,
+            lambda _s: False,
+            report=report,
+            deadline=None,
+            stopping=stopping,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -749,9 +749,18 @@ class CrashSimulation(RuleBasedStateMachine):
         TALLY.schedules += 1
 
     @precondition(lambda self: not self.sim.api.stopped)
-    @rule(index=resource_index, passes=st.integers(min_value=1, max_value=3))
-    def reconcile(self, index: int, passes: int) -> None:
-        _passes(self.sim, index, passes)
+    @rule(
+        index=resource_index,
+        passes=st.integers(min_value=1, max_value=3),
+        crash=st.none() | st.sampled_from(CRASH_LABELS),
+    )
+    def reconcile(self, index: int, passes: int, crash: str | None) -> None:
+        """Passes over one resource; with ``crash``, the process stops right after the
+        first durable write of that kind they make, and is restarted."""
+        if crash is None or self.sim.api.armed:
+            _passes(self.sim, index, passes)
+            return
+        self.crash_during(index, crash, passes)
 
     @precondition(lambda self: not self.sim.api.stopped and not self.sim.api.armed)
     @rule(label=st.sampled_from(CRASH_LABELS))

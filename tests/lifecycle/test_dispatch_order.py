@@ -46,9 +46,10 @@ from typing import Final
 
 import pytest
 
+from controller import supervision
 from controller.lifecyclepass import run_pass
-from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step
-from controller.passcontext import Environment
+from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step, Stop
+from controller.passcontext import Environment, PassContext
 from controller.reconciler import Key
 from controller.targetlock import TargetLock
 from jobclaim import lease_name
@@ -525,6 +526,21 @@ def test_each_boundary_fails_with_its_steps_swapped(boundary: Boundary) -> None:
             row_id = f"{family.name}-{witness}"
             if row_id in found:
                 assert problem in found[row_id], (row_id, found[row_id])
+
+
+def test_the_record_check_bites(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervision that drops an unknown outcome's claim without writing its record
+    must fail the rows that stop between the mark and the create."""
+
+    def drop(ctx: PassContext, reason: str) -> Stop:
+        del reason
+        assert ctx.status is not None
+        ctx.write_status(ctx.family.retired(ctx.status, drop_plan=False))
+        return Stop("dropped without a record")
+
+    monkeypatch.setattr(supervision, "record_unaccounted", drop)
+    for family in (SCHEMA, MIGRATION):
+        assert RETIRED_NO_RECORD in run_row(Row(family, Step.MARK, "stops"), Driver())
 
 
 # -- defects found -----------------------------------------------------------------------

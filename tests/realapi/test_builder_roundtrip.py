@@ -1,0 +1,152 @@
+"""The Job builder writes every field the API server would default (issue 8, test 2).
+
+The controller recognizes its own Job by comparing what it reads back with what it
+would build (``jobclaim.match``). If the API server added a default the builder did
+not write, every read-back would differ from its rebuild, and the controller would
+take its own Job for someone else's. So the Job is created on a real kube-apiserver,
+read back uncached, and compared field for field with a fresh rebuild, after
+removing only the identity the server generates (UID, selector, identity labels,
+resourceVersion and friends). ``test_create.py`` in tests/apiconformance runs the
+same four claims through ``match``; here the equality itself is the assertion, so a
+new server default shows up as the field it added rather than a match verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.kubeapi import KubeApi
+from controller.localplane import LocalControlPlane
+from jobclaim import build_job, match, migration_job_inputs, schema_job_inputs
+from jobclaim.api import PtahMigration, PtahSchema
+from jobclaim.apiserver import JOBS, Object
+from jobclaim.template import generated_identity_problem, without_generated_identity
+from tests.jobclaim import world
+from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE
+
+pytestmark = pytest.mark.controlplane
+
+# What the API server writes into metadata on create and nothing else may: the
+# object's identity, its version and the record of who wrote which field.
+SERVER_METADATA = frozenset(
+    {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
+)
+
+
+@pytest.fixture
+def admin(control_plane: LocalControlPlane) -> Iterator[KubeApi]:
+    with KubeApi.from_kubeconfig(control_plane.kubeconfig("admin")) as api:
+        yield api
+
+
+def _world(
+    family: str, operation: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> world.World:
+    example = world.example
+
+    def moved_here(name: str) -> dict[str, Any]:
+        # The claim reserves the Job's namespace, so the resource moves, not the Job.
+        raw = example(name)
+        raw["metadata"]["namespace"] = namespace
+        return raw
+
+    monkeypatch.setattr(world, "example", moved_here)
+    if family == "schema":
+        return world.schema_world(operation)
+    return world.migration_world(operation)
+
+
+def _rebuild(made: world.World) -> Object:
+    """The Job built again from the resource as the claim left it, as a later pass would."""
+    resource = made.resource
+    assert resource.status is not None and resource.status.active_operation is not None
+    snapshot = resource.status.active_operation.admission_snapshot
+    assert snapshot is not None
+    if isinstance(resource, PtahSchema):
+        inputs = schema_job_inputs(
+            resource, binding=BINDING, manager=MANAGER, snapshot_digest=snapshot.digest
+        )
+    else:
+        assert isinstance(resource, PtahMigration)
+        inputs = migration_job_inputs(
+            resource,
+            binding=BINDING,
+            manager=MANAGER,
+            expected_sequence=SEQUENCE if made.operation == "Apply" else (),
+            snapshot_digest=snapshot.digest,
+        )
+    return build_job(inputs)
+
+
+def _as_built(stored: Object) -> Object:
+    """The stored Job without what the API server generated on create."""
+    assert generated_identity_problem(stored) is None
+    job = without_generated_identity(stored)
+    job["metadata"] = {k: v for k, v in job["metadata"].items() if k not in SERVER_METADATA}
+    job.pop("status", None)
+    return job
+
+
+def _differences(left: Any, right: Any, path: str = "") -> list[str]:
+    """Every path where two wire objects differ, so a failure names the field."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        found: list[str] = []
+        for key in sorted(set(left) | set(right)):
+            where = f"{path}.{key}"
+            if key not in left:
+                found.append(f"{where}: added by the server as {right[key]!r}")
+            elif key not in right:
+                found.append(f"{where}: dropped by the server")
+            else:
+                found += _differences(left[key], right[key], where)
+        return found
+    if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(left, right, strict=True))
+            for d in _differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if left == right else [f"{path}: built {left!r}, stored {right!r}"]
+
+
+@pytest.mark.parametrize(
+    ("family", "operation"),
+    [("schema", "Apply"), ("schema", "Plan"), ("migration", "Apply")],
+)
+def test_the_stored_job_is_its_rebuild_field_for_field(
+    admin: KubeApi,
+    namespace: str,
+    family: str,
+    operation: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = _world(family, operation, namespace, monkeypatch)
+    admin.create(JOBS, namespace, copy.deepcopy(made.built))
+    stored = admin.get(JOBS, namespace, made.built["metadata"]["name"])
+
+    assert _differences(_rebuild(made), _as_built(stored)) == []
+    # Both ways the controller holds a stored Job to its claim accept it.
+    for mode in ("rebuild-stored", "envelope"):
+        verdict = match(stored, made.claim(mode))
+        assert verdict.matched, f"{mode}: {verdict.reason}"
+
+
+def test_a_server_default_the_builder_left_out_is_named(
+    admin: KubeApi, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control row: drop a default from the built Job and the comparison names it."""
+    made = _world("schema", "Apply", namespace, monkeypatch)
+    submitted = copy.deepcopy(made.built)
+    # backoffLimit is defaulted to 6 by the API server when it is absent.
+    del submitted["spec"]["backoffLimit"]
+    admin.create(JOBS, namespace, submitted)
+    stored = admin.get(JOBS, namespace, submitted["metadata"]["name"])
+    differences = _differences(_rebuild(made), _as_built(stored))
+    assert differences == [
+        f".spec.backoffLimit: built {made.built['spec']['backoffLimit']!r}, stored 6"
+    ]
+    assert not match(stored, made.claim("rebuild-stored")).matched

@@ -30,6 +30,19 @@ unit: $(STAMP) helm
 
 test: lint typecheck unit
 
+# The real kube-apiserver + etcd harness for tests/realapi. Built once and then
+# reused: make rebuilds it only when its Go sources or module pins change,
+# because a cold build of Kubernetes takes minutes. -p=2 caps the compile
+# parallelism so the build fits a 2-core CI machine's memory.
+CONTROLPLANE_DIR := tests/controlplane
+CONTROLPLANE_BIN := $(CONTROLPLANE_DIR)/bin/controlplane
+
+controlplane: $(CONTROLPLANE_BIN)
+
+$(CONTROLPLANE_BIN): $(CONTROLPLANE_DIR)/go.mod $(CONTROLPLANE_DIR)/go.sum $(wildcard $(CONTROLPLANE_DIR)/*.go)
+	cd $(CONTROLPLANE_DIR) && GOFLAGS='-p=2 -mod=readonly -buildvcs=false' \
+		go build -trimpath -ldflags='-s -w' -o bin/controlplane .
+
 # Helm, for the chart tests in tests/chart. The CI machines reach only PyPI, Debian
 # and the Go module proxy, so helm is built from its pinned release's Go module
 # rather than downloaded. The binary lives under a versioned directory so changing

@@ -83,6 +83,7 @@ __all__ = [
     "LocalController",
     "LocalWebhook",
     "apply",
+    "approval_for",
     "approve",
     "grant_manager",
     "install_crds",
@@ -247,10 +248,18 @@ def until(condition: Callable[[], bool], what: str, *, deadline: float = DEADLIN
 # -- server-side apply -------------------------------------------------------------------
 
 
-def apply(plane: LocalControlPlane, resource: Resource, obj: Object, *, identity: str) -> Object:
+def apply(
+    plane: LocalControlPlane,
+    resource: Resource,
+    obj: Object,
+    *,
+    identity: str,
+    dry_run: bool = False,
+) -> Object:
     """Server-side apply ``obj`` as ``identity`` (no kubectl: the HTTP PATCH it sends).
 
     ``force`` takes over fields another manager set: the run owns what it installs.
+    ``dry_run`` has the server validate and admit the object without storing it.
     """
     meta = obj["metadata"]
     body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
@@ -260,7 +269,11 @@ def apply(plane: LocalControlPlane, resource: Resource, obj: Object, *, identity
     with httpx.Client(verify=plane.ssl_context(), timeout=30.0) as http:
         response = http.patch(
             url,
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+            params={
+                "fieldManager": FIELD_MANAGER,
+                "force": "true",
+                **({"dryRun": "All"} if dry_run else {}),
+            },
             content=yaml.safe_dump(body).encode(),
             headers={
                 "Authorization": f"Bearer {plane.token(identity)}",
@@ -718,27 +731,35 @@ def seed_plan(
         return current
 
 
-def approve(admin: KubeApi, namespace: str, name: str, *, template: Path | None = None) -> Object:
-    """Create the approval of the schema's current plan from ``examples/``.
+def approval_for(schema: Object, *, template: Path | None = None) -> Object:
+    """The approval of the schema's current plan, from ``examples/ptahschemaapproval.yaml``.
 
     The template names the plan by placeholders; this fills them in from the schema's
-    ``status.plan`` as a person would from ``kubectl get ptahschema -o yaml``.
+    ``metadata.uid`` and ``status.plan``, as a person would from
+    ``kubectl get ptahschema -o yaml``. Pure: the caller creates it.
     """
-    schema = admin.get(PTAHSCHEMAS, namespace, name)
+    meta = schema["metadata"]
     plan = (schema.get("status") or {}).get("plan")
     if not plan:
-        raise ValueError(f"PtahSchema {namespace}/{name} has no plan to approve")
+        raise ValueError(f"PtahSchema {meta['namespace']}/{meta['name']} has no plan to approve")
     raw = yaml.safe_load((template or EXAMPLES / "ptahschemaapproval.yaml").read_text())
-    approval = copy.deepcopy(raw)
-    approval["metadata"] = {"name": f"{name}-approval", "namespace": namespace}
+    approval: Object = copy.deepcopy(raw)
+    approval["metadata"] = {"name": f"{meta['name']}-approval", "namespace": meta["namespace"]}
     spec = approval["spec"]
-    spec["schemaRef"] = {"name": name, "uid": schema["metadata"]["uid"]}
+    spec["schemaRef"] = {"name": meta["name"], "uid": meta["uid"]}
     spec["planRef"] = {"name": plan["name"], "uid": plan["uid"]}
     spec["planFingerprint"] = plan["fingerprint"]
     spec["executionBindingID"] = plan["executionBindingID"]
     spec["mutationRequestUID"] = str(uuid.uuid4())
     spec["approvedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return admin.create(PTAHSCHEMAAPPROVALS, namespace, approval)
+    return approval
+
+
+def approve(admin: KubeApi, namespace: str, name: str) -> Object:
+    """Create the approval of the schema's current plan (``approval_for``)."""
+    return admin.create(
+        PTAHSCHEMAAPPROVALS, namespace, approval_for(admin.get(PTAHSCHEMAS, namespace, name))
+    )
 
 
 # -- the controller ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ import yaml
 
 import certs
 from controller.claiming import input_fingerprint, schema_operation
-from controller.events import ApiEventSink
+from controller.events import ApiEventSink, EventSink
 from controller.kubeapi import KubeApi
 from controller.localplane import LocalControlPlane
 from controller.managerconfig import BindingInputs, ManagerConfig
@@ -389,9 +389,14 @@ class LocalWebhook:
     _tls: certs.ReloadingTLS | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        local = local_certificates(self.certificates)
-        self._ca = local.ca.read_bytes()
-        self._tls = certs.ReloadingTLS(local.cert, local.key)
+        # A directory that already holds a pair is reused, so two servers (the tests'
+        # split Job endpoint) can sit behind one caBundle.
+        ca = self.certificates / certs.CA_CERT
+        cert, key = self.certificates / certs.TLS_CERT, self.certificates / certs.TLS_KEY
+        if not (ca.exists() and cert.exists() and key.exists()):
+            local_certificates(self.certificates)
+        self._ca = ca.read_bytes()
+        self._tls = certs.ReloadingTLS(cert, key)
         self._sock = reserve_port()
         self.port = int(self._sock.getsockname()[1])
 
@@ -778,6 +783,7 @@ class LocalController:
     manager: KubeApi
     namespace: str | None = None
     config: ManagerConfig = field(default_factory=manager_config)
+    events: EventSink | None = None
     reconciler: Reconciler = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -788,7 +794,7 @@ class LocalController:
             config=self.config,
             lock=TargetLock(self.manager, self.config.lease_namespace),
         )
-        events = ApiEventSink(self.manager, instance="ptah-localrun")
+        events = self.events or ApiEventSink(self.manager, instance="ptah-localrun")
         self.reconciler = Reconciler(env, events, namespace=self.namespace)
 
     def start(self) -> None:

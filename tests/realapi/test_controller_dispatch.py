@@ -1,0 +1,105 @@
+"""The controller takes a PtahSchema from approval to a recorded Job on a real API
+server (issue 8, test 5).
+
+Everything is the product: the chart's CRDs, the manager's RBAC, the webhook served
+over TLS and registered by url and caBundle, and the controller's reconciler
+watching as the manager. The one stand-in is ``controller.localrun.seed_plan``: no
+kubelet runs here, so the plan a Plan Job would have published is written directly
+(the same helper ``make run`` uses).
+
+Waiting on the controller is a poll of the resource under a deadline: the
+controller acts on its own threads, and nothing but the resource says it is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from controller import localrun
+from controller.events import RecordingSink
+from jobclaim import match, schema_claim
+from jobclaim.api import PtahSchema, PtahSchemaApproval
+from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object
+from tests.realapi.operator import (  # noqa: F401
+    Operator,
+    Webhooked,
+    operator,
+    register,
+    webhooked_namespace,
+)
+
+pytestmark = pytest.mark.controlplane
+
+
+@dataclass
+class Running:
+    staged: Webhooked
+    controller: localrun.LocalController
+    events: RecordingSink
+
+
+@pytest.fixture
+def running(
+    operator: Operator,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Running]:
+    staged = webhooked_namespace(operator)
+    hook = localrun.LocalWebhook(operator.manager, tmp_path_factory.mktemp("webhook-certs"))
+    hook.start()
+    names = register(staged, hook)
+    events = RecordingSink()
+    controller = localrun.LocalController(operator.manager, staged.namespace, events=events)
+    controller.start()
+    try:
+        yield Running(staged, controller, events)
+    finally:
+        # The workers finish their pass; the watch threads end with their streams.
+        controller.stop(wait=10)
+        for name in names:
+            operator.admin.delete(localrun.WEBHOOKS, None, name)
+        hook.close()
+
+
+def test_an_approved_schema_gets_exactly_one_recorded_job(
+    operator: Operator,  # noqa: F811
+    running: Running,
+) -> None:
+    admin, namespace = operator.admin, running.staged.namespace
+    admin.create(PTAHSCHEMAS, namespace, localrun.example_schema(namespace))
+    localrun.wait_for(
+        admin,
+        namespace,
+        "orders",
+        lambda s: bool((s.get("status") or {}).get("executionBinding")),
+    )
+    plan = localrun.seed_plan(admin, operator.manager, namespace, "orders")
+    approval = localrun.approve(admin, namespace, "orders")
+    stored = localrun.wait_for(
+        admin, namespace, "orders", lambda s: localrun.recorded_job(s) is not None
+    )
+
+    schema = PtahSchema.model_validate(stored)
+    assert schema.status is not None and schema.status.active_operation is not None
+    claim = schema.status.active_operation
+    assert claim.type == "Apply"
+    assert claim.dispatch_started
+    assert schema.status.plan is not None and schema.status.plan.uid == plan.uid
+    jobs: list[Object] = admin.list(JOBS, namespace)
+    assert [j["metadata"]["name"] for j in jobs] == [claim.job_name]
+    job = jobs[0]
+    assert job["metadata"]["uid"] == claim.job_uid
+    # The Job the controller recorded is the one its claim builds, as stored.
+    verdict = match(job, schema_claim(schema, binding=schema.status.execution_binding))
+    assert verdict.matched, verdict.reason
+    # The approval was spent on this dispatch, and only on it.
+    spent = PtahSchemaApproval.model_validate(
+        admin.get(PTAHSCHEMAAPPROVALS, namespace, approval["metadata"]["name"])
+    )
+    assert spent.status is not None
+    assert [c.type for c in spent.status.conditions if c.status == "True"] == ["Consumed"]
+    reasons = [record.reason for _, record in running.events.records]
+    for crossed in ("ApprovalConsumed", "DispatchMarked", "JobCreated", "OperationStarted"):
+        assert reasons.count(crossed) == 1, (crossed, reasons)

@@ -92,7 +92,9 @@ def test_an_approved_schema_gets_exactly_one_recorded_job(
     job = jobs[0]
     assert job["metadata"]["uid"] == claim.job_uid
     # The Job the controller recorded is the one its claim builds, as stored.
-    verdict = match(job, schema_claim(schema, binding=schema.status.execution_binding))
+    made = schema_claim(schema, binding=schema.status.execution_binding)
+    assert made is not None
+    verdict = match(job, made)
     assert verdict.matched, verdict.reason
     # The approval was spent on this dispatch, and only on it.
     spent = PtahSchemaApproval.model_validate(

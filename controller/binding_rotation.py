@@ -32,17 +32,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.claims import AGAIN, complete_pending_release
+from controller.claims import AGAIN, complete_pending_release, discard_release
 from controller.harvesting import pod_stopped, pods_of, set_cleanup_ttl
 from controller.managerconfig import random_epoch
 from controller.migration_records import record_unresolved_run
 from controller.mutationlifecycle import (
-    Disposition,
-    Retirement,
     Stop,
     may_have_dispatched,
-    owed_release,
-    realm_held_by,
 )
 from controller.passcontext import PassContext, Status
 from controller.runner.config import parse_time
@@ -70,26 +66,10 @@ def _new_binding(ctx: PassContext) -> Any:
 
 def _discarded(ctx: PassContext, status: Status) -> dict[str, Any]:
     """The claim dropped, with the release a discard owes staged in the same write."""
-    operation = ctx.operation
-    info = ctx.info
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=ctx.proof_outstanding,
-        ),
-        mutating=info.mutating,
-        disposition=Disposition.DISCARD,
-    )
     update: dict[str, Any] = {"active_operation": None}
-    if retirement.releases():
-        update["pending_lock_release"] = owed_release(
-            coordination_digest=operation.coordination_digest,
-            operation_id=operation.id,
-            lease_duration_seconds=operation.lease_duration_seconds,
-            lease_epoch=operation.lease_epoch,
-        )
+    release = discard_release(ctx)
+    if release is not None:
+        update["pending_lock_release"] = release
     return update
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from controller.mutationlifecycle import (
     Disposition,
+    RealmHolder,
     Retirement,
     Stop,
     may_have_dispatched,
@@ -40,7 +41,7 @@ from controller.mutationlifecycle import (
 from controller.passcontext import Approval, Operation, PassContext, Status, timestamp
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
-from jobclaim.api import DatabaseTargetSpec, PtahSchemaStatus
+from jobclaim.api import DatabaseTargetSpec, PtahSchemaStatus, TargetLockReleaseStatus
 from jobclaim.apiserver import ApiError
 from jobclaim.errors import InvalidInput, PtahError
 
@@ -217,6 +218,43 @@ def _proof_outstanding(status: Status) -> bool:
     return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
 
 
+def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
+    """The release discarding the current claim owes, or None when it owes none.
+
+    Shared by every discard (a retirement before dispatch, a binding rotation) so the
+    release a discard stages is decided, and its epoch chosen, in one place.
+    """
+    operation = ctx.operation
+    info = ctx.info
+    status = ctx.status
+    assert status is not None
+    retirement = Retirement(
+        holder=realm_held_by(
+            mutating=info.mutating,
+            serves_proof=info.serves_proof,
+            locked=bool(operation.lease_epoch),
+            proof_outstanding=_proof_outstanding(status),
+        ),
+        mutating=info.mutating,
+        disposition=Disposition.DISCARD,
+    )
+    if not retirement.releases():
+        return None
+    epoch = operation.lease_epoch
+    if operation.coordination_digest and retirement.holder is RealmHolder.CLAIM:
+        # A stop between the Lease write and the epoch status write leaves the
+        # placeholder in status while the Lease carries the real tenure. Nothing ran
+        # under it, so the tenure this claim's own holder holds is the one to end;
+        # releasing the placeholder would keep the Lease for a whole duration.
+        epoch = ctx.env.lock.tenure_of(operation.coordination_digest, ctx.holder) or epoch
+    return owed_release(
+        coordination_digest=operation.coordination_digest,
+        operation_id=operation.id,
+        lease_duration_seconds=operation.lease_duration_seconds,
+        lease_epoch=epoch,
+    )
+
+
 def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = False) -> Stop:
     """Discard a claim that never dispatched, releasing the realm it may hold.
 
@@ -234,25 +272,9 @@ def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = Fals
         raise ClaimMayHaveDispatched(
             "a claim that may have dispatched cannot be retired as if it never ran"
         )
-    proof = _proof_outstanding(status)
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=proof,
-        ),
-        mutating=info.mutating,
-        disposition=Disposition.DISCARD,
-    )
     retired = ctx.family.retired(status, drop_plan=drop_plan)
-    if retirement.releases():
-        release = owed_release(
-            coordination_digest=operation.coordination_digest,
-            operation_id=operation.id,
-            lease_duration_seconds=operation.lease_duration_seconds,
-            lease_epoch=operation.lease_epoch,
-        )
+    release = discard_release(ctx)
+    if release is not None:
         retired = retired.model_copy(update={"pending_lock_release": release})
     ctx.write_status(retired)
     ctx.crossed("ClaimRetired", f"{operation.type} retired before dispatch: {reason}")

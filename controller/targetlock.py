@@ -412,6 +412,20 @@ class TargetLock:
         assert lost is not None
         raise lost
 
+    def tenure_of(self, coordination_digest: str, holder: str) -> str | None:
+        """The epoch ``holder`` holds the realm under, or None when it holds nothing.
+
+        Read uncached. Only a claim that never dispatched may use the answer to choose
+        what to release: nothing ran under any tenure its own holder identity took.
+        """
+        current = self._read(lease_name(coordination_digest))
+        if current is None:
+            return None
+        record = read_lease(current)
+        if record.holder != holder or not is_epoch(record.epoch):
+            return None
+        return str(record.epoch)
+
     def _read(self, name: str) -> Object | None:
         try:
             return self._api.get(LEASES, self._namespace, name)

@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
-run: $(STAMP)
-	$(PY) -m controller.demo
+run: $(STAMP) controlplane
+	$(PY) -m controller.localrun $(RUN_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -366,6 +366,9 @@ def reserve_port() -> socket.socket:
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # Connections accepted on it inherit this, and Linux lets the port be bound again
+    # while they linger only if every socket on it says so.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
 
@@ -417,9 +420,7 @@ class LocalWebhook:
             return
         assert self._tls is not None
         if self._sock is None:
-            self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._sock.bind(("127.0.0.1", self.port))
+            raise RuntimeError("the webhook was closed; it cannot serve again")
         sock = self._sock
         sock.listen(128)
         self._engine = Engine(self.reader)
@@ -443,17 +444,7 @@ class LocalWebhook:
 
     def stop(self) -> None:
         """Stop serving; connections to the port are refused until ``start``."""
-        if self._thread is None:
-            return
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-        self._thread = None
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self._halt()
         # Bound again but not listening: the port stays ours and refuses connections.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -461,7 +452,17 @@ class LocalWebhook:
         self._sock = sock
 
     def close(self) -> None:
-        self.stop()
+        """Stop serving and give the port up."""
+        self._halt()
+
+    def _halt(self) -> None:
+        if self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=30)
+            self._thread = None
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None

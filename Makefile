@@ -25,7 +25,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP) helm
+unit: $(STAMP) helm controlplane
 	$(PY) -m pytest
 
 test: lint typecheck unit

@@ -615,6 +615,10 @@ def register_webhooks(
         return False
 
     until(refused, "the API server to call the webhook")
+    # The probe has served its purpose; a suspended schema left behind would only
+    # puzzle whoever lists the namespace.
+    with contextlib.suppress(NotFound):
+        admin.delete(PTAHSCHEMAS, probe_namespace, probe)
 
 
 def _probe_schema(name: str) -> Object:
@@ -921,6 +925,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    # A shell starting us in the background leaves SIGINT ignored, and Python then
+    # keeps it ignored; Ctrl-C must always tear down, so it is asked for explicitly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _run(args, stopping)
     except KeyboardInterrupt:

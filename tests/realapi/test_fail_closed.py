@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from controller import localrun
@@ -71,6 +72,12 @@ def _claim(operator: Operator, namespace: str) -> dict[str, Any]:  # noqa: F811
     return dict(status.get("activeOperation") or {})
 
 
+def _answering(answer: httpx.Response) -> bool:
+    """The Job webhook judged the probe: it refuses a Job no claim reserved with a
+    sentence of its own, not the API server's report of a failed call."""
+    return answer.status_code == 403 and WEBHOOK_DOWN not in answer.text
+
+
 def _pass_until(passes: Any, key: Key, done: Any, *, limit: int = 12) -> list[Stop]:
     """Run passes until ``done(stop)``; a pass asks for its successor itself, so the
     count bounds a bug, never a wait."""
@@ -92,14 +99,20 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
     namespace = staged.namespace
     certificates = tmp_path_factory.mktemp("webhook-certs")
     rest = localrun.LocalWebhook(operator.manager, certificates)
-    jobs = localrun.LocalWebhook(operator.manager, certificates)  # bound, not listening
+    jobs = localrun.LocalWebhook(operator.manager, certificates)
     rest.start()
+    jobs.start()
     names = register(staged, rest, jobs=jobs)
     events = RecordingSink()
     controller = localrun.LocalController(counting_manager, namespace, events=events)
     reconcile = controller.reconciler.reconcile
     try:
-        # The Job configuration is in force and its webhook cannot be called.
+        # The Job webhook answers, then stops: its port stays bound and refuses.
+        localrun.until(
+            lambda: _answering(dry_run_job_create(operator.plane, namespace, "manager")),
+            "the API server to call the Job webhook",
+        )
+        jobs.stop()
         localrun.until(
             lambda: WEBHOOK_DOWN in dry_run_job_create(operator.plane, namespace, "manager").text,
             "the API server to call the stopped Job webhook",
@@ -131,11 +144,7 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
         # Answering now: the webhook refuses the probe (a Job no claim reserved)
         # with a sentence of its own instead of the API server's call failure.
         localrun.until(
-            lambda: (
-                (answer := dry_run_job_create(operator.plane, namespace, "manager")).status_code
-                == 403
-                and WEBHOOK_DOWN not in answer.text
-            ),
+            lambda: _answering(dry_run_job_create(operator.plane, namespace, "manager")),
             "the API server to call the restarted Job webhook",
         )
         _pass_until(reconcile, key, lambda _s: bool(_claim(operator, namespace).get("jobUID")))

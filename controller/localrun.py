@@ -742,7 +742,8 @@ def seed_plan(
 
 
 def approval_for(schema: Object, *, template: Path | None = None) -> Object:
-    """The approval of the schema's current plan, from ``examples/ptahschemaapproval.yaml``.
+    """The approval of the schema's current plan, from the approval template in
+    ``examples/templates/``.
 
     The template names the plan by placeholders; this fills them in from the schema's
     ``metadata.uid`` and ``status.plan``, as a person would from
@@ -752,7 +753,8 @@ def approval_for(schema: Object, *, template: Path | None = None) -> Object:
     plan = (schema.get("status") or {}).get("plan")
     if not plan:
         raise ValueError(f"PtahSchema {meta['namespace']}/{meta['name']} has no plan to approve")
-    raw = yaml.safe_load((template or EXAMPLES / "ptahschemaapproval.yaml").read_text())
+    path = template or EXAMPLES / "templates" / "ptahschemaapproval.yaml"
+    raw = yaml.safe_load(path.read_text())
     approval: Object = copy.deepcopy(raw)
     approval["metadata"] = {"name": f"{meta['name']}-approval", "namespace": meta["namespace"]}
     spec = approval["spec"]
@@ -1002,7 +1004,8 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
             "its published result (plan, chunks, status.plan) was written directly"
         )
         approval = approve(admin, namespace, name)
-        _say(f"# applied examples/ptahschemaapproval.yaml as {approval['metadata']['name']}")
+        approved = approval["metadata"]["name"]
+        _say(f"# applied examples/templates/ptahschemaapproval.yaml as {approved}")
         controller.nudge(namespace, name)
         schema = wait_for(
             admin,

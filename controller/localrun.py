@@ -152,8 +152,9 @@ EXAMPLE_STATEMENTS: Final = b"CREATE TABLE orders (id bigint PRIMARY KEY);\n"
 
 # The manager's ClusterRole, as charts/ptah-operator/templates/rbac.yaml grants it
 # (its README justifies each rule). Written out here because rendering the chart
-# needs helm, which `make run` should not have to build; tests/realapi holds the
-# chart's rendered RBAC to the API server separately.
+# needs helm, which `make run` should not have to build; tests/realapi/
+# test_crds_and_chart.py holds these to the chart's rendered rules. Left out: the
+# chart's patch of its own webhook configurations, which only rotation uses.
 MANAGER_RULES: Final[list[Object]] = [
     {
         "apiGroups": ["operator.ptah.run"],

@@ -185,3 +185,28 @@ def test_the_rendered_chart_passes_a_server_side_dry_run(
         except ApiError as error:
             refused.append(f"{obj['kind']} {obj['metadata']['name']}: {error}")
     assert refused == []
+
+
+def test_make_run_grants_the_manager_what_the_chart_grants(
+    operator: Operator,  # noqa: F811
+    helm: Helm,
+) -> None:
+    """``controller.localrun`` writes the manager's RBAC out instead of rendering the
+    chart (make run should not need helm); this keeps the two from drifting apart.
+
+    The one rule left out is the chart's patch of its own webhook configurations by
+    name, which only certificate rotation uses and make run does not run.
+    """
+    objects = helm.render(
+        [VALUES / "required.yaml"], extra=["--kube-version", HARNESS_KUBE_VERSION]
+    )
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    manager_rules = [
+        rule
+        for rule in rendered[("ClusterRole", "ptah-operator-manager")]["rules"]
+        if rule["apiGroups"] != ["admissionregistration.k8s.io"]
+    ]
+    assert manager_rules == localrun.MANAGER_RULES
+    assert rendered[("Role", "ptah-operator-leases")]["rules"] == localrun.LEASE_RULES
+    stored = operator.admin.get(localrun.CLUSTER_ROLES, None, "ptah-operator-manager")
+    assert stored["rules"] == localrun.MANAGER_RULES

@@ -7,7 +7,7 @@ claim by status patch) before anything external happens.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from jobclaim import digest_of, job_name
 from jobclaim.api import (
@@ -30,6 +30,46 @@ def operation_id(fingerprint: str, nonce: bytes) -> str:
     return digest_of({"inputFingerprint": fingerprint, "nonce": nonce.hex()})
 
 
+_Operation = TypeVar("_Operation", ActiveOperationStatus, MigrationOperationStatus)
+
+
+def _operation(
+    model: type[_Operation],
+    family: str,
+    resource: PtahSchema | PtahMigration,
+    *,
+    operation: str,
+    fingerprint: str,
+    epoch: str,
+    nonce: bytes,
+    started_at: str,
+    attempt: int,
+    execution_not_after: str | None,
+) -> _Operation:
+    """The claim a resource writes before its Job exists, naming that Job."""
+    op_id = operation_id(fingerprint, nonce)
+    return model(
+        type=operation,
+        id=op_id,
+        input_fingerprint=fingerprint,
+        job_name=job_name(
+            family=family,
+            owner_name=resource.metadata.name or "",
+            owner_uid=resource.metadata.uid or "",
+            operation=operation,
+            operation_id=op_id,
+            epoch=epoch,
+            input_fingerprint=fingerprint,
+            attempt=attempt,
+        ),
+        started_at=started_at,
+        attempt=attempt,
+        execution_binding_id=epoch,
+        execution_not_after=execution_not_after,
+        target=resource.spec.target,
+    )
+
+
 def schema_operation(
     schema: PtahSchema,
     *,
@@ -41,27 +81,18 @@ def schema_operation(
     attempt: int = 1,
     execution_not_after: str | None = None,
 ) -> ActiveOperationStatus:
-    """The claim a PtahSchema writes before its Job exists, naming that Job."""
-    op_id = operation_id(fingerprint, nonce)
-    return ActiveOperationStatus(
-        type=operation,
-        id=op_id,
-        input_fingerprint=fingerprint,
-        job_name=job_name(
-            family="schema",
-            owner_name=schema.metadata.name or "",
-            owner_uid=schema.metadata.uid or "",
-            operation=operation,
-            operation_id=op_id,
-            epoch=epoch,
-            input_fingerprint=fingerprint,
-            attempt=attempt,
-        ),
+    """The claim a PtahSchema writes before its Job exists."""
+    return _operation(
+        ActiveOperationStatus,
+        "schema",
+        schema,
+        operation=operation,
+        fingerprint=fingerprint,
+        epoch=epoch,
+        nonce=nonce,
         started_at=started_at,
         attempt=attempt,
-        execution_binding_id=epoch,
         execution_not_after=execution_not_after,
-        target=schema.spec.target,
     )
 
 
@@ -76,25 +107,16 @@ def migration_operation(
     attempt: int = 1,
     execution_not_after: str | None = None,
 ) -> MigrationOperationStatus:
-    """The claim a PtahMigration writes before its Job exists, naming that Job."""
-    op_id = operation_id(fingerprint, nonce)
-    return MigrationOperationStatus(
-        type=operation,
-        id=op_id,
-        input_fingerprint=fingerprint,
-        job_name=job_name(
-            family="migration",
-            owner_name=migration.metadata.name or "",
-            owner_uid=migration.metadata.uid or "",
-            operation=operation,
-            operation_id=op_id,
-            epoch=epoch,
-            input_fingerprint=fingerprint,
-            attempt=attempt,
-        ),
+    """The claim a PtahMigration writes before its Job exists."""
+    return _operation(
+        MigrationOperationStatus,
+        "migration",
+        migration,
+        operation=operation,
+        fingerprint=fingerprint,
+        epoch=epoch,
+        nonce=nonce,
         started_at=started_at,
         attempt=attempt,
-        execution_binding_id=epoch,
         execution_not_after=execution_not_after,
-        target=migration.spec.target,
     )

@@ -194,6 +194,7 @@ class Reconciler:
         queue: WorkQueue | None = None,
         workers: int = 2,
         watch_pause: float = 1.0,
+        watch_timeout: int = 10,
     ) -> None:
         self.env = env
         self.events = events
@@ -202,6 +203,9 @@ class Reconciler:
         self.queue = queue or WorkQueue()
         self.workers = workers
         self.watch_pause = watch_pause
+        # The server ends each watch after this long, which bounds how long a stop
+        # waits for a quiet watch; the watch is simply re-established.
+        self.watch_timeout = watch_timeout
         self.passes = 0
 
     # -- one pass ----------------------------------------------------------------------
@@ -288,7 +292,13 @@ class Reconciler:
         version: str | None = None
         while not stop.is_set():
             try:
-                for event in self.env.api.watch(resource, self.namespace, resource_version=version):
+                events = self.env.api.watch(
+                    resource,
+                    self.namespace,
+                    resource_version=version,
+                    timeout_seconds=self.watch_timeout,
+                )
+                for event in events:
                     if stop.is_set():
                         return
                     obj = event.object

@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench setup clean controlplane helm
+.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm
 
 setup: $(STAMP)
 
@@ -68,5 +68,9 @@ $(HELM_BUILD):
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# The crash simulation, run far longer than CI runs it.
+soak: $(STAMP)
+	PTAH_SOAK=2000 PTAH_SOAK_SEEDS=64 $(PY) -m pytest -q tests/lifecycle/test_crash_simulation.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .tools $(CONTROLPLANE_DIR)/bin

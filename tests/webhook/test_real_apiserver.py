@@ -19,7 +19,6 @@ import base64
 import contextlib
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import certs
 from controller.claiming import input_fingerprint, schema_operation
 from controller.kubeapi import KubeApi
 from controller.localplane import LocalControlPlane
+from controller.localrun import until
 from jobclaim import build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (
@@ -76,14 +76,6 @@ class Cluster:
     namespace: str
 
 
-def until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.1)
-
-
 def install_crd(admin: KubeApi) -> None:
     with contextlib.suppress(AlreadyExists):
         admin.create(CRDS, None, crd_for("PtahSchema"))
@@ -95,7 +87,7 @@ def install_crd(admin: KubeApi) -> None:
             return False
         return True
 
-    until(served, "the PtahSchema CRD to be served")
+    until(served, "the PtahSchema CRD to be served", deadline=DEADLINE)
 
 
 def grant_manager(admin: KubeApi, name: str) -> None:
@@ -222,7 +214,7 @@ def cluster(
         return False
 
     try:
-        until(answering, "the API server to call the webhook")
+        until(answering, "the API server to call the webhook", deadline=DEADLINE)
         yield Cluster(admin, manager, namespace)
     finally:
         admin.delete(WEBHOOKS, None, webhook_name)

@@ -27,8 +27,10 @@ accounted for first (issue 5's records), and ``retire_undispatched`` refuses it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from controller.claiming import input_fingerprint, migration_operation, schema_operation
 from controller.mutationlifecycle import (
     Disposition,
     RealmHolder,
@@ -41,7 +43,12 @@ from controller.mutationlifecycle import (
 from controller.passcontext import Approval, Operation, PassContext, Status, timestamp
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
-from jobclaim.api import DatabaseTargetSpec, PtahSchemaStatus, TargetLockReleaseStatus
+from jobclaim.api import (
+    DatabaseTargetSpec,
+    PtahSchema,
+    PtahSchemaStatus,
+    TargetLockReleaseStatus,
+)
 from jobclaim.apiserver import ApiError
 from jobclaim.errors import InvalidInput, PtahError
 
@@ -67,6 +74,38 @@ def target_digest(target: DatabaseTargetSpec, namespace: str) -> str:
         coordination_key=target.coordination_key,
         realm=target.realm_ref.name if target.realm_ref else None,
     )
+
+
+def form_claim(ctx: PassContext, operation: str, inputs: Mapping[str, Any] | None) -> Operation:
+    """A new claim of ``operation``: its ID, fingerprint, reserved Job name and realm
+    binding, formed the same way for both families (each adds only what differs)."""
+    binding = ctx.binding
+    if binding is None or inputs is None:
+        raise InvalidInput(f"a {operation} claim cannot be formed from this {ctx.family.name} yet")
+    fingerprint = input_fingerprint(inputs)
+    nonce = ctx.env.entropy(16)
+    started_at = timestamp(ctx.now())
+    subject = ctx.subject
+    claim: Operation
+    if isinstance(subject, PtahSchema):
+        claim = schema_operation(
+            subject,
+            operation=operation,
+            fingerprint=fingerprint,
+            epoch=binding.epoch,
+            nonce=nonce,
+            started_at=started_at,
+        )
+    else:
+        claim = migration_operation(
+            subject,
+            operation=operation,
+            fingerprint=fingerprint,
+            epoch=binding.epoch,
+            nonce=nonce,
+            started_at=started_at,
+        )
+    return claim.model_copy(update=realm_fields(ctx, operation, claim.id))
 
 
 def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[str, Any]:

@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.approvals import find_migration_approval, held_migration_approval
-from controller.claiming import input_fingerprint, migration_operation
-from controller.claims import realm_fields, retire_undispatched
+from controller.claims import form_claim, retire_undispatched
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Approval, PassContext, timestamp
+from controller.passcontext import Approval, PassContext
 from controller.supervision import inputs_hold
 from jobclaim import Claim, build_job, migration_claim, migration_job_inputs
 from jobclaim.api import (
@@ -40,7 +39,7 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from jobclaim.errors import BuildRefused, InvalidInput
+from jobclaim.errors import BuildRefused
 
 _APPLY: Final = "Apply"
 
@@ -241,21 +240,9 @@ class MigrationFamily:
     def new_claim(
         self, ctx: PassContext, operation: str, approval: Approval | None
     ) -> PtahMigrationStatus:
-        migration = _migration(ctx)
         status = _status(ctx)
-        binding = ctx.binding
-        inputs = self.inputs(ctx, operation)
-        if binding is None or inputs is None:
-            raise InvalidInput(f"a {operation} claim cannot be formed from this migration yet")
-        claim = migration_operation(
-            migration,
-            operation=operation,
-            fingerprint=input_fingerprint(inputs),
-            epoch=binding.epoch,
-            nonce=ctx.env.entropy(16),
-            started_at=timestamp(ctx.now()),
-        )
-        extra = realm_fields(ctx, operation, claim.id)
+        claim = form_claim(ctx, operation, self.inputs(ctx, operation))
+        extra: dict[str, Any] = {}
         if operation == _APPLY:
             extra["plan_ref"] = status.plan
             if isinstance(approval, PtahMigrationApproval):

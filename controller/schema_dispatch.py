@@ -18,10 +18,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.approvals import find_schema_approval, held_schema_approval
-from controller.claiming import input_fingerprint, schema_operation
-from controller.claims import realm_fields, retire_undispatched
+from controller.claims import form_claim, retire_undispatched
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Approval, PassContext, timestamp
+from controller.passcontext import Approval, PassContext
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.supervision import inputs_hold
 from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, sha256_digest
@@ -252,21 +251,9 @@ class SchemaFamily:
     def new_claim(
         self, ctx: PassContext, operation: str, approval: Approval | None
     ) -> PtahSchemaStatus:
-        schema = _schema(ctx)
         status = _status(ctx)
-        binding = ctx.binding
-        inputs = self.inputs(ctx, operation)
-        if binding is None or inputs is None:
-            raise InvalidInput(f"a {operation} claim cannot be formed from this schema yet")
-        claim = schema_operation(
-            schema,
-            operation=operation,
-            fingerprint=input_fingerprint(inputs),
-            epoch=binding.epoch,
-            nonce=ctx.env.entropy(16),
-            started_at=timestamp(ctx.now()),
-        )
-        extra = realm_fields(ctx, operation, claim.id)
+        claim = form_claim(ctx, operation, self.inputs(ctx, operation))
+        extra: dict[str, Any] = {}
         if operation == _APPLY:
             extra["termination_grace_period_seconds"] = DEFAULT_GRACE_SECONDS
         update: dict[str, Any] = {

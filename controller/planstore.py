@@ -21,14 +21,18 @@ propagates: nothing has been marked yet, so the next pass simply tries again.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from jobclaim import build_projection, chunk_problem, projection_names, projection_problem
+from jobclaim import (
+    build_projection,
+    chunk_geometry_problem,
+    chunk_problem,
+    decode_chunk,
+    projection_problem,
+)
 from jobclaim.api.schema import PlanChunk, PtahSchemaPlan, PtahSchemaPlanChunk
 from jobclaim.apiserver import (
     CONFIGMAPS,
@@ -73,29 +77,12 @@ def _ordered(plan: PtahSchemaPlan) -> list[PlanChunk]:
 
 
 def plan_geometry_problem(plan: PtahSchemaPlan) -> str | None:
-    """Why the plan's chunk list is not ``<plan>-000``.. by index, or None.
-
-    The Apply Job mounts projections by these names; a plan listing any other names
-    would have its Pod read ConfigMaps nobody verified.
-    """
+    """Why the plan cannot bind its chunks (``jobclaim.chunk_geometry_problem``), or None."""
     name = plan.metadata.name or ""
-    chunks = _ordered(plan)
     if not name or not plan.metadata.uid or not plan.metadata.namespace:
         return "the plan has no name, UID and namespace to bind its chunks to"
-    if not 1 <= len(chunks) <= 16:
-        return f"the plan lists {len(chunks)} chunks"
-    expected = list(enumerate(projection_names(name, len(chunks))))
-    if [(c.index, c.name) for c in chunks] != expected:
-        return "the plan's chunks are not named by index after the plan"
-    return None
-
-
-def decode_chunk(encoded: str) -> bytes | None:
-    """Strict base64, or None: a lenient decoder would accept bytes nobody wrote."""
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        return None
+    problem = chunk_geometry_problem(name, plan.spec.chunks)
+    return f"the plan: {problem}" if problem else None
 
 
 def chunk_object_problem(

@@ -53,7 +53,13 @@ from jobclaim.plans import (
     build_schema_plan,
     published_plan_problem,
 )
-from jobclaim.projection import build_projection, chunk_problem, projection_problem
+from jobclaim.projection import (
+    build_projection,
+    chunk_geometry_problem,
+    chunk_problem,
+    decode_chunk,
+    projection_problem,
+)
 from jobclaim.template import template_digest
 
 __all__ = [
@@ -80,8 +86,10 @@ __all__ = [
     "build_projection",
     "build_schema_plan",
     "canonical_json",
+    "chunk_geometry_problem",
     "chunk_problem",
     "coordination_digest",
+    "decode_chunk",
     "digest_of",
     "finished",
     "is_digest",

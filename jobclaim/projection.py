@@ -10,18 +10,42 @@ not have written.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import binascii
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from jobclaim._canonical import sha256_digest
 from jobclaim.api._base import API_VERSION
 from jobclaim.api.schema import PlanChunk
 from jobclaim.envelope import PREFIX
+from jobclaim.naming import projection_names
 
 CHUNK_KEY: Final = "chunk"
 LABEL_PLAN: Final = PREFIX + "plan"
 LABEL_SCHEMA: Final = PREFIX + "schema"
 _SERVER_ASSIGNED: Final = ("uid", "resourceVersion", "generation", "creationTimestamp")
+
+
+def chunk_geometry_problem(plan_name: str, chunks: Sequence[PlanChunk]) -> str | None:
+    """Why a plan's chunk list is not ``<plan>-000``.. by index, in order, or None.
+
+    The Apply Job mounts projections by these names; a plan listing any other names
+    would have its Pod read ConfigMaps nobody verified.
+    """
+    if not 1 <= len(chunks) <= 16:
+        return f"it lists {len(chunks)} chunks"
+    expected = list(enumerate(projection_names(plan_name, len(chunks))))
+    if [(c.index, c.name) for c in chunks] != expected:
+        return "its chunks are not named by index after the plan"
+    return None
+
+
+def decode_chunk(encoded: str) -> bytes | None:
+    """Strict base64, or None: a lenient decoder would accept bytes nobody wrote."""
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def chunk_problem(chunk: PlanChunk, data: bytes) -> str | None:

@@ -14,11 +14,15 @@ created (``jobs``): a projection replaced in between would hand the Job other SQ
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Final
 
-from jobclaim import build_projection, chunk_problem, projection_names, projection_problem
+from jobclaim import (
+    build_projection,
+    chunk_geometry_problem,
+    chunk_problem,
+    decode_chunk,
+    projection_problem,
+)
 from jobclaim.api import CurrentPlanStatus, PtahSchema, PtahSchemaPlan
 from jobclaim.api.schema import PlanChunk
 from jobclaim.apiserver import PTAHSCHEMAPLANS
@@ -79,10 +83,7 @@ def plan_record_problem(plan: PtahSchemaPlan, record: CurrentPlanStatus) -> str 
     chunks = plan.spec.chunks
     if len(chunks) != record.chunk_count:
         return f"it lists {len(chunks)} chunks, status.plan records {record.chunk_count}"
-    names = projection_names(record.name, record.chunk_count)
-    if [(c.index, c.name) for c in chunks] != list(enumerate(names)):
-        return "its chunks are not named by index after the plan"
-    return None
+    return chunk_geometry_problem(record.name, chunks)
 
 
 def projection_mismatch(raw: Object, plan: PtahSchemaPlan, chunk: PlanChunk) -> str | None:
@@ -91,9 +92,8 @@ def projection_mismatch(raw: Object, plan: PtahSchemaPlan, chunk: PlanChunk) -> 
     encoded = binary.get("chunk") if isinstance(binary, dict) else None
     if not isinstance(encoded, str):
         return "it carries no chunk bytes"
-    try:
-        data = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
+    data = decode_chunk(encoded)
+    if data is None:
         return "its chunk is not base64"
     problem = chunk_problem(chunk, data)
     if problem:

@@ -2,17 +2,21 @@
 in-memory API, a manager over it, and injected clocks.
 
 Everything is built through the product's models and written through the API, so a
-pass sees exactly what it would read from a real server.
+pass sees exactly what it would read from a real server. The seeding functions
+(``add_schema``, ``add_migration``) and ``manager_environment`` need only the adapter
+protocol and a namespace (a ``Cluster``), so a suite can seed a real API server
+with them too; ``NS`` and ``LEASE_NS`` are the double's defaults, and a rig on a
+shared server takes namespaces of its own.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from controller.events import RecordingSink
 from controller.inmemory import InMemoryApi
@@ -34,6 +38,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
     SERVICEACCOUNTS,
+    ApiClient,
     Object,
 )
 from tests.jobclaim.world import BINDING, EPOCH, MANAGER, example
@@ -62,6 +67,17 @@ class Clocks:
         self.wall_time += timedelta(seconds=seconds)
 
 
+class Cluster(Protocol):
+    """Where resources are seeded: an API written through with every right a person
+    setting the stage has, and the namespace the resources live in."""
+
+    @property
+    def api(self) -> ApiClient: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+
 @dataclass
 class Rig:
     api: InMemoryApi
@@ -70,6 +86,8 @@ class Rig:
     reconciler: Reconciler
     clocks: Clocks
     nonces: list[int] = field(default_factory=lambda: [0])
+    namespace: str = NS
+    lease_namespace: str = LEASE_NS
 
     def reconcile(self, key: Key) -> Stop:
         return self.reconciler.reconcile(key)
@@ -94,16 +112,16 @@ class Rig:
         return dict(self.resource(key).get("status", {}).get("activeOperation") or {})
 
     def jobs(self) -> list[Object]:
-        return self.api.list(JOBS, NS)
+        return self.api.list(JOBS, self.namespace)
 
     def job_creates(self) -> int:
         return sum(1 for c in self.api.calls if c.verb == "create" and c.resource == JOBS)
 
     def leases(self) -> list[Object]:
-        return self.api.list(LEASES, LEASE_NS)
+        return self.api.list(LEASES, self.lease_namespace)
 
 
-def _entropy(rig_nonces: list[int]) -> Any:
+def _entropy(rig_nonces: list[int]) -> Callable[[int], bytes]:
     def entropy(size: int) -> bytes:
         rig_nonces[0] += 1
         return rig_nonces[0].to_bytes(size, "big")
@@ -111,9 +129,16 @@ def _entropy(rig_nonces: list[int]) -> Any:
     return entropy
 
 
-def make_rig(driver: Driver | None = None, *, api: InMemoryApi | None = None) -> Rig:
-    clocks = Clocks()
-    api = api or InMemoryApi(clock=clocks.wall)
+def manager_environment(
+    api: ApiClient,
+    clocks: Clocks,
+    driver: Driver | None = None,
+    *,
+    lease_namespace: str = LEASE_NS,
+) -> tuple[Environment, list[int]]:
+    """The manager over ``api``: the test binding, fixed epochs, the clocks, and a
+    counter for entropy (returned with it), so every world starts from the same
+    nonces and names whatever API server it runs on."""
     config = ManagerConfig(
         manager=MANAGER,
         binding=BindingInputs(
@@ -122,21 +147,43 @@ def make_rig(driver: Driver | None = None, *, api: InMemoryApi | None = None) ->
             executor_image=BINDING.executor_image,
             runner_protocol_version=BINDING.runner_protocol_version,
         ),
-        lease_namespace=LEASE_NS,
+        lease_namespace=lease_namespace,
     )
     nonces = [0]
     env = Environment(
         api=api,
         config=config,
-        lock=TargetLock(api, LEASE_NS, clock=clocks.monotonic, wall=clocks.wall),
+        lock=TargetLock(api, lease_namespace, clock=clocks.monotonic, wall=clocks.wall),
         driver=driver or Driver(),
         wall=clocks.wall,
         entropy=_entropy(nonces),
         epochs=lambda: EPOCH,
     )
+    return env, nonces
+
+
+def make_rig(
+    driver: Driver | None = None,
+    *,
+    api: InMemoryApi | None = None,
+    namespace: str = NS,
+    lease_namespace: str = LEASE_NS,
+) -> Rig:
+    clocks = Clocks()
+    api = api or InMemoryApi(clock=clocks.wall)
+    env, nonces = manager_environment(api, clocks, driver, lease_namespace=lease_namespace)
     sink = RecordingSink()
-    api.create(SERVICEACCOUNTS, NS, {"metadata": {"name": "default", "namespace": NS}})
-    return Rig(api, env, sink, Reconciler(env, sink), clocks, nonces)
+    add_service_account(api, namespace)
+    return Rig(api, env, sink, Reconciler(env, sink), clocks, nonces, namespace, lease_namespace)
+
+
+def add_service_account(api: ApiClient, namespace: str) -> None:
+    """The ServiceAccount a Job runs as, which the admission snapshot binds by UID.
+    Nothing makes it on the double (nor on the harness's real server, which runs no
+    service-account controller), and the double needs no namespace created first."""
+    api.create(
+        SERVICEACCOUNTS, namespace, {"metadata": {"name": "default", "namespace": namespace}}
+    )
 
 
 def _approver() -> dict[str, Any]:
@@ -148,7 +195,7 @@ def _approver() -> dict[str, Any]:
 
 
 def add_schema(
-    rig: Rig,
+    rig: Cluster,
     name: str = "orders",
     *,
     coordination_key: str = "orders-primary",
@@ -157,12 +204,12 @@ def add_schema(
     apply_policy: str = "OnApproval",
 ) -> Key:
     """A PtahSchema whose current plan is published and (optionally) approved."""
-    api = rig.api
+    api, ns = rig.api, rig.namespace
     raw = example("ptahschema.yaml")
-    raw["metadata"]["name"] = name
+    raw["metadata"].update(name=name, namespace=ns)
     raw["spec"]["target"]["coordinationKey"] = coordination_key
     raw["spec"]["policy"]["apply"] = apply_policy
-    schema = api.create(PTAHSCHEMAS, NS, raw)
+    schema = api.create(PTAHSCHEMAS, ns, raw)
     uid = schema["metadata"]["uid"]
     data = list(chunks)
     fingerprint = digest_of({"schema": name, "uid": uid})
@@ -171,9 +218,9 @@ def add_schema(
     content = sha256_digest(b"".join(data))
     plan_obj = api.create(
         PTAHSCHEMAPLANS,
-        NS,
+        ns,
         {
-            "metadata": {"name": plan, "namespace": NS},
+            "metadata": {"name": plan, "namespace": ns},
             "spec": {
                 "schemaRef": {"name": name, "uid": uid},
                 "fingerprint": fingerprint,
@@ -196,9 +243,9 @@ def add_schema(
     for i, (chunk_name, chunk) in enumerate(zip(names, data, strict=True)):
         api.create(
             PTAHSCHEMAPLANCHUNKS,
-            NS,
+            ns,
             {
-                "metadata": {"name": chunk_name, "namespace": NS},
+                "metadata": {"name": chunk_name, "namespace": ns},
                 "spec": {
                     "planRef": {"name": plan, "uid": plan_uid},
                     "index": i,
@@ -221,7 +268,7 @@ def add_schema(
     )
     api.patch_status(
         PTAHSCHEMAS,
-        NS,
+        ns,
         name,
         {"executionBinding": BINDING.to_wire(), "plan": current.to_wire(), "phase": "Pending"},
         resource_version=schema["metadata"]["resourceVersion"],
@@ -229,9 +276,9 @@ def add_schema(
     if approve:
         api.create(
             PTAHSCHEMAAPPROVALS,
-            NS,
+            ns,
             {
-                "metadata": {"name": f"{name}-approval", "namespace": NS},
+                "metadata": {"name": f"{name}-approval", "namespace": ns},
                 "spec": {
                     "schemaRef": {"name": name, "uid": uid},
                     "planRef": {"name": plan, "uid": plan_uid},
@@ -241,26 +288,26 @@ def add_schema(
                 },
             },
         )
-    return Key("PtahSchema", NS, name)
+    return Key("PtahSchema", ns, name)
 
 
 def add_migration(
-    rig: Rig, name: str = "billing", *, coordination_key: str = "billing-primary"
+    rig: Cluster, name: str = "billing", *, coordination_key: str = "billing-primary"
 ) -> Key:
     """A PtahMigration whose plan is published and approved."""
-    api = rig.api
+    api, ns = rig.api, rig.namespace
     raw = example("ptahmigration.yaml")
-    raw["metadata"]["name"] = name
+    raw["metadata"].update(name=name, namespace=ns)
     raw["spec"]["target"]["coordinationKey"] = coordination_key
-    migration = api.create(PTAHMIGRATIONS, NS, raw)
+    migration = api.create(PTAHMIGRATIONS, ns, raw)
     uid = migration["metadata"]["uid"]
     fingerprint = digest_of({"migration": name, "uid": uid})
     plan = migration_plan_name(fingerprint)
     plan_obj = api.create(
         PTAHMIGRATIONPLANS,
-        NS,
+        ns,
         {
-            "metadata": {"name": plan, "namespace": NS},
+            "metadata": {"name": plan, "namespace": ns},
             "spec": {
                 "migrationRef": {"name": name, "uid": uid},
                 "fingerprint": fingerprint,
@@ -282,7 +329,7 @@ def add_migration(
     plan_uid = plan_obj["metadata"]["uid"]
     api.patch_status(
         PTAHMIGRATIONS,
-        NS,
+        ns,
         name,
         {
             "executionBinding": BINDING.to_wire(),
@@ -293,9 +340,9 @@ def add_migration(
     )
     api.create(
         PTAHMIGRATIONAPPROVALS,
-        NS,
+        ns,
         {
-            "metadata": {"name": f"{name}-approval", "namespace": NS},
+            "metadata": {"name": f"{name}-approval", "namespace": ns},
             "spec": {
                 "migrationRef": {"name": name, "uid": uid},
                 "planRef": {"name": plan, "uid": plan_uid},
@@ -305,7 +352,7 @@ def add_migration(
             },
         },
     )
-    return Key("PtahMigration", NS, name)
+    return Key("PtahMigration", ns, name)
 
 
 def conditions(obj: Object) -> dict[str, str]:

@@ -1,11 +1,11 @@
 """A fault-injecting API wrapper that knows which dispatch step each call serves, and a
 reading of what the API server holds after a pass.
 
-``StepApi`` wraps any ``ApiClient`` (the in-memory double in CI; the real adapter once
-the control-plane harness exists), so the suite drives the controller through the
-same protocol a manager uses. It maps every call to the dispatch step it belongs to
-by looking at the call and at what is stored *before* it, the way the original's
-``dispatchAPI`` did:
+``StepApi`` wraps any ``ApiClient`` (the in-memory double, or the real adapter on the
+control-plane harness's kube-apiserver: ``tests.lifecycle.backends``), so the suite
+drives the controller through the same protocol a manager uses. It maps every call to
+the dispatch step it belongs to by looking at the call and at what is stored *before*
+it, the way the original's ``dispatchAPI`` did:
 
 - a Job create is ``create``; a Lease create or replace is ``lease``; a ConfigMap
   create is ``stage``; a status write on an approval is ``consume``;

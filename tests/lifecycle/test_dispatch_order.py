@@ -31,6 +31,27 @@ order: every row runs again under ``Driver.swapped(a, b)``, and at least one row
 report the problem that boundary exists to prevent. A boundary whose swap passes
 every row would be a test that proves nothing.
 
+Both backends. Every world gets a fresh site (``tests.lifecycle.backends``): on the
+in-memory double, or on the real kube-apiserver of the tests/controlplane harness, where
+the manager calls the server as the manager identity with the chart's permissions,
+through the same ``StepApi`` around the real adapter ``controller.kubeapi.KubeApi``, and
+every read of what is held goes through the adapter protocol (``Site.peek``). Which
+tests run on which backend follows one rule (a test runs on both when it asks for the
+``backend`` fixture, whose params are ``BACKENDS``): a check whose verdict depends on
+what an API server stores and answers runs on both, the real one marked
+``controlplane``; a check that judges only the suite's own code or the pure core runs
+on the double. So on both: the whole
+matrix (both families, every step, every fault, and the control rows), the rig's
+control and protocol checks, the stop between a Lease write and its epoch, and each
+swapped boundary's witnesses, which must report on the real server the problem they
+report on the double (without them nothing would show that a real row can fail at
+all). On the double only: the rows' coverage, the witnesses' names, the record
+check's own bite, and, under each swapped boundary, the rerun of every row that is
+not a witness. Those reruns look for a boundary whose exchange no row notices, a
+property of the order in the pure core (``Driver``) that no backend changes; they are
+eight times the matrix, and on the real server would cost that much to prove again
+what the double proves.
+
 The records a retirement owes (``status.pendingObservation``, ``status.unresolvedRun``)
 are issue 5. Until they are written, a claim whose outcome is unknown stays marked
 and must never get a second Job; the record checks here switch on by themselves as
@@ -42,7 +63,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 import pytest
 
@@ -51,10 +72,8 @@ from controller.lifecyclepass import run_pass
 from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step, Stop
 from controller.passcontext import Environment, PassContext
 from controller.reconciler import Key
-from controller.targetlock import TargetLock
 from jobclaim import lease_name
 from jobclaim.apiserver import (
-    JOBS,
     LEASES,
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONS,
@@ -62,7 +81,14 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
-from tests.controller.dispatchworld import LEASE_NS, NS, Rig, add_migration, add_schema, make_rig
+from tests.controller.dispatchworld import (
+    Clocks,
+    Cluster,
+    add_migration,
+    add_schema,
+    manager_environment,
+)
+from tests.lifecycle.backends import MEMORY, REAL, Backend, InMemory, RealServer, Site
 from tests.lifecycle.faultrig import (
     JOB_UNMARKED,
     MARK_CONTENDED,
@@ -76,7 +102,6 @@ from tests.lifecycle.faultrig import (
     Seen,
     StepApi,
     invariant_problems,
-    peek_through,
     read_holding,
 )
 
@@ -100,19 +125,34 @@ RECORD_UNCONFIRMED = "a Job UID was recorded without a confirm read after the cr
 PASS_RAISED = "a pass raised"
 
 
+class Seed(Protocol):
+    """Seeds one approved resource of a family, addressing ``coordination_key``."""
+
+    def __call__(self, rig: Cluster, *, coordination_key: str) -> Key: ...
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
     resource: Resource
     approvals: Resource
-    add: Callable[[Rig], Key]
+    add: Seed
+    # The database its resource addresses (a site may set it apart: ``Site.database``).
+    database: str
     # The record an unknown outcome leaves, once issue 5 writes it.
     record: str
 
 
-SCHEMA = Family("schema", PTAHSCHEMAS, PTAHSCHEMAAPPROVALS, add_schema, "pendingObservation")
+SCHEMA = Family(
+    "schema", PTAHSCHEMAS, PTAHSCHEMAAPPROVALS, add_schema, "orders-primary", "pendingObservation"
+)
 MIGRATION = Family(
-    "migration", PTAHMIGRATIONS, PTAHMIGRATIONAPPROVALS, add_migration, "unresolvedRun"
+    "migration",
+    PTAHMIGRATIONS,
+    PTAHMIGRATIONAPPROVALS,
+    add_migration,
+    "billing-primary",
+    "unresolvedRun",
 )
 FAULTS: Final = ("fails", "stops", "contended", "refused", "replaced")
 
@@ -150,13 +190,28 @@ def _rows() -> list[Row]:
 
 ROWS: Final = _rows()
 
+DOUBLE: Final = InMemory()
+
+# Both backends for every test that asks for ``backend``; the rule that decides which
+# tests ask is in the module docstring ("Both backends").
+BACKENDS: Final = [MEMORY, pytest.param(REAL, marks=pytest.mark.controlplane)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == MEMORY:
+        return DOUBLE
+    real: RealServer = request.getfixturevalue("real_server")
+    return real
+
 
 # -- one world -------------------------------------------------------------------------
 
 
 @dataclass
 class World:
-    rig: Rig
+    site: Site
+    clocks: Clocks
     api: StepApi
     env: Environment
     contender: Contender
@@ -165,16 +220,16 @@ class World:
     raised: list[str] = field(default_factory=list)
 
     @classmethod
-    def make(cls, family: Family, driver: Driver, *, protocol_only: bool = False) -> World:
-        """A cluster with one resource of ``family``. ``protocol_only`` reads the store
-        through the adapter protocol alone, as the real API server will be read."""
-        rig = make_rig(driver)
-        key = family.add(rig)
-        api = StepApi(rig.api, peek_through(rig.api) if protocol_only else rig.api.peek)
-        lock = TargetLock(api, LEASE_NS, clock=rig.clocks.monotonic, wall=rig.clocks.wall)
-        env = dataclasses.replace(rig.env, api=api, lock=lock, driver=driver)
-        contender = Contender.on(rig.api, LEASE_NS, rig.clocks.wall)
-        return cls(rig, api, env, contender, key, family)
+    def make(cls, family: Family, driver: Driver, backend: Backend = DOUBLE) -> World:
+        """A fresh site on ``backend`` with one resource of ``family``, and a manager
+        whose every call goes through the fault-injecting ``StepApi``."""
+        clocks = Clocks()
+        site = backend.site(clocks)
+        key = family.add(site, coordination_key=site.database(family.database))
+        api = StepApi(site.manager, site.peek)
+        env, _ = manager_environment(api, clocks, driver, lease_namespace=site.lease_namespace)
+        contender = Contender.on(site.api, site.lease_namespace, clocks.wall)
+        return cls(site, clocks, api, env, contender, key, family)
 
     def run(self) -> str:
         """One pass, as the reconciler runs it: a pass that raises is logged and
@@ -188,12 +243,12 @@ class World:
 
     def holding(self) -> Holding:
         return read_holding(
-            self.rig.api.peek,
-            lambda: self.rig.api.list(JOBS, NS),
+            self.site.peek,
+            self.site.jobs,
             self.family.resource,
-            NS,
+            self.site.namespace,
             self.key.name,
-            lease_namespace=LEASE_NS,
+            lease_namespace=self.site.lease_namespace,
             consumed_uids=self.api.consumed_uids,
         )
 
@@ -206,29 +261,35 @@ class World:
         return self.contender.take(digest, duration)
 
     def bump_generation(self) -> None:
-        self.rig.api.patch_spec(self.family.resource, NS, self.key.name, {"interval": "1h"})
+        site = self.site
+        site.api.patch_spec(self.family.resource, site.namespace, self.key.name, {"interval": "1h"})
 
     def replace_approval(self) -> None:
-        name = f"{self.key.name}-approval"
-        old = self.rig.api.get(self.family.approvals, NS, name)
-        self.rig.api.delete(self.family.approvals, NS, name)
-        self.rig.api.create(
-            self.family.approvals, NS, {"metadata": {"name": name}, "spec": old["spec"]}
+        site, name = self.site, f"{self.key.name}-approval"
+        old = site.api.get(self.family.approvals, site.namespace, name)
+        site.api.delete(self.family.approvals, site.namespace, name)
+        site.api.create(
+            self.family.approvals,
+            site.namespace,
+            {"metadata": {"name": name}, "spec": old["spec"]},
         )
 
 
-_FIRST_PASSES: dict[tuple[str, tuple[Step, ...]], dict[Step, int]] = {}
+_FIRST_PASSES: dict[tuple[str, str, tuple[Step, ...]], dict[Step, int]] = {}
 
 
-def first_passes(family: Family, driver: Driver) -> dict[Step, int]:
+def first_passes(family: Family, driver: Driver, backend: Backend) -> dict[Step, int]:
     """In which pass (from 1) each step first makes a call, on a fault-free run.
 
     Every world starts from the same objects, clocks and nonces, so the answer
-    depends only on the family and the order; it is computed once per pair."""
-    cached = _FIRST_PASSES.get((family.name, driver.order))
+    depends only on the backend, the family and the order; it is computed once for
+    each (a backend's own run decides, so a server that took another path would be
+    contended where it really runs the step)."""
+    cache_key = (backend.name, family.name, driver.order)
+    cached = _FIRST_PASSES.get(cache_key)
     if cached is not None:
         return cached
-    world = World.make(family, driver)
+    world = World.make(family, driver, backend)
     found: dict[Step, int] = {}
     for index in range(1, FAULT_PASSES + 1):
         start = len(world.api.log)
@@ -236,7 +297,7 @@ def first_passes(family: Family, driver: Driver) -> dict[Step, int]:
         for call in world.api.log[start:]:
             if call.step is not None:
                 found.setdefault(call.step, index)
-    _FIRST_PASSES[(family.name, driver.order)] = found
+    _FIRST_PASSES[cache_key] = found
     return found
 
 
@@ -264,9 +325,10 @@ def _watch_the_realm_at_the_mark(world: World, report: Report) -> None:
     world.api.watchers.append(watch)
 
 
-def run_row(row: Row, driver: Driver) -> list[str]:
-    """Run one row under ``driver``; the problems it found, in the order found."""
-    world = World.make(row.family, driver)
+def run_row(row: Row, driver: Driver, backend: Backend = DOUBLE) -> list[str]:
+    """Run one row under ``driver`` on a fresh site of ``backend``; the problems it
+    found, in the order found."""
+    world = World.make(row.family, driver, backend)
     api = world.api
     report = Report()
     _watch_the_realm_at_the_mark(world, report)
@@ -289,7 +351,7 @@ def run_row(row: Row, driver: Driver) -> list[str]:
 
         armed = api.arm(row.step, None, before=replace)
     elif row.fault in ("contended", "refused") and row.step is not None:
-        inject_before = first_passes(row.family, driver).get(row.step)
+        inject_before = first_passes(row.family, driver, backend).get(row.step)
 
     marked_ids: set[str] = set()
     excused = False
@@ -334,12 +396,13 @@ def run_row(row: Row, driver: Driver) -> list[str]:
     # Recover: the fault is cleared, the process is back, the contender lets go.
     api.restart()
     world.contender.release()
-    at_restart = observe()
+    final = at_restart = observe()
     creates_before = len(api.job_creates())
     for _ in range(RECOVERY_PASSES):
         world.run()
-        observe()
-    final = observe()
+        # The last pass's reading is the final one (no pass runs after it), and on
+        # a real server every reading costs its round trips.
+        final = observe()
     report.add(
         *outcome_problems(
             row,
@@ -423,10 +486,10 @@ def test_the_rows_cover_every_step_and_fault_with_a_control_first() -> None:
             assert faults == set(FAULTS)
 
 
-def test_the_control_row_reaches_its_job_with_every_step_in_order() -> None:
+def test_the_control_row_reaches_its_job_with_every_step_in_order(backend: Backend) -> None:
     """The rig's own control: attribution sees every step, in the spec's order."""
     for family in (SCHEMA, MIGRATION):
-        world = World.make(family, Driver())
+        world = World.make(family, Driver(), backend)
         for _ in range(3):
             world.run()
         seen: list[Step] = []
@@ -438,20 +501,22 @@ def test_the_control_row_reaches_its_job_with_every_step_in_order() -> None:
         holding = world.holding()
         assert holding.claimed_job and holding.claim["jobUID"] == holding.claimed_job
         assert holding.lease_holder == holding.claim_holder
-        lease = world.rig.api.peek(
-            LEASES, LEASE_NS, lease_name(holding.claim["coordinationDigest"])
+        site = world.site
+        lease = site.peek(
+            LEASES, site.lease_namespace, lease_name(holding.claim["coordinationDigest"])
         )
         assert lease is not None
 
 
-def test_the_rig_needs_nothing_of_the_api_but_its_protocol() -> None:
-    """Step attribution reads the store through ``peek``; read through the adapter
-    protocol alone it attributes the same calls, so the suite can wrap the real
-    server's adapter once the control-plane harness exists."""
+def test_the_rig_needs_nothing_of_the_api_but_its_protocol(backend: Backend) -> None:
+    """Step attribution on the double reads the store through its ``peek``; read
+    through the adapter protocol alone, on the double or on the real server, it
+    attributes the same calls to the same steps, so the rows mean the same on both."""
+    other = InMemory(protocol_only=True) if backend.name == MEMORY else backend
     for family in (SCHEMA, MIGRATION):
         seen = []
-        for protocol_only in (False, True):
-            world = World.make(family, Driver(), protocol_only=protocol_only)
+        for each in (DOUBLE, other):
+            world = World.make(family, Driver(), each)
             for _ in range(3):
                 world.run()
             seen.append([(c.step, c.verb, c.resource) for c in world.api.steps()])
@@ -460,8 +525,10 @@ def test_the_rig_needs_nothing_of_the_api_but_its_protocol() -> None:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
-def test_each_dispatch_step_leaves_a_state_the_next_pass_recovers_from(row: Row) -> None:
-    assert run_row(row, Driver()) == []
+def test_each_dispatch_step_leaves_a_state_the_next_pass_recovers_from(
+    row: Row, backend: Backend
+) -> None:
+    assert run_row(row, Driver(), backend) == []
 
 
 # -- the boundaries, exchanged ---------------------------------------------------------
@@ -478,6 +545,20 @@ class Boundary:
     @property
     def id(self) -> str:
         return f"{self.first.value}<->{self.second.value}"
+
+    def witness_rows(self) -> list[tuple[Row, str]]:
+        """Each witness's row in every family that has it, with the problem it must
+        report under the exchange."""
+        by_id = {row.id: row for row in ROWS}
+        found: list[tuple[Row, str]] = []
+        for witness, problem in self.witnesses:
+            for family in (SCHEMA, MIGRATION):
+                if family is MIGRATION and Step.STAGE in (self.first, self.second):
+                    continue  # a migration stages nothing: exchanging stage moves nothing
+                row = by_id.get(f"{family.name}-{witness}")
+                if row is not None:
+                    found.append((row, problem))
+        return found
 
 
 # The adjacent pairs whose exchange changes nothing observable (stage and snapshot
@@ -505,27 +586,26 @@ BOUNDARIES: Final = [
 
 
 def test_every_witness_names_a_row() -> None:
-    ids = {row.id for row in ROWS}
     for boundary in BOUNDARIES:
+        named = {row.id for row, _ in boundary.witness_rows()}
         for witness, _ in boundary.witnesses:
-            assert f"schema-{witness}" in ids or f"migration-{witness}" in ids
+            assert f"schema-{witness}" in named or f"migration-{witness}" in named
 
 
 @pytest.mark.parametrize("boundary", BOUNDARIES, ids=[b.id for b in BOUNDARIES])
-def test_each_boundary_fails_with_its_steps_swapped(boundary: Boundary) -> None:
-    """Every row runs again with the boundary's steps exchanged. Its witnesses, in each
+def test_each_boundary_fails_with_its_steps_swapped(boundary: Boundary, backend: Backend) -> None:
+    """Rows run again with the boundary's steps exchanged. Its witnesses, in each
     family that has them, must report the problem the boundary prevents; and some row
-    must fail at all, or the boundary is a test that proves nothing."""
+    must fail at all, or the boundary is a test that proves nothing. On the double
+    every row runs again; on the real server the witnesses alone (the module
+    docstring says why)."""
     driver = Driver.swapped(boundary.first, boundary.second)
-    found = {row.id: run_row(row, driver) for row in ROWS}
+    witnesses = boundary.witness_rows()
+    rows = ROWS if backend.name == MEMORY else [row for row, _ in witnesses]
+    found = {row.id: run_row(row, driver, backend) for row in rows}
     assert any(found.values()), f"exchanging {boundary.id} passes every row"
-    for witness, problem in boundary.witnesses:
-        for family in (SCHEMA, MIGRATION):
-            if family is MIGRATION and Step.STAGE in (boundary.first, boundary.second):
-                continue  # a migration stages nothing: exchanging stage moves nothing
-            row_id = f"{family.name}-{witness}"
-            if row_id in found:
-                assert problem in found[row_id], (row_id, found[row_id])
+    for row, problem in witnesses:
+        assert problem in found[row.id], (row.id, found[row.id])
 
 
 def test_the_record_check_bites(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -547,7 +627,8 @@ def test_the_record_check_bites(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _suspend(world: World) -> None:
-    world.rig.api.patch_spec(world.family.resource, NS, world.key.name, {"suspend": True})
+    site = world.site
+    site.api.patch_spec(world.family.resource, site.namespace, world.key.name, {"suspend": True})
 
 
 def _rotate(world: World) -> None:
@@ -563,10 +644,11 @@ def _rotate(world: World) -> None:
 @pytest.mark.parametrize("retire", [_suspend, _rotate], ids=["suspended", "rotated"])
 @pytest.mark.parametrize("family", [SCHEMA, MIGRATION], ids=["schema", "migration"])
 def test_a_claim_retired_after_a_stop_at_its_lease_hands_the_realm_back(
-    family: Family, retire: Callable[[World], None]
+    family: Family, retire: Callable[[World], None], backend: Backend
 ) -> None:
-    world = World.make(family, Driver())
+    world = World.make(family, Driver(), backend)
     world.run()  # the claim, with its placeholder epoch
+    realm = lease_name(world.holding().claim["coordinationDigest"])
     world.api.arm(Step.LEASE, "stop")
     world.run()  # the Lease is written; the process stops before the epoch write
     world.api.restart()
@@ -576,6 +658,7 @@ def test_a_claim_retired_after_a_stop_at_its_lease_hands_the_realm_back(
         if not world.holding().claim:
             break
     assert not world.holding().claim
-    (lease,) = world.rig.leases()
+    lease = world.site.peek(LEASES, world.site.lease_namespace, realm)
+    assert lease is not None
     # Released at once: otherwise every other claimant would wait out a full duration.
     assert lease["spec"]["holderIdentity"] == ""

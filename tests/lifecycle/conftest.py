@@ -1,0 +1,23 @@
+"""The real backend of the dispatch-order suite: the harness's kube-apiserver with the
+operator's CRDs installed and the manager granted the chart's permissions, set up once
+per session by ``tests.realapi.operator`` (the set-up ``make run`` uses). Like every
+real-API test it fails rather than skips when the harness cannot be built.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller import localrun
+from tests.lifecycle.backends import RealServer
+
+# The harness's fixtures, imported so there is one way to start a control plane and
+# one way to install the operator into it.
+from tests.realapi.conftest import control_plane  # noqa: F401
+from tests.realapi.operator import Operator, operator  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def real_server(operator: Operator) -> RealServer:  # noqa: F811
+    # ``operator`` grants the manager its Leases in the namespace ``make run`` uses.
+    return RealServer(operator.admin, operator.manager, localrun.MANAGER_NAMESPACE)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobclaim.apiserver import JOBS
 from tests.webhook.scenes import (
@@ -24,6 +27,7 @@ from tests.webhook.scenes import (
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import controllerwrite as cw
 from webhook import objects, review
+from webhook.rules import Malformed
 
 MANAGER = "system:serviceaccount:ptah-system:ptah-operator"
 
@@ -301,6 +305,9 @@ def test_a_duplicate_key_anywhere_is_a_400_naming_it(key: str, occurrence: int, 
     assert outcome.decision.message.startswith(path), outcome.decision.message
 
 
+_REVIEW = json.dumps(job_create("schema", "Plan").review()).encode()
+
+
 @pytest.mark.parametrize(
     ("body", "refusal"),
     [
@@ -308,6 +315,12 @@ def test_a_duplicate_key_anywhere_is_a_400_naming_it(key: str, occurrence: int, 
         (b"{", review.NOT_JSON),
         (b'{"apiVersion": NaN}', review.NOT_JSON),
         (b"\xff\xfe\x00", review.NOT_JSON),
+        # What the standard library would read but orjson, the one reading, refuses:
+        # none of it is what an API server sends.
+        (b"\xef\xbb\xbf" + _REVIEW, review.NOT_JSON),
+        (_REVIEW.decode().encode("utf-16"), review.NOT_JSON),
+        (_REVIEW.replace(b'"uid": "', b'"uid": "\\ud800', 1), review.NOT_JSON),
+        (_REVIEW.replace(b'"generation": 1', b'"generation": 1e400', 1), review.NOT_JSON),
         (b"[" * 100_000 + b"]" * 100_000, review.TOO_DEEP),
         (b" " * (review.MAX_BODY_BYTES + 1), review.TOO_LARGE),
         (b"[]", review.NOT_A_REVIEW),
@@ -351,3 +364,117 @@ class _Body(Scene):
 
 def test_the_jobs_route_is_the_batch_v1_resource() -> None:
     assert cw.ROUTES[("batch", "v1", "jobs")].resource == JOBS
+
+
+# -- Reading the JSON: counting quotes settles the common case, reading pair by pair the
+# rest. The oracle is the generated document itself, not either reader.
+
+
+class Pairs(list[tuple[str, Any]]):
+    """A JSON object as written: its pairs in order, a key possibly repeated."""
+
+
+class Text(str):
+    """A string and how it is written: as is, ASCII-escaped, or every character escaped."""
+
+    spelling: str
+
+    @classmethod
+    def spelled(cls, text: str, spelling: str) -> Text:
+        written = cls(text)
+        written.spelling = spelling
+        return written
+
+
+def texts(choices: list[str]) -> st.SearchStrategy[Text]:
+    spellings = st.sampled_from(["as is", "ascii", "escaped"])
+    return st.builds(Text.spelled, st.sampled_from(choices), spellings)
+
+
+TRICKY = ["", ":", '":', '"', "\\", "x y", " ", "é", "\u2028", "\n", "a"]
+KEYS = texts(["a", "b", "", ":", ":a", "a:", " a", 'q"', "\\", "é", "\u2028"])
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), texts(TRICKY))
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(st.tuples(KEYS, inner), max_size=4).map(Pairs)
+    ),
+    max_leaves=24,
+)
+OBJECTS = st.lists(st.tuples(KEYS, VALUES), max_size=5).map(Pairs)
+# How the document is laid out: the item separator and the key separator.
+LAYOUTS = st.tuples(
+    st.sampled_from([",", ", ", " , ", ",\n  "]), st.sampled_from([":", ": ", " :", "\t:\t"])
+)
+
+
+def write(value: Any, layout: tuple[str, str]) -> str:
+    item, colon = layout
+    if isinstance(value, Pairs):
+        pairs = (write(k, layout) + colon + write(v, layout) for k, v in value)
+        return "{" + item.join(pairs) + "}"
+    if isinstance(value, list):
+        return "[" + item.join(write(v, layout) for v in value) + "]"
+    if isinstance(value, Text) and value.spelling == "escaped":
+        return '"' + "".join(f"\\u{ord(c):04x}" for c in value) + '"'
+    ascii_only = isinstance(value, Text) and value.spelling == "ascii"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+def repeats(value: Any) -> bool:
+    if isinstance(value, Pairs):
+        keys = [k for k, _ in value]
+        return len(set(keys)) != len(keys) or any(repeats(v) for _, v in value)
+    return isinstance(value, list) and any(repeats(v) for v in value)
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, Pairs):
+        return {str(k): plain(v) for k, v in value}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return str(value) if isinstance(value, Text) else value
+
+
+def with_object(document: str) -> bytes:
+    """The Job-create review with ``document`` written in as its object."""
+    body = job_create("schema", "Plan").review()
+    body["request"]["object"] = "<object>"
+    return json.dumps(body).replace('"<object>"', document).encode()
+
+
+def without_the_pair_reader() -> Any:
+    return mock.patch.object(
+        review, "_pairs_exactly", side_effect=AssertionError("read pair by pair")
+    )
+
+
+@settings(max_examples=250, deadline=None)
+@given(document=OBJECTS, layout=LAYOUTS)
+def test_a_repeated_key_is_found_however_the_json_is_written(
+    document: Pairs, layout: tuple[str, str]
+) -> None:
+    body = with_object(write(document, layout))
+    if repeats(document):
+        with pytest.raises(Malformed) as refused:
+            review.parse_review(body)
+        assert refused.value.message.startswith("duplicate field")
+        return
+    if b"\\" in body:
+        parsed = review.parse_review(body)
+    else:
+        # Counting alone settles a body without backslashes: no object is read pair by pair.
+        with without_the_pair_reader():
+            parsed = review.parse_review(body)
+    assert parsed.request.object == plain(document)
+
+
+@pytest.mark.parametrize(
+    "scene",
+    [job_create("schema", op) for op in ("Plan", "Apply", "Verify")]
+    + [job_create("migration", op) for op in ("Apply", "Verify")],
+    ids=["schema-Plan", "schema-Apply", "schema-Verify", "migration-Apply", "migration-Verify"],
+)
+def test_a_job_create_review_is_read_without_reading_pair_by_pair(scene: Scene) -> None:
+    with without_the_pair_reader():
+        assert decide(scene).decision.allowed

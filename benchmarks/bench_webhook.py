@@ -13,6 +13,12 @@ Targets: at least 300 Job-create reviews/s on a 2-core machine, and a Job-create
 at most 2x the no-op endpoint's. Both processes share the machine's cores, so the
 no-op figure is the floor this transport allows here.
 
+Wall time on a shared 2-core machine is noisy, and the p99 ratio is, to first order, the
+ratio of what one request costs the server's one thread. ``--instructions`` measures that
+directly: it runs the server under valgrind's callgrind and prints the instructions the
+server process executes per request for each endpoint, the same on a busy machine as on
+a quiet one (it needs valgrind and takes a minute or two).
+
 The in-process reader answers from memory, so the server reads it on the event loop;
 ``--threaded-reads`` hands each read to a worker thread instead, as the server does
 with the real API client, and shows what that hand-off costs. The client is a lean
@@ -27,6 +33,7 @@ import asyncio
 import gc
 import logging
 import os
+import re
 import socket
 import ssl
 import statistics
@@ -59,7 +66,7 @@ SCENE = ("schema", "Plan")  # a Job create whose one read is its parent PtahSche
 REVIEW_PATH = "/validate-controller-write"
 
 
-def serve(directory: Path, *, threaded_reads: bool) -> None:
+def serve(directory: Path, *, threaded_reads: bool, patient: bool = False) -> None:
     """The server process: print the port once listening, then serve until killed."""
     logging.disable(logging.INFO)  # each decision's log line is built, just not written
     local = local_certificates(directory)
@@ -81,6 +88,10 @@ def serve(directory: Path, *, threaded_reads: bool) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(2048)
     server = uvicorn_server(app, tls, host="127.0.0.1", port=sock.getsockname()[1])
+    if patient:
+        # Under callgrind a request takes ~50x longer: idle keep-alive connections must
+        # outlive a whole phase of the other 99 clients' requests.
+        server.config.timeout_keep_alive = 3600
     gc.collect()
     gc.freeze()  # as `python -m webhook serve` does
     print(sock.getsockname()[1], flush=True)
@@ -179,6 +190,68 @@ async def drive(port: int, ca: Path, *, label: str) -> tuple[float, float]:
     return rate, p99 / noop_p99
 
 
+COUNTED_ROUNDS = 2
+COUNTED_PER_CLIENT = 2
+
+
+async def count_instructions(port: int, scratch: Path, pid: int) -> dict[bytes, float]:
+    """Instructions the server process executes per request, for each endpoint.
+
+    Each phase starts from zeroed counters and ends with a dump, so a figure holds that
+    phase's requests and nothing else the server did meanwhile.
+    """
+    body = job_create(*SCENE).body()
+    context = ssl.create_default_context(cafile=str(scratch / certs.CA_CERT))
+    connections = [await Connection.open(port, context) for _ in range(CLIENTS)]
+    noop, review = request_bytes("/noop", body), request_bytes(REVIEW_PATH, body)
+
+    def callgrind(command: str) -> None:
+        subprocess.run(["callgrind_control", command, str(pid)], check=True, capture_output=True)
+
+    def dumped() -> int:
+        latest = max(scratch.glob("callgrind.out*"), key=lambda p: p.stat().st_mtime_ns)
+        found = re.search(rb"^(?:summary|totals): (\d+)", latest.read_bytes(), re.MULTILINE)
+        if found is None:
+            raise SystemExit(f"no instruction total in {latest}")
+        return int(found.group(1))
+
+    counted = {noop: 0, review: 0}
+    try:
+        await phase(connections, noop, 1)
+        await phase(connections, review, 1)
+        for _ in range(COUNTED_ROUNDS):
+            for request in (noop, review):
+                callgrind("--zero")
+                await phase(connections, request, COUNTED_PER_CLIENT)
+                callgrind("--dump")
+                counted[request] += dumped()
+    finally:
+        for connection in connections:
+            await connection.close()
+    requests = COUNTED_ROUNDS * COUNTED_PER_CLIENT * CLIENTS
+    return {request: total / requests for request, total in counted.items()}
+
+
+def run_counted(scratch: str) -> float:
+    """Serve under callgrind and print the instructions per request of both endpoints."""
+    command = [
+        *("valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.out"),
+        *(sys.executable, __file__, "--serve", scratch, "--patient"),
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        per_request = asyncio.run(count_instructions(port, Path(scratch), server.pid))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    noop, review = per_request.values()
+    print(f"{'no-op':<24} {noop:>12,.0f} instructions per request (server process)")
+    print(f"{'job-create':<24} {review:>12,.0f} instructions per request (server process)")
+    return review / noop
+
+
 def run_server(scratch: str, *, threaded_reads: bool, label: str) -> tuple[float, float]:
     command = [sys.executable, __file__, "--serve", scratch]
     if threaded_reads:
@@ -201,9 +274,20 @@ def main() -> None:
         action="store_true",
         help="also measure with each read handed to a worker thread",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the server's instructions per request under callgrind instead",
+    )
+    parser.add_argument("--patient", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve, threaded_reads=args.threaded_reads)
+        serve(args.serve, threaded_reads=args.threaded_reads, patient=args.patient)
+        return
+    if args.instructions:
+        with tempfile.TemporaryDirectory(prefix="bench-webhook-") as scratch:
+            ratio = run_counted(scratch)
+        print(f"instruction ratio job-create / no-op: {ratio:.2f}x")
         return
     total = CLIENTS * REQUESTS_PER_CLIENT
     print(

@@ -211,7 +211,6 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 @dataclass
 class World:
     site: Site
-    clocks: Clocks
     api: StepApi
     env: Environment
     contender: Contender
@@ -229,7 +228,7 @@ class World:
         api = StepApi(site.manager, site.peek)
         env, _ = manager_environment(api, clocks, driver, lease_namespace=site.lease_namespace)
         contender = Contender.on(site.api, site.lease_namespace, clocks.wall)
-        return cls(site, clocks, api, env, contender, key, family)
+        return cls(site, api, env, contender, key, family)
 
     def run(self) -> str:
         """One pass, as the reconciler runs it: a pass that raises is logged and

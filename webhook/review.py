@@ -49,6 +49,7 @@ API_VERSION: Final = "admission.k8s.io/v1"
 # it would send, and parsing it would only cost memory.
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024 + 64 * 1024
 MAX_DIAGNOSTICS: Final = 4
+_JSON_SPACE: Final = b" \t\n\r"
 
 Object = dict[str, Any]
 
@@ -249,24 +250,37 @@ def _decode(body: bytes) -> Any:
 
 
 def _keys_proven_distinct(body: bytes, tree: Any) -> bool:
-    """Whether ``body`` is shown, by counting quotes, to repeat no key in any object.
+    """Whether ``body`` is shown, without reading it pair by pair, to repeat no key.
 
-    In valid JSON without a backslash no string holds a quote, so the body's quotes are
-    two per string, keys included. ``tree`` written back holds each string it kept,
-    again two quotes apiece and nothing escaped; a repeated key, and whatever it
-    shadowed, is not in the tree, so the counts are equal exactly when no object
-    repeated a key. (With escapes the counts prove nothing: ``\\u0022`` is read as a
-    quote and written back as two characters, one of them a quote.) Counting is a few
+    ``tree`` is orjson's reading, in which a repeated key, and whatever it shadowed, is
+    gone. Written back, it is the API server's own compact form, so a body that is
+    exactly that text (a trailing newline aside) repeats nothing. Any other body, the
+    same JSON written another way, is held to its string count instead: each string,
+    keys included, is two delimiting quotes in the body and two in ``tree`` written
+    back, so the counts are equal exactly when nothing was dropped. Both are a few
     C-level passes where reading pair by pair is a Python call per object. False means
     "not shown", never "repeated": the exact reading then decides, and names the key.
     """
-    if b"\\" in body:
-        return False
     try:
         again = orjson.dumps(tree)
     except orjson.JSONEncodeError:  # nested deeper than orjson writes
         return False
-    return body.count(b'"') == again.count(b'"')
+    return again == body.rstrip(_JSON_SPACE) or _delimiters(body) == _delimiters(again)
+
+
+def _delimiters(text: bytes) -> int:
+    """The quotes that open or close a string in ``text``, which orjson has read as JSON.
+
+    Inside a string a quote is only ever the second half of the escape ``\\"``, and a
+    backslash only ever starts an escape, so once each escaped backslash (``\\\\``, taken
+    left to right as the parser takes them) is removed, every remaining ``\\"`` is a
+    quote inside a string and every other quote delimits one. ``\\u0022`` holds no
+    quote character at all.
+    """
+    if b"\\" not in text:
+        return text.count(b'"')
+    unpaired = text.replace(b"\\\\", b"")
+    return unpaired.count(b'"') - unpaired.count(b'\\"')
 
 
 def _duplicate_path(body: bytes) -> str | None:

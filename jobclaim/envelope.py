@@ -57,15 +57,12 @@ MUTATING_MARKS: Final[Mapping[str, str]] = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 }
 
-# Labels the API server writes onto a Job's Pod template and selector by itself.
-GENERATED_IDENTITY_LABELS: Final = (
-    "batch.kubernetes.io/controller-uid",
-    "batch.kubernetes.io/job-name",
-    "controller-uid",
-    "job-name",
-)
+# Labels the API server writes onto a Job's Pod template and selector by itself: the
+# ones naming the Job's UID and the ones naming the Job. A set, because every Pod
+# template label is looked up in it on each match.
 GENERATED_UID_LABELS: Final = ("batch.kubernetes.io/controller-uid", "controller-uid")
 GENERATED_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
+GENERATED_IDENTITY_LABELS: Final = frozenset(GENERATED_UID_LABELS + GENERATED_NAME_LABELS)
 
 MAX_DECLARED_KEYS: Final = 16
 _RESERVED_DOMAINS: Final = ("ptah.run/", "kubernetes.io/", "k8s.io/")

@@ -61,10 +61,17 @@ def is_pinned_image(value: object) -> bool:
 
 
 def is_canonical_positive_int32(value: object) -> bool:
-    """True for ``"1"``..``"2147483647"``; ``"01"``, ``"+1"`` and ``"0"`` are ambiguous."""
+    """True for ``"1"``..``"2147483647"``; ``"01"``, ``"+1"`` and ``"0"`` are ambiguous.
+
+    Exactly ``CANONICAL_POSITIVE_INT``, spelled with string methods: ``match`` asks this
+    of every Job it holds to an envelope, and ASCII ``isdigit`` is ``[0-9]``.
+    """
     return (
         isinstance(value, str)
-        and CANONICAL_POSITIVE_INT.fullmatch(value) is not None
+        and 0 < len(value) <= 10
+        and value.isascii()
+        and value.isdigit()
+        and value[0] != "0"
         and int(value) <= INT32_MAX
     )
 
@@ -77,6 +84,9 @@ def is_clean_text(value: object, *, limit: int = 128) -> bool:
     """
     if not isinstance(value, str) or not value or value != value.strip():
         return False
-    if len(value.encode("utf-8")) > limit:
-        return False
-    return _CONTROL.search(value) is None
+    if value.isascii():
+        # The common case, without encoding or a regular expression: one byte per
+        # character, and an ASCII character is printable exactly when it is not one
+        # of the control characters ``_CONTROL`` names.
+        return len(value) <= limit and value.isprintable()
+    return len(value.encode("utf-8")) <= limit and _CONTROL.search(value) is None

@@ -6,6 +6,7 @@ so what is built and what is accepted cannot drift apart.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Final
@@ -66,8 +67,13 @@ GENERATED_IDENTITY_LABELS: Final = frozenset(GENERATED_UID_LABELS + GENERATED_NA
 
 MAX_DECLARED_KEYS: Final = 16
 _RESERVED_DOMAINS: Final = ("ptah.run/", "kubernetes.io/", "k8s.io/")
+_RESERVED_SUBDOMAINS: Final = tuple("." + d for d in _RESERVED_DOMAINS)
 
 
+# A claim's operation is labelled again on every pass that holds it: by the builder,
+# by match in envelope mode and by the harvester. The value is a pure function of an
+# immutable string, so a bounded memo cannot go stale; it saves the hash, not a check.
+@functools.lru_cache(maxsize=1024)
 def operation_id_label_value(operation_id: str) -> str:
     """A label-safe stand-in for an operation ID: 16 hex chars of its SHA-256."""
     return hashlib.sha256(operation_id.encode("utf-8")).hexdigest()[:16]
@@ -80,9 +86,9 @@ def is_reserved_key(key: str) -> bool:
     server or another controller writes, and a declared ``*.ptah.run/*`` key could
     impersonate the envelope itself.
     """
-    if key in ("controller-uid", "job-name"):
+    if key in ("controller-uid", "job-name") or key.startswith(_RESERVED_DOMAINS):
         return True
-    return any(key.startswith(d) or ("." + d) in key for d in _RESERVED_DOMAINS)
+    return "." in key and any(d in key for d in _RESERVED_SUBDOMAINS)
 
 
 def claimed_metadata_problem(actual: Mapping[str, str], claimed: Mapping[str, str]) -> str | None:
@@ -91,13 +97,18 @@ def claimed_metadata_problem(actual: Mapping[str, str], claimed: Mapping[str, st
     Every claimed key must carry the claimed value; every other key must be one a user
     could have declared, and there can be no more of them than a spec may declare.
     """
-    if any(actual.get(key) != value for key, value in claimed.items()):
+    # Item-set inclusion is the common case, decided without a Python-level loop; only
+    # when it fails is each key looked at (a claimed None then equals an absent key).
+    carried = claimed.items() <= actual.items()
+    if not carried and any(actual.get(key) != value for key, value in claimed.items()):
         # Name the first differing key in sorted order, so the sentence is stable.
         key = min(key for key, value in claimed.items() if actual.get(key) != value)
         return f"{key} is not the claim's value"
-    if len(actual) == len(claimed):
+    if carried and len(actual) == len(claimed):
+        # Every claimed key is there, so there is no other key. (Without ``carried``
+        # an absent None-valued key could make room for an undeclared one.)
         return None
-    others = [key for key in actual if key not in claimed]
+    others = actual.keys() - claimed.keys()
     for key in sorted(others):
         if is_reserved_key(key):
             return f"{key} is a reserved key the claim does not fix"

@@ -1,14 +1,22 @@
 """Matches per second for a schema Apply Job, in each mode, beside a plain deep ``==``.
 
-Target: a full-rebuild match in at most 50 µs (20,000/s on one core), envelope mode
-faster. The deep ``==`` of the same two Job dicts, measured in the same run, is the
-baseline the ratio is against: it is the floor any comparison of these objects pays.
+Targets: a full-rebuild match in at most 50 µs (20,000/s on one core), and envelope
+mode faster than full rebuild. The deep ``==`` of the same two Job dicts, measured in
+the same run, is the baseline the ratio is against: it is the floor any comparison of
+these objects pays.
+
+Each figure is the best of many short rounds, and the three measurements take turns
+round by round, so a burst of other work on the machine lands on all of them alike
+instead of on whichever happened to run then. Time is this process's CPU time (what
+"on one core" means); other processes still cost it through the caches they share.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 import timeit
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -16,11 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobclaim import match
 from tests.jobclaim.world import schema_world
 
+ROUNDS = 25
+NUMBER = 1000
+TARGET_FULL_US = 50.0
 
-def per_second(fn: object, number: int) -> float:
-    timer = timeit.Timer(fn)  # type: ignore[arg-type]
-    best = min(timer.repeat(repeat=5, number=number))
-    return number / best
+
+def best_per_second(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Calls per second of each function: the best round, the functions interleaved."""
+    timers = {name: timeit.Timer(fn, timer=time.process_time) for name, fn in fns.items()}
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(ROUNDS):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(NUMBER))
+    return {name: NUMBER / seconds for name, seconds in best.items()}
 
 
 def main() -> None:
@@ -30,16 +46,21 @@ def main() -> None:
     envelope = world.claim("envelope")
     assert match(stored, rebuild) and match(stored, envelope)
     other = world.stored
-    n = 2000
-    baseline = per_second(lambda: stored == other, n)
-    full = per_second(lambda: match(stored, rebuild), n)
-    env = per_second(lambda: match(stored, envelope), n)
+    rates = best_per_second(
+        {
+            "baseline": lambda: stored == other,
+            "full": lambda: match(stored, rebuild),
+            "envelope": lambda: match(stored, envelope),
+        }
+    )
+    baseline, full, env = rates["baseline"], rates["full"], rates["envelope"]
     print(f"deep == of two Job dicts : {baseline:12,.0f}/s")
     print(f"match, full rebuild      : {full:12,.0f}/s  ({1e6 / full:6.1f} µs)")
     print(f"match, envelope only     : {env:12,.0f}/s  ({1e6 / env:6.1f} µs)")
     print(f"ratio full / deep ==     : {baseline / full:8.1f}x slower")
     print(f"ratio envelope / full    : {full / env:8.2f}x  (below 1 means envelope is faster)")
-    print(f"target full ≤ 50 µs      : {'met' if 1e6 / full <= 50 else 'NOT met'}")
+    print(f"target full ≤ 50 µs      : {'met' if 1e6 / full <= TARGET_FULL_US else 'NOT met'}")
+    print(f"target envelope faster   : {'met' if env > full else 'NOT met'}")
 
 
 if __name__ == "__main__":

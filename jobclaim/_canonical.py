@@ -89,4 +89,10 @@ def is_clean_text(value: object, *, limit: int = 128) -> bool:
         # character, and an ASCII character is printable exactly when it is not one
         # of the control characters ``_CONTROL`` names.
         return len(value) <= limit and value.isprintable()
-    return len(value.encode("utf-8")) <= limit and _CONTROL.search(value) is None
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 form, so no API server could have stored it;
+        # it is not text, and raising here would turn a refusal into an error.
+        return False
+    return len(encoded) <= limit and _CONTROL.search(value) is None

@@ -149,7 +149,7 @@ def match(job: Mapping[str, Any] | None, claim: Claim) -> Verdict:
     # the Job; envelope mode reads the maps already taken here.
     verdict = (
         _against_rebuild(without_generated_identity(job), claim)
-        if claim.built
+        if claim.built is not None
         else _against_envelope(metadata, annotations, template, claim, info)
     )
     if not verdict:

@@ -94,12 +94,23 @@ def test_seventeen_declared_keys_are_one_too_many() -> None:
     assert claimed_metadata_problem(actual, claimed) == problem_by_rule(actual, claimed)  # type: ignore[arg-type]
 
 
+def utf8_size(value: str) -> int | None:
+    """The UTF-8 size of ``value``, or None when it has no UTF-8 form (a lone surrogate)."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
 def clean_by_rule(value: object, limit: int) -> bool:
+    if not isinstance(value, str):
+        return False
+    size = utf8_size(value)
     return (
-        isinstance(value, str)
-        and bool(value)
+        bool(value)
         and value == value.strip()
-        and len(value.encode("utf-8")) <= limit
+        and size is not None
+        and size <= limit
         and CONTROL.search(value) is None
     )
 
@@ -107,6 +118,7 @@ def clean_by_rule(value: object, limit: int) -> bool:
 @given(texts | st.none() | st.integers(), st.sampled_from([1, 3, 8, 128]))
 @example("x" * 128, 128)
 @example("x" * 129, 128)
+@example("\ud800", 8)
 @example("\u00e9" * 64, 128)
 @example("\u00e9" * 65, 128)
 @example("r\x7f1", 128)

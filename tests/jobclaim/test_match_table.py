@@ -301,3 +301,11 @@ def test_an_apply_claim_without_its_plan_matches_nothing() -> None:
 def test_a_missing_job_is_refused() -> None:
     world = schema_world()
     assert "no API-assigned identity" in match(None, world.claim("envelope")).reason
+
+
+def test_an_empty_rebuild_is_a_rebuild_that_matches_nothing() -> None:
+    # A caller that rebuilt nothing must not be judged in the weaker envelope mode.
+    world = schema_world("Apply")
+    assert match(world.stored, world.claim("envelope"))
+    verdict = match(world.stored, world.claim("envelope", built={}))
+    assert "labels or annotations are not the ones its claim builds" in verdict.reason

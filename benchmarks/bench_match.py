@@ -5,6 +5,11 @@ mode faster than full rebuild. The deep ``==`` of the same two Job dicts, measur
 the same run, is the baseline the ratio is against: it is the floor any comparison of
 these objects pays.
 
+A full-rebuild match is timed against a rebuild the claim already holds, as the
+target states it. A caller of that mode must first build the Job from the claim's
+inputs, so the figure a caller really pays (build, then match) is printed beside it:
+envelope mode exists for when the inputs have moved and needs no rebuild at all.
+
 Each figure is the best of many short rounds, and the three measurements take turns
 round by round, so a burst of other work on the machine lands on all of them alike
 instead of on whichever happened to run then. Time is this process's CPU time (what
@@ -17,12 +22,13 @@ import sys
 import time
 import timeit
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobclaim import match
-from tests.jobclaim.world import schema_world
+from jobclaim import build_job, match, schema_job_inputs
+from tests.jobclaim.world import BINDING, MANAGER, schema_world
 
 ROUNDS = 25
 NUMBER = 1000
@@ -46,21 +52,36 @@ def main() -> None:
     envelope = world.claim("envelope")
     assert match(stored, rebuild) and match(stored, envelope)
     other = world.stored
+    schema = world.resource
+    assert rebuild.snapshot is not None
+    digest = rebuild.snapshot.digest
+
+    def rebuild_then_match() -> object:
+        inputs = schema_job_inputs(schema, binding=BINDING, manager=MANAGER, snapshot_digest=digest)
+        return match(stored, replace(rebuild, built=build_job(inputs)))
+
+    assert rebuild_then_match()
     rates = best_per_second(
         {
             "baseline": lambda: stored == other,
             "full": lambda: match(stored, rebuild),
             "envelope": lambda: match(stored, envelope),
+            "caller": rebuild_then_match,
         }
     )
     baseline, full, env = rates["baseline"], rates["full"], rates["envelope"]
+    caller = rates["caller"]
     print(f"deep == of two Job dicts : {baseline:12,.0f}/s")
     print(f"match, full rebuild      : {full:12,.0f}/s  ({1e6 / full:6.1f} µs)")
     print(f"match, envelope only     : {env:12,.0f}/s  ({1e6 / env:6.1f} µs)")
+    print(f"build + match (a caller) : {caller:12,.0f}/s  ({1e6 / caller:6.1f} µs)")
     print(f"ratio full / deep ==     : {baseline / full:8.1f}x slower")
     print(f"ratio envelope / full    : {full / env:8.2f}x  (below 1 means envelope is faster)")
     print(f"target full ≤ 50 µs      : {'met' if 1e6 / full <= TARGET_FULL_US else 'NOT met'}")
-    print(f"target envelope faster   : {'met' if env > full else 'NOT met'}")
+    print(
+        f"target envelope faster   : {'met' if env > full else 'NOT met'}  (than the match alone)"
+    )
+    print(f"envelope vs build + match: {caller / env:8.2f}x  (below 1 means envelope is faster)")
 
 
 if __name__ == "__main__":

@@ -174,16 +174,9 @@ def run(judgement: Judgement, read: Callable[[Iterable[Key]], Fetched]) -> Decis
             fetched = read(keys)
             keys = judgement.send(fetched)
     except StopIteration as done:
-        decision = done.value
-    except Denied as denied:
-        return denied.decision
-    except Malformed as malformed:
-        return Decision(False, 400, malformed.rule, malformed.message)
-    except ReadFailed as failed:
-        judgement.close()
-        message = READ_FAILED.sentence(key=failed.key, error=_describe(failed.error))
-        return Decision(False, 500, READS.id, message)
-    return _allowing(decision)
+        return _allowing(done.value)
+    except (Denied, Malformed, ReadFailed) as ended:
+        return _ended(judgement, ended)
 
 
 async def run_async(
@@ -196,16 +189,21 @@ async def run_async(
             fetched = await read(keys)
             keys = judgement.send(fetched)
     except StopIteration as done:
-        decision = done.value
-    except Denied as denied:
-        return denied.decision
-    except Malformed as malformed:
-        return Decision(False, 400, malformed.rule, malformed.message)
-    except ReadFailed as failed:
-        judgement.close()
-        message = READ_FAILED.sentence(key=failed.key, error=_describe(failed.error))
-        return Decision(False, 500, READS.id, message)
-    return _allowing(decision)
+        return _allowing(done.value)
+    except (Denied, Malformed, ReadFailed) as ended:
+        return _ended(judgement, ended)
+
+
+def _ended(judgement: Judgement, ended: Denied | Malformed | ReadFailed) -> Decision:
+    """The refusal a rule that stopped early owes; one mapping for both drivers, so the
+    synchronous and the asynchronous path can never answer one ending differently."""
+    if isinstance(ended, Denied):
+        return ended.decision
+    if isinstance(ended, Malformed):
+        return Decision(False, 400, ended.rule, ended.message)
+    judgement.close()
+    message = READ_FAILED.sentence(key=ended.key, error=_describe(ended.error))
+    return Decision(False, 500, READS.id, message)
 
 
 def _allowing(decision: object) -> Decision:

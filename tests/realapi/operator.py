@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -83,6 +85,24 @@ def register(
         staged.operator.plane, staged.operator.admin, configurations, staged.namespace
     )
     return [c["metadata"]["name"] for c in configurations]
+
+
+@contextmanager
+def registered_webhook(
+    operator: Operator, certificates: Path
+) -> Iterator[tuple[Webhooked, localrun.LocalWebhook]]:
+    """A fresh namespace judged by a started webhook the API server already calls;
+    the configurations are deleted and the webhook closed on the way out."""
+    staged = webhooked_namespace(operator)
+    hook = localrun.LocalWebhook(operator.manager, certificates)
+    hook.start()
+    names = register(staged, hook)
+    try:
+        yield staged, hook
+    finally:
+        for name in names:
+            operator.admin.delete(localrun.WEBHOOKS, None, name)
+        hook.close()
 
 
 def dry_run_job_create(plane: LocalControlPlane, namespace: str, identity: str) -> httpx.Response:

@@ -27,8 +27,7 @@ from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,
-    register,
-    webhooked_namespace,
+    registered_webhook,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -46,22 +45,16 @@ def running(
     operator: Operator,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Running]:
-    staged = webhooked_namespace(operator)
-    hook = localrun.LocalWebhook(operator.manager, tmp_path_factory.mktemp("webhook-certs"))
-    hook.start()
-    names = register(staged, hook)
-    events = RecordingSink()
-    controller = localrun.LocalController(operator.manager, staged.namespace, events=events)
-    controller.start()
-    try:
-        yield Running(staged, controller, events)
-    finally:
-        # Not waited for: the verdict is taken, and the loop only ends once every
-        # watch stream does, which the API server decides. Its threads are daemons.
-        controller.stop(wait=0)
-        for name in names:
-            operator.admin.delete(localrun.WEBHOOKS, None, name)
-        hook.close()
+    with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, _):
+        events = RecordingSink()
+        controller = localrun.LocalController(operator.manager, staged.namespace, events=events)
+        controller.start()
+        try:
+            yield Running(staged, controller, events)
+        finally:
+            # Not waited for: the verdict is taken, and the loop only ends once every
+            # watch stream does, which the API server decides. Its threads are daemons.
+            controller.stop(wait=0)
 
 
 def test_an_approved_schema_gets_exactly_one_recorded_job(

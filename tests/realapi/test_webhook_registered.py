@@ -34,8 +34,7 @@ from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,
-    register,
-    webhooked_namespace,
+    registered_webhook,
 )
 from tests.webhook.test_real_apiserver import Cluster, claimed_schema, refusal
 
@@ -57,16 +56,8 @@ def hooked(
     operator: Operator,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Hooked]:
-    staged = webhooked_namespace(operator)
-    hook = localrun.LocalWebhook(operator.manager, tmp_path_factory.mktemp("webhook-certs"))
-    hook.start()
-    names = register(staged, hook)
-    try:
+    with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, hook):
         yield Hooked(staged, Cluster(operator.admin, operator.manager, staged.namespace), hook)
-    finally:
-        for name in names:
-            operator.admin.delete(localrun.WEBHOOKS, None, name)
-        hook.close()
 
 
 def _record(cluster: Cluster, schema: PtahSchema, job_uid: str) -> None:

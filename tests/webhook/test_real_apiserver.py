@@ -30,7 +30,7 @@ import certs
 from controller.claiming import input_fingerprint, schema_operation
 from controller.kubeapi import KubeApi
 from controller.localplane import LocalControlPlane
-from controller.localrun import until
+from controller.localrun import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
 from jobclaim import build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (
@@ -42,7 +42,6 @@ from jobclaim.apiserver import (
     ApiError,
     Object,
     Refused,
-    Resource,
 )
 from jobclaim.crds import crd_for
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
@@ -54,16 +53,6 @@ from webhook.serving import local_certificates, readiness, uvicorn_server
 
 pytestmark = pytest.mark.controlplane
 
-CLUSTER_ROLES: Final = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
-)
-CLUSTER_ROLE_BINDINGS: Final = Resource(
-    "rbac.authorization.k8s.io",
-    "v1",
-    "clusterrolebindings",
-    "ClusterRoleBinding",
-    namespaced=False,
-)
 MANAGER_USER: Final = "system:serviceaccount:ptah-system:ptah-operator"
 RBAC: Final = "rbac.authorization.k8s.io"
 DEADLINE: Final = 60.0  # bounds a failure; never waited out when things work

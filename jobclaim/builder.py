@@ -32,16 +32,9 @@ from jobclaim.envelope import (
     ANN_PTAH_VERSION,
     ANN_SNAPSHOT_DIGEST,
     ANN_STATE_VERSION,
-    COMPONENT,
-    LABEL_COMPONENT,
-    LABEL_MANAGED_BY,
-    LABEL_OPERATION,
-    LABEL_OPERATION_ID,
-    MANAGED_BY,
     MUTATING_MARKS,
-    OWNER_LABEL,
+    claimed_labels,
     declared_metadata_problem,
-    operation_id_label_value,
 )
 from jobclaim.errors import BuildRefused, InvalidInput
 from jobclaim.naming import job_name, projection_names
@@ -190,14 +183,10 @@ def _refuse_inputs(inputs: JobInputs) -> None:
 
 def labels_for(inputs: JobInputs) -> dict[str, str]:
     """The labels the claim fixes (user-declared labels are added under them)."""
-    family = inputs.owner.family or ""
-    return {
-        LABEL_MANAGED_BY: MANAGED_BY,
-        LABEL_COMPONENT: COMPONENT.get(family, ""),
-        OWNER_LABEL.get(family, ""): inputs.owner.name,
-        LABEL_OPERATION: inputs.operation.lower(),
-        LABEL_OPERATION_ID: operation_id_label_value(inputs.operation_id),
-    }
+    owner = inputs.owner
+    return dict(
+        claimed_labels(owner.family or "", owner.name, inputs.operation, inputs.operation_id)
+    )
 
 
 def annotations_for(inputs: JobInputs) -> dict[str, str]:

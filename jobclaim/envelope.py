@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 PREFIX: Final = "operator.ptah.run/"
@@ -79,6 +80,29 @@ def operation_id_label_value(operation_id: str) -> str:
     return hashlib.sha256(operation_id.encode("utf-8")).hexdigest()[:16]
 
 
+# Like the operation-ID label, the labels a claim fixes are asked for again on every
+# pass that holds the claim (to build its Job, or to hold a Job to them), and they are
+# a pure function of four immutable strings; the read-only view keeps a caller from
+# changing what the next caller is handed.
+@functools.lru_cache(maxsize=1024)
+def claimed_labels(
+    family: str, owner_name: str, operation: str, operation_id: str
+) -> Mapping[str, str]:
+    """The labels a claim fixes on its Job, besides any a spec declares.
+
+    The builder writes them and ``match`` holds a Job to them: one statement for both.
+    """
+    return MappingProxyType(
+        {
+            LABEL_MANAGED_BY: MANAGED_BY,
+            LABEL_COMPONENT: COMPONENT.get(family, ""),
+            OWNER_LABEL.get(family, ""): owner_name,
+            LABEL_OPERATION: operation.lower(),
+            LABEL_OPERATION_ID: operation_id_label_value(operation_id),
+        }
+    )
+
+
 def is_reserved_key(key: str) -> bool:
     """A key a user may not declare: the platform's, Kubernetes' and the operator's.
 
@@ -99,15 +123,22 @@ def claimed_metadata_problem(actual: Mapping[str, str], claimed: Mapping[str, st
     """
     # Item-set inclusion is the common case, decided without a Python-level loop; only
     # when it fails is each key looked at (a claimed None then equals an absent key).
-    carried = claimed.items() <= actual.items()
-    if not carried and any(actual.get(key) != value for key, value in claimed.items()):
+    if claimed.items() <= actual.items():
+        # Every claimed key is there, so the keys beyond them are exactly the declared
+        # ones. (Without the inclusion an absent None-valued key could make room for an
+        # undeclared one.) Accepting them needs no set and no sort: only the sentence
+        # naming the first refused key, below, needs those.
+        declared = len(actual) - len(claimed)
+        if declared <= MAX_DECLARED_KEYS:
+            for key in actual:
+                if key not in claimed and is_reserved_key(key):
+                    break
+            else:
+                return None
+    elif any(actual.get(key) != value for key, value in claimed.items()):
         # Name the first differing key in sorted order, so the sentence is stable.
         key = min(key for key, value in claimed.items() if actual.get(key) != value)
         return f"{key} is not the claim's value"
-    if carried and len(actual) == len(claimed):
-        # Every claimed key is there, so there is no other key. (Without ``carried``
-        # an absent None-valued key could make room for an undeclared one.)
-        return None
     others = actual.keys() - claimed.keys()
     for key in sorted(others):
         if is_reserved_key(key):

@@ -11,6 +11,7 @@ because tests and security reviewers read the sentence to learn what differed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,16 +37,10 @@ from jobclaim.envelope import (
     ANN_PTAH_VERSION,
     ANN_SNAPSHOT_DIGEST,
     ANN_STATE_VERSION,
-    COMPONENT,
-    LABEL_COMPONENT,
-    LABEL_MANAGED_BY,
-    LABEL_OPERATION,
-    LABEL_OPERATION_ID,
-    MANAGED_BY,
+    MANAGER_RECORD_KEYS,
     MUTATING_MARKS,
-    OWNER_LABEL,
+    claimed_labels,
     claimed_metadata_problem,
-    operation_id_label_value,
 )
 from jobclaim.operations import OperationInfo
 from jobclaim.semantic import semantic_equal
@@ -193,20 +188,38 @@ def _against_rebuild(job: Mapping[str, Any], claim: Claim) -> Verdict:
     return MATCH
 
 
-def manager_record_problem(annotations: Mapping[str, str]) -> str | None:
+def manager_record_problem(annotations: Mapping[str, Any]) -> str | None:
     """Why the manager record a Job carries is ambiguous, or None.
 
     The record is read from the Job itself (a later manager of the same binding may
     have dispatched it), so each value must have exactly one reading.
     """
-    if not is_pinned_image(annotations.get(ANN_CONTROLLER_IMAGE)):
+    record = (
+        annotations.get(ANN_CONTROLLER_IMAGE),
+        annotations.get(ANN_CONTROLLER_REVISION),
+        annotations.get(ANN_STATE_VERSION),
+        annotations.get(ANN_PTAH_VERSION),
+    )
+    try:
+        return _record_problem(*record)
+    except TypeError:
+        # A value JSON can spell but Python cannot hash (a list, an object) is not a
+        # record any manager writes; judged without the memo, it is refused the same.
+        return _record_problem.__wrapped__(*record)
+
+
+# Every Job one manager version dispatches carries the same four values, so the
+# verdict on them repeats from Job to Job and pass to pass: a bounded memo of a pure
+# function of the values (typed, so "3" and 3 are not one entry) cannot go stale.
+@functools.lru_cache(maxsize=64, typed=True)
+def _record_problem(image: Any, revision: Any, state_version: Any, ptah_version: Any) -> str | None:
+    if not is_pinned_image(image):
         return "the Job's controller image is not pinned by a lowercase SHA-256 digest"
-    revision = annotations.get(ANN_CONTROLLER_REVISION)
     if not is_clean_text(revision):
         return "the Job's controller revision is invalid: empty, padded, too long or not text"
-    if not is_canonical_positive_int32(annotations.get(ANN_STATE_VERSION)):
+    if not is_canonical_positive_int32(state_version):
         return "the Job's controller state version is not a canonical positive integer"
-    if not is_clean_text(annotations.get(ANN_PTAH_VERSION)):
+    if not is_clean_text(ptah_version):
         return "the Job's data-plane version is empty or ambiguous"
     return None
 
@@ -225,15 +238,10 @@ def _against_envelope(
     """
     labels: Mapping[str, str] = _map(metadata.get("labels"))
     owner = claim.owner
-    family = owner.family or ""
-    claimed_labels = {
-        LABEL_MANAGED_BY: MANAGED_BY,
-        LABEL_COMPONENT: COMPONENT[family],
-        OWNER_LABEL[family]: owner.name,
-        LABEL_OPERATION: claim.operation.lower(),
-        LABEL_OPERATION_ID: operation_id_label_value(claim.operation_id),
-    }
-    problem = claimed_metadata_problem(labels, claimed_labels)
+    problem = claimed_metadata_problem(
+        labels,
+        claimed_labels(owner.family or "", owner.name, claim.operation, claim.operation_id),
+    )
     if problem:
         return _refuse(f"the Job's labels are not its claim's: {problem}")
     problem = manager_record_problem(annotations)
@@ -252,15 +260,13 @@ def _against_envelope(
     if not is_digest(fingerprint):
         return _refuse("the Job carries no input fingerprint its claim can accept")
     assert claim.snapshot is not None
+    # What the claim fixes beyond the manager record, which the Job was just shown to
+    # carry and which binds nothing: the record's values are the Job's own.
     claimed = {
         ANN_OPERATION_ID: claim.operation_id,
         ANN_INPUT_FINGERPRINT: fingerprint,
         ANN_EPOCH: claim.epoch,
         ANN_SNAPSHOT_DIGEST: claim.snapshot.digest,
-        ANN_CONTROLLER_IMAGE: annotations[ANN_CONTROLLER_IMAGE],
-        ANN_CONTROLLER_REVISION: annotations[ANN_CONTROLLER_REVISION],
-        ANN_STATE_VERSION: state_version,
-        ANN_PTAH_VERSION: ptah_version,
     }
     plan = claim.plan
     if plan is not None:
@@ -275,9 +281,16 @@ def _against_envelope(
         claimed[ANN_PLAN_CONTENT_DIGEST] = plan.content_digest
     if info.mutating:
         claimed.update(MUTATING_MARKS)
-    problem = claimed_metadata_problem(annotations, claimed)
-    if problem:
-        return _refuse(f"the Job's annotations are not its claim's: {problem}")
+    # Carrying every fixed value and exactly the record besides them leaves no room for
+    # a declared key, so the Job is its claim's without asking about any other key.
+    if not (
+        claimed.items() <= annotations.items()
+        and len(annotations) == len(claimed) + len(MANAGER_RECORD_KEYS)
+    ):
+        claimed.update((key, annotations[key]) for key in MANAGER_RECORD_KEYS)
+        problem = claimed_metadata_problem(annotations, claimed)
+        if problem:
+            return _refuse(f"the Job's annotations are not its claim's: {problem}")
     template_metadata = _map(template.get("metadata"))
     if _map(template_metadata.get("annotations")) != annotations:
         return _refuse("the Job's Pod template annotations differ from the Job's")

@@ -11,16 +11,30 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from jobclaim._canonical import (
     CANONICAL_POSITIVE_INT,
     INT32_MAX,
+    PINNED_IMAGE_PATTERN,
     is_canonical_positive_int32,
     is_clean_text,
 )
-from jobclaim.envelope import MAX_DECLARED_KEYS, claimed_metadata_problem, is_reserved_key
+from jobclaim.envelope import (
+    ANN_CONTROLLER_IMAGE,
+    ANN_CONTROLLER_REVISION,
+    ANN_PTAH_VERSION,
+    ANN_STATE_VERSION,
+    LABEL_OPERATION,
+    MANAGER_RECORD_KEYS,
+    MAX_DECLARED_KEYS,
+    claimed_labels,
+    claimed_metadata_problem,
+    is_reserved_key,
+)
+from jobclaim.match import manager_record_problem
 
 RESERVED_DOMAINS = ("ptah.run/", "kubernetes.io/", "k8s.io/")
 # A no-break space, a line separator, Arabic-Indic and full-width three, é, superscript two.
@@ -144,3 +158,50 @@ def test_a_canonical_positive_int32_is_the_pattern(value: str | None) -> None:
         and int(value) <= INT32_MAX
     )
     assert is_canonical_positive_int32(value) == by_pattern
+
+
+def record_problem_by_rule(annotations: dict[str, object]) -> str | None:
+    image = annotations.get(ANN_CONTROLLER_IMAGE)
+    if not (isinstance(image, str) and PINNED_IMAGE_PATTERN.fullmatch(image)):
+        return "the Job's controller image is not pinned by a lowercase SHA-256 digest"
+    if not clean_by_rule(annotations.get(ANN_CONTROLLER_REVISION), 128):
+        return "the Job's controller revision is invalid: empty, padded, too long or not text"
+    state = annotations.get(ANN_STATE_VERSION)
+    if not (
+        isinstance(state, str)
+        and CANONICAL_POSITIVE_INT.fullmatch(state)
+        and int(state) <= INT32_MAX
+    ):
+        return "the Job's controller state version is not a canonical positive integer"
+    if not clean_by_rule(annotations.get(ANN_PTAH_VERSION), 128):
+        return "the Job's data-plane version is empty or ambiguous"
+    return None
+
+
+PINNED = "registry.example.com/ptah-operator@sha256:" + "2" * 64
+# JSON can spell any of these as an annotation value; the memo must neither confuse
+# two of them that Python calls equal (3 and "3", 1 and True) nor fail on a list.
+record_values = st.one_of(
+    st.sampled_from([PINNED, PINNED.upper(), "r1", " r1", "3", "03", "1.9.0", ""]),
+    st.sampled_from([3, 1, True, 1.0, None, ["3"], {"v": "3"}]),
+    texts,
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.dictionaries(st.sampled_from(MANAGER_RECORD_KEYS), record_values), max_size=6))
+def test_the_manager_record_verdict_is_its_rule_every_time_it_is_asked(
+    records: list[dict[str, object]],
+) -> None:
+    # Each record is asked twice, among others, so the second answer comes from the memo.
+    for record in [*records, *records]:
+        assert manager_record_problem(record) == record_problem_by_rule(record)
+
+
+def test_a_claims_labels_are_read_only() -> None:
+    labels = claimed_labels("schema", "orders", "Apply", "sha256:" + "a" * 64)
+    with pytest.raises(TypeError):
+        labels[LABEL_OPERATION] = "plan"  # type: ignore[index]
+    assert claimed_labels("schema", "orders", "Apply", "sha256:" + "a" * 64)[LABEL_OPERATION] == (
+        "apply"
+    )

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobclaim import canonical_json, seal, snapshot_problem, template_digest
-from jobclaim.api.snapshot import BoundObject, LimitRangeBinding, PriorityClassBinding
+from jobclaim.api.snapshot import (
+    AdmissionSnapshot,
+    BoundObject,
+    LimitRangeBinding,
+    PriorityClassBinding,
+    ServiceAccountBinding,
+)
 from jobclaim.template import without_generated_identity, without_generated_labels
 from tests.jobclaim.world import World, migration_world, schema_world, snapshot_for
 
@@ -101,3 +108,80 @@ def test_only_the_generated_identity_labels_are_stripped(labels: dict[str, str])
         k: v for k, v in labels.items() if k not in GENERATED
     }
     assert without_generated_labels(None) == {}
+
+
+# Both digests are persisted: every admission snapshot in a cluster records a template
+# digest and its own seal, and every later pass, by this operator version or the next,
+# recomputes them. A change of either form, however it came about (a new serializer,
+# a faster normalization), would make every in-flight Job fail its match and every
+# mutating run an unknown outcome. These values were computed once and are fixed.
+GOLDEN_TEMPLATE: dict[str, Any] = {
+    "metadata": {
+        "creationTimestamp": None,
+        "labels": {"team": "shop", "job-name": "j", "batch.kubernetes.io/controller-uid": "u"},
+        "annotations": {
+            "operator.ptah.run/admission-snapshot-digest": "sha256:" + "1" * 64,
+            "operator.ptah.run/operation-id": "op",
+        },
+    },
+    "spec": {
+        "serviceAccountName": "runner",
+        "serviceAccount": "runner",
+        "overhead": {"cpu": "0.25", "memory": "1Gi"},
+        "initContainers": [
+            {"name": "init", "image": "i", "resources": {"requests": {"cpu": "100m"}}}
+        ],
+        "containers": [
+            {
+                "name": "ptah",
+                "image": "r",
+                "resources": {
+                    "limits": {"memory": "256Mi", "cpu": "1"},
+                    "requests": {"memory": "134217728", "cpu": "0.1", "ephemeral-storage": "1e3"},
+                },
+            },
+            {"name": "plain", "image": "p"},
+        ],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi", "medium": "Memory"}},
+            {"name": "empty", "emptyDir": {}},
+            {"name": "plan", "configMap": {"name": "c", "defaultMode": 292}},
+        ],
+        "restartPolicy": "Never",
+    },
+}
+
+GOLDEN_TEMPLATE_DIGEST = "sha256:e2ed3fb9858ea60e312eceaf0faf5875a4fd97094447519129f181da01ab7010"
+GOLDEN_SNAPSHOT_DIGEST = "sha256:f4ecbab9ab41fde1d5deba72f6d86b4ad53f7b4b4dbae6cacdfd48ec175e1e9d"
+
+
+def test_the_template_digest_form_is_fixed() -> None:
+    before = copy.deepcopy(GOLDEN_TEMPLATE)
+    assert template_digest(GOLDEN_TEMPLATE) == GOLDEN_TEMPLATE_DIGEST
+    assert before == GOLDEN_TEMPLATE  # digesting changes nothing it was handed
+
+
+def test_the_snapshot_seal_form_is_fixed() -> None:
+    snapshot = AdmissionSnapshot(
+        digest="",
+        template_digest="sha256:" + "2" * 64,
+        service_account=ServiceAccountBinding(
+            object=BoundObject(name="default", uid="u1", resource_version="7"),
+            image_pull_secrets=["pull"],
+        ),
+        limit_ranges=[
+            LimitRangeBinding(
+                object=BoundObject(name="limits", uid="u2", resource_version="9"),
+                default_requests={"cpu": "100m"},
+                default_limits={"memory": "1Gi"},
+            )
+        ],
+        priority_class=PriorityClassBinding(
+            object=BoundObject(name="high", uid="u3", resource_version="3"),
+            name="high",
+            value=1000,
+        ),
+    )
+    sealed = seal(snapshot)
+    assert sealed.digest == GOLDEN_SNAPSHOT_DIGEST
+    assert snapshot_problem(sealed) is None

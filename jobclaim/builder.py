@@ -8,8 +8,7 @@ a later API server version's default a reason to refuse the controller's own Job
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from jobclaim._canonical import is_digest, is_epoch
 from jobclaim.api.common import (
@@ -48,9 +47,13 @@ EXECUTOR_DIR: Final = "/var/run/ptah/bin"
 DEFAULT_GRACE_SECONDS: Final = 30
 
 
-@dataclass(frozen=True, slots=True)
-class JobInputs:
-    """Everything one operation Job is built from; nothing else is read."""
+class JobInputs(NamedTuple):
+    """Everything one operation Job is built from; nothing else is read.
+
+    A named tuple, not a frozen dataclass: it is as immutable, and the webhook builds
+    one on every Job-create review, where a frozen dataclass pays an
+    ``object.__setattr__`` call for each of its sixteen fields.
+    """
 
     owner: Owner
     operation: str

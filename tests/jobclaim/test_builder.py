@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobclaim import BuildRefused, build_job, schema_job_inputs
 from jobclaim.api import PodMetadataSpec
+from jobclaim.api._base import WireModel
+from jobclaim.api.common import ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
 from tests.jobclaim.world import BINDING, MANAGER, OTHER_EPOCH, migration_world, schema_world
 
@@ -98,7 +101,7 @@ def _inputs(**changes: Any) -> Any:
     world = schema_world()
     assert world.resource.kind == "PtahSchema"
     inputs = schema_job_inputs(world.resource, binding=BINDING, manager=MANAGER)  # type: ignore[arg-type]
-    return replace(inputs, **changes)
+    return inputs._replace(**changes)
 
 
 @pytest.mark.parametrize(
@@ -123,3 +126,16 @@ def test_the_builder_refuses_what_it_cannot_build(changes: dict[str, Any], sente
         changes = {"execution": execution}
     with pytest.raises(BuildRefused, match=sentence):
         build_job(_inputs(**changes))
+
+
+_QUANTITIES = st.none() | st.dictionaries(st.text(max_size=12), st.text(max_size=12), max_size=4)
+
+
+@given(limits=_QUANTITIES, requests=_QUANTITIES)
+def test_resources_are_written_exactly_as_model_dump_writes_them(
+    limits: dict[str, str] | None, requests: dict[str, str] | None
+) -> None:
+    resources = ResourceRequirements(limits=limits, requests=requests)
+    written = resources.to_wire()
+    assert written == WireModel.to_wire(resources)
+    assert list(written) == list(WireModel.to_wire(resources))

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 import anyio
 
-from jobclaim.apiserver import ApiReader, NotFound
+from jobclaim.apiserver import ApiReader, NotFound, Resource
 from webhook.controllerwrite import judge_controller_write
 from webhook.managerstate import judge_manager_state
 from webhook.objects import DEFECT, READ_FAILED, READS
@@ -40,8 +40,26 @@ from webhook.rules import (
     Key,
     Malformed,
     Object,
+    ReadFailed,
     Settings,
+    Stored,
 )
+
+
+@runtime_checkable
+class TextReader(Protocol):
+    """A reader that can also hand over an object as the JSON text the API server sent.
+
+    Decoding a model straight from that text skips building a tree only to validate
+    it, on every read of every request. ``get_text`` answers exactly what ``get``
+    decodes, and raises exactly what it raises. The text must be what a JSON encoder
+    writes (the API server's, or orjson's for a ``StateReader``): the model's parser
+    would also read a ``NaN``, an ``Infinity`` or an integer beyond 64 bits, which no
+    encoder writes and which ``get`` would have failed or read as a float.
+    """
+
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes: ...
+
 
 JUDGES: Final[Mapping[str, Callable[[AdmissionRequest, Settings], Judgement]]] = {
     CONTROLLER_WRITE: judge_controller_write,
@@ -49,13 +67,6 @@ JUDGES: Final[Mapping[str, Callable[[AdmissionRequest, Settings], Judgement]]] =
 }
 # A schema Apply reads at most 16 projections in one batch.
 MAX_CONCURRENT_READS: Final = 16
-
-
-class ReadFailed(Exception):
-    def __init__(self, key: Key, error: BaseException) -> None:
-        super().__init__(f"{key}: {error}")
-        self.key = key
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,7 @@ class Engine:
         in-memory double, a state file): ``decide_async`` then reads on the loop instead
         of handing each batch to a worker thread."""
         self.reader = reader
+        self._text_reader = reader if isinstance(reader, TextReader) else None
         self.settings = settings or Settings()
         self.blocking_reads = blocking_reads
         self._pool: ThreadPoolExecutor | None = None
@@ -155,9 +167,12 @@ class Engine:
             self._pool = ThreadPoolExecutor(MAX_CONCURRENT_READS, thread_name_prefix="webhook-read")
         return dict(zip(unique, self._pool.map(self._read_one, unique), strict=True))
 
-    def _read_one(self, key: Key) -> Object | None:
+    def _read_one(self, key: Key) -> Stored | None:
         try:
-            return self.reader.get(key.resource, key.namespace, key.name)
+            if self._text_reader is not None:
+                text = self._text_reader.get_text(key.resource, key.namespace, key.name)
+                return Stored(key, text=text)
+            return Stored(key, tree=self.reader.get(key.resource, key.namespace, key.name))
         except NotFound:
             return None
         except Exception as error:

@@ -27,10 +27,18 @@ _LIST_KINDS: Final = frozenset({"List"})
 class StateReader:
     """An ``ApiReader`` over a fixed set of objects: uncached by construction.
 
-    Objects are keyed by kind, namespace and name and kept as JSON bytes; ``get``
-    decodes a fresh copy, as an API server's answer would be, so a rule can never
-    change what a later read sees.
+    Objects are keyed by kind, namespace and name and kept as JSON bytes.
+    ``get_text`` answers those bytes, as an API server's answer arrives, and ``get``
+    decodes a fresh copy of them, so a rule can never change what a later read sees.
+    ``get_text`` is the one read: the engine reads through it, so a subclass that
+    changes what a read answers overrides ``get_text``, and one that overrode only
+    ``get`` (which the engine would never call) is refused when it is defined.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "get" in vars(cls):
+            raise TypeError(f"{cls.__name__} overrides get; the engine reads get_text")
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self._objects: dict[tuple[str, str, str], bytes] = {}
@@ -51,11 +59,14 @@ class StateReader:
     def remove(self, kind: str, namespace: str, name: str) -> None:
         self._objects.pop((kind, namespace, name), None)
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
         found = self._objects.get((resource.kind, namespace or "", name))
         if found is None:
             raise NotFound(f'{resource.plural} "{name}" not found', status=404)
-        decoded: Object = orjson.loads(found)
+        return found
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        decoded: Object = orjson.loads(self.get_text(resource, namespace, name))
         return decoded
 
     def list(

@@ -157,10 +157,10 @@ def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
     # One batch: the shell reads up to 16 projections concurrently.
     projections = yield from read(*keys)
     for chunk, chunk_key in zip(plan.spec.chunks, keys, strict=True):
-        raw = projections.get(chunk_key)
-        if raw is None:
+        found = projections.get(chunk_key)
+        if found is None:
             raise trail.deny(PROJECTION_MISSING, key=chunk_key)
-        problem = projection_mismatch(raw, plan, chunk)
+        problem = projection_mismatch(found.tree(), plan, chunk)
         if problem:
             raise trail.deny(PROJECTION_WRONG, key=chunk_key, reason=problem)
     trail.passed(f"plan {key} and its {len(keys)} projections hold the recorded bytes")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobclaim.api import API_VERSION, GROUP, KINDS, ObjectMeta, OwnerReference
 from jobclaim.apiserver import BY_KIND, CONFIGMAPS, Resource
-from webhook.review import DECODING, AdmissionRequest, validation_message
+from webhook.review import DECODING, AdmissionRequest, validated, validation_message
 from webhook.rules import Fetched, Key, Malformed, Object, Refusal, Trail, read, rule
 
 NO_OBJECT: Final = DECODING.refuses("the {operation} request carries no object", code=400)
@@ -101,7 +101,7 @@ def decode(raw: Object, resource: Resource, where: str) -> Candidate:
     )
     if model_type is not None:
         try:
-            model = model_type.model_validate(raw)
+            model = validated(model_type, raw)
         except ValidationError as error:
             diagnostics = validation_message(error, prefix=where)
             raise Malformed(UNDECODABLE.sentence(where=where, diagnostics=diagnostics)) from error
@@ -111,16 +111,18 @@ def decode(raw: Object, resource: Resource, where: str) -> Candidate:
         raise Malformed(
             OBJECT_KIND.sentence(where=where, kind=resource.kind, api_version=resource.api_version)
         )
-    for key in sorted(raw):
-        if key not in allowed:
-            raise Malformed(UNDECODABLE.sentence(where=where, diagnostics=f"unknown field {key}"))
+    unknown = raw.keys() - allowed
+    if unknown:
+        # The first in sorted order, so the same body always names the same field.
+        key = min(unknown)
+        raise Malformed(UNDECODABLE.sentence(where=where, diagnostics=f"unknown field {key}"))
     problems = _shape_problem(raw, resource.kind)
     if problems:
         raise Malformed(
             UNDECODABLE.sentence(where=where, diagnostics=f"{where}.{problems}".split(".", 1)[1])
         )
     try:
-        meta = ObjectMeta.model_validate(raw.get("metadata"))
+        meta = validated(ObjectMeta, raw.get("metadata"))
     except ValidationError as error:
         diagnostics = validation_message(error, prefix=f"{where}.metadata")
         raise Malformed(UNDECODABLE.sentence(where=where, diagnostics=diagnostics)) from error
@@ -187,9 +189,21 @@ def request_kind_problem(request: AdmissionRequest, resource: Resource) -> Refus
     gvk = request.kind
     if (gvk.group, gvk.version, gvk.kind) != (resource.group, resource.version, resource.kind):
         return KIND_MISMATCH
-    if request.request_kind is not None and request.request_kind != gvk:
+    # Compared field by field: the same verdict as the models' ``==`` (one model type,
+    # no extra or private attributes), without its generic path on every request.
+    requested = request.request_kind
+    if requested is not None and (requested.group, requested.version, requested.kind) != (
+        gvk.group,
+        gvk.version,
+        gvk.kind,
+    ):
         return CONVERTED
-    if request.request_resource is not None and request.request_resource != request.resource:
+    gvr, requested_resource = request.resource, request.request_resource
+    if requested_resource is not None and (
+        requested_resource.group,
+        requested_resource.version,
+        requested_resource.resource,
+    ) != (gvr.group, gvr.version, gvr.resource):
         return CONVERTED
     return None
 
@@ -237,11 +251,11 @@ def stored(fetched: Fetched, key: Key, model: type[Model], trail: Trail) -> Mode
 
     Refuses when it exists but does not decode.
     """
-    raw = fetched.get(key)
-    if raw is None:
+    found = fetched.get(key)
+    if found is None:
         return None
     try:
-        return model.model_validate(raw)
+        return found.decode(model)
     except ValidationError as error:
         diagnostics = validation_message(error)
         raise trail.deny(STORED_UNDECODABLE, key=key, diagnostics=diagnostics) from error

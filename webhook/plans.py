@@ -172,9 +172,10 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(NO_BINDING)
     key = Key(JOBS, found.namespace, operation.job_name)
     fetched = yield from read(key)
-    job = fetched.get(key)
-    if job is None:
+    source = fetched.get(key)
+    if source is None:
         raise trail.deny(SOURCE_MISSING, key=key)
+    job = source.tree()
     if not _harvested(job, operation.job_uid):
         raise trail.deny(SOURCE_NOT_HARVESTED)
     trail.passed(f"source {key}: the recorded UID, Complete, cleanup TTL set")

@@ -3,10 +3,10 @@
 A rule is a pure function over the decoded request and the objects it read. Because
 the objects must be read uncached from the API server, a rule is written as a
 generator: it *yields* the keys it needs next and receives what the API server
-answered (None for "does not exist"), then *returns* its Decision. It performs no I/O
-itself, so the same rule runs unchanged behind the HTTPS endpoint (the shell reads
-through the ``ApiReader``), in ``explain`` (objects come from a file) and in tests
-(objects come from a dict).
+answered (a ``Stored`` object each, None for "does not exist"), then *returns* its
+Decision. It performs no I/O itself, so the same rule runs unchanged behind the HTTPS
+endpoint (the shell reads through the ``ApiReader``), in ``explain`` (objects come
+from a file) and in tests (objects come from a dict).
 
 Every refusal sentence a rule can give is registered here with the rule, before any
 request arrives. ``docs/admission-rules.md`` is generated from this registry, so the
@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar, cast
+
+import orjson
+from pydantic import BaseModel, ValidationError
 
 from jobclaim.apiserver import Resource
 
@@ -46,7 +49,58 @@ class Key:
         return f"{self.resource.kind} {self.namespace}/{self.name}"
 
 
-Fetched = Mapping[Key, Object | None]
+class ReadFailed(Exception):
+    """A read that did not answer what the API server holds: HTTP 500, never a verdict."""
+
+    def __init__(self, key: Key, error: BaseException) -> None:
+        super().__init__(f"{key}: {error}")
+        self.key = key
+        self.error = error
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class Stored:
+    """One object a read answered: the JSON text the API server sent, when the reader
+    hands it over, or else the tree it decoded.
+
+    From the text, a model is decoded in one pass, without a tree built first only to
+    be walked again. A text that does not decode is decoded once more from its tree,
+    so a refusal names its fields in the very words a tree always gave, and a text
+    that is not JSON fails the read, exactly as a reader that parsed it would have.
+    """
+
+    __slots__ = ("_key", "_text", "_tree")
+
+    def __init__(self, key: Key, *, text: bytes | None = None, tree: Object | None = None) -> None:
+        if (text is None) == (tree is None):
+            raise TypeError("a stored object is either its text or its tree")
+        self._key, self._text, self._tree = key, text, tree
+
+    def tree(self) -> Object:
+        """The object as JSON values (from a text, a fresh tree on every call)."""
+        if self._tree is not None:
+            return self._tree
+        assert self._text is not None
+        try:
+            decoded: Object = orjson.loads(self._text)
+        except orjson.JSONDecodeError as error:
+            raise ReadFailed(self._key, error) from error
+        return decoded
+
+    def decode(self, model: type[Model]) -> Model:
+        """The object as ``model``, strictly; ``ValidationError`` when it is not one."""
+        validator = model.__pydantic_validator__
+        if self._text is not None:
+            try:
+                return cast(Model, validator.validate_json(self._text))
+            except ValidationError:
+                pass  # decided again below, from the tree, which words the refusal
+        return cast(Model, validator.validate_python(self.tree()))
+
+
+Fetched = Mapping[Key, Stored | None]
 
 
 @dataclass(frozen=True, slots=True)

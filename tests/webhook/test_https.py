@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import certs
-from jobclaim.apiserver import Object, Resource, Unavailable
+from jobclaim.apiserver import Resource, Unavailable
 from tests.webhook.scenes import job_create, status_write
 from webhook import Engine, StateReader
 from webhook.app import create_app
@@ -34,10 +34,10 @@ class Switchable(StateReader):
 
     down = False
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
         if self.down:
             raise Unavailable("the API server is unreachable")
-        return super().get(resource, namespace, name)
+        return super().get_text(resource, namespace, name)
 
 
 @dataclass

@@ -12,7 +12,19 @@ import pytest
 from controller.inmemory import InMemoryApi
 from controller.inmemory_faults import matching
 from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavailable
-from tests.webhook.scenes import change_owner, decide, job_create, with_claim
+from tests.webhook.scenes import (
+    Scene,
+    change_owner,
+    decide,
+    job_cleanup,
+    job_create,
+    migration_plan_create,
+    plan_chunk_create,
+    projection_create,
+    schema_plan_create,
+    status_write,
+    with_claim,
+)
 from tests.webhook.tables import Row, expect, pattern, unchanged
 from webhook import Decision, Engine, StateReader, jobs, objects
 from webhook.engine import ReadFailed, run
@@ -26,10 +38,10 @@ class Failing(StateReader):
         super().__init__(objects)
         self.kind, self.error = kind, error
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
         if resource.kind == self.kind:
             raise self.error
-        return super().get(resource, namespace, name)
+        return super().get_text(resource, namespace, name)
 
 
 def test_a_failed_owner_read_answers_500_through_the_controllers_api_double() -> None:
@@ -86,10 +98,10 @@ class Barrier(StateReader):
         super().__init__(objects)
         self.barrier = threading.Barrier(parties, timeout=30)
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
         if resource.kind == CONFIGMAPS.kind:
             self.barrier.wait()
-        return super().get(resource, namespace, name)
+        return super().get_text(resource, namespace, name)
 
 
 def test_the_projections_of_an_apply_are_read_concurrently() -> None:
@@ -156,3 +168,85 @@ def test_a_read_failure_closes_the_rule_before_it_can_decide() -> None:
 
     decision = run(_reads_then_allows(), failing)
     assert (decision.allowed, decision.code) == (False, 500)
+
+
+class TreesOnly:
+    """A reader with ``get`` alone, as the controller's API clients are: the engine
+    then decodes the trees it answers instead of the text a StateReader hands over."""
+
+    def __init__(self, objects: Any) -> None:
+        self.state = StateReader(objects)
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        return self.state.get(resource, namespace, name)
+
+
+def _undecodable_owner(change: Any) -> Scene:
+    scene = job_create("schema", "Plan")
+    change(scene.objects[0])
+    return scene
+
+
+SCENES = {
+    "schema plan": lambda: job_create("schema", "Plan"),
+    "schema apply": lambda: job_create("schema", "Apply"),
+    "migration apply": lambda: job_create("migration", "Apply"),
+    "cleanup": job_cleanup,
+    "projection": projection_create,
+    "schema plan object": schema_plan_create,
+    "plan chunk": plan_chunk_create,
+    "migration plan": migration_plan_create,
+    "unknown owner field": lambda: _undecodable_owner(
+        lambda owner: owner["spec"].update(fromTheFuture=True)
+    ),
+    # JSON-mode validation words these differently ("an object", "a valid dictionary")
+    "owner field of the wrong type": lambda: _undecodable_owner(
+        lambda owner: owner["spec"].update(target=[], interval=7)
+    ),
+    "owner status of the wrong type": lambda: _undecodable_owner(
+        lambda owner: owner["status"]["activeOperation"].update(attempt="x", type=None)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_a_text_and_its_tree_are_judged_alike_in_the_same_words(name: str) -> None:
+    scene = SCENES[name]()
+    from_text = decide(scene)
+    from_tree = decide(scene, reader=TreesOnly(scene.objects))
+    assert from_text.decision == from_tree.decision
+    assert from_text.http_status == from_tree.http_status
+
+
+def test_a_status_write_is_judged_alike_from_text_and_tree() -> None:
+    scene = status_write()
+    from_text = decide(scene, "manager-state")
+    from_tree = decide(scene, "manager-state", reader=TreesOnly(scene.objects))
+    assert from_text.decision == from_tree.decision
+
+
+class NotJson(StateReader):
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
+        return b'{"apiVersion": "operator.ptah.run/v1alpha1", "kind": '
+
+
+def test_an_answer_that_is_not_json_fails_the_read() -> None:
+    scene = job_create("schema", "Plan")
+    outcome = decide(scene, reader=NotJson(scene.objects))
+    assert (outcome.http_status, outcome.decision.allowed, outcome.decision.rule) == (
+        500,
+        False,
+        "reads",
+    )
+    assert pattern(objects.READ_FAILED).fullmatch(outcome.decision.message)
+    assert outcome.decision.message.startswith("directly read PtahSchema shop/orders: ")
+
+
+def test_a_state_reader_that_overrides_get_alone_cannot_be_defined() -> None:
+    """The engine reads through ``get_text``: a failure injected into ``get`` alone
+    would never be seen, and the request it was meant to fail would be judged."""
+    with pytest.raises(TypeError, match="get_text"):
+
+        class _Bypassed(StateReader):
+            def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+                raise Unavailable("never called")

@@ -83,14 +83,26 @@ def semantic_equal(left: Any, right: Any, *, key: str = "") -> bool:
 def _canonical_map(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
-    return {k: canonical_quantity(v) if isinstance(v, str) else v for k, v in value.items()}
+    # A loop, not a comprehension: the maps hold one to three quantities, and a
+    # comprehension's own call costs more than that many iterations.
+    out = {}
+    for key, item in value.items():
+        out[key] = canonical_quantity(item) if isinstance(item, str) else item
+    return out
 
 
 def _canonical_container(container: Any) -> Any:
-    if not isinstance(container, dict) or not isinstance(container.get("resources"), dict):
+    if not isinstance(container, dict):
         return container
-    resources = {k: _canonical_map(v) for k, v in container["resources"].items()}
-    return {**container, "resources": resources}
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return container
+    canonical = {}
+    for key, value in resources.items():
+        canonical[key] = _canonical_map(value)
+    copy = dict(container)
+    copy["resources"] = canonical
+    return copy
 
 
 def _canonical_volume(volume: Any) -> Any:
@@ -103,7 +115,10 @@ def _canonical_volume(volume: Any) -> Any:
     }
 
 
-def pod_spec_with_canonical_quantities(spec: dict[str, Any]) -> dict[str, Any]:
+_CONTAINER_LISTS: Final = ("containers", "initContainers", "ephemeralContainers")
+
+
+def pod_spec_with_canonical_quantities(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A shallow copy of a Pod spec with every quantity in a spelling-free form.
 
     Quantities live in exactly these places of a Pod spec: container and init
@@ -111,11 +126,13 @@ def pod_spec_with_canonical_quantities(spec: dict[str, Any]) -> dict[str, Any]:
     those paths are copied, which keeps the digest cheap enough to take per request.
     """
     out = dict(spec)
-    for key in ("containers", "initContainers", "ephemeralContainers"):
-        if isinstance(out.get(key), list):
-            out[key] = [_canonical_container(c) for c in out[key]]
+    for key in _CONTAINER_LISTS:
+        containers = out.get(key)
+        if isinstance(containers, list):
+            out[key] = list(map(_canonical_container, containers))
     if "overhead" in out:
         out["overhead"] = _canonical_map(out["overhead"])
-    if isinstance(out.get("volumes"), list):
-        out["volumes"] = [_canonical_volume(v) for v in out["volumes"]]
+    volumes = out.get("volumes")
+    if isinstance(volumes, list):
+        out["volumes"] = list(map(_canonical_volume, volumes))
     return out

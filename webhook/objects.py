@@ -21,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from jobclaim.api import API_VERSION, GROUP, KINDS, ObjectMeta, OwnerReference
 from jobclaim.apiserver import BY_KIND, CONFIGMAPS, Resource
-from webhook.review import DECODING, AdmissionRequest, validated, validation_message
-from webhook.rules import Fetched, Key, Malformed, Object, Refusal, Trail, read, rule
+from webhook.review import DECODING, AdmissionRequest, validation_message
+from webhook.rules import Fetched, Key, Malformed, Object, Refusal, Trail, read, rule, validated
 
 NO_OBJECT: Final = DECODING.refuses("the {operation} request carries no object", code=400)
 CREATE_WITH_OLD: Final = DECODING.refuses("a create request carries an oldObject", code=400)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webhook.rules import CONTROLLER_WRITE, MANAGER_STATE, Malformed, rule
+from webhook.rules import CONTROLLER_WRITE, MANAGER_STATE, Malformed, rule, validated
 
 DECODING: Final = rule(
     "decoding",
@@ -28,12 +28,14 @@ DECODING: Final = rule(
     description="""
     The AdmissionReview v1 is decoded completely and strictly: every field a real API
     server sends is modelled, and an unknown or duplicated field anywhere in the review
-    is answered with HTTP 400 naming the field. A duplicate key is read differently by
-    different JSON parsers (the API server keeps the last value), so the webhook would
-    otherwise judge an object the API server does not store. The objects inside are
-    decoded strictly too, and must be the kind, namespace and name the request names;
-    a create carrying an oldObject or a status is not a create this contract knows.
-    Dry-run requests are judged exactly like real ones.
+    is answered with HTTP 400 naming the field. A field is known by its wire name only:
+    the Python name a model gives it (user_info for userInfo) is an unknown field, here
+    and in every object the webhook decodes, since no API server sends it. A duplicate
+    key is read differently by different JSON parsers (the API server keeps the last
+    value), so the webhook would otherwise judge an object the API server does not
+    store. The objects inside are decoded strictly too, and must be the kind, namespace
+    and name the request names; a create carrying an oldObject or a status is not a
+    create this contract knows. Dry-run requests are judged exactly like real ones.
     """,
     admits="nothing by itself: a decoded request goes on to the rules of its endpoint",
 )
@@ -178,16 +180,6 @@ def _readable_uid(raw: Any) -> str:
     request = raw.get("request") if isinstance(raw, dict) else None
     uid = request.get("uid") if isinstance(request, dict) else None
     return uid if isinstance(uid, str) else ""
-
-
-Model = TypeVar("Model", bound=BaseModel)
-
-
-def validated(model: type[Model], raw: object) -> Model:
-    """``model.model_validate(raw)``: the same validator, called without the
-    classmethod's own argument checks, which cost as much again as decoding a small
-    model, on every model of every request."""
-    return cast(Model, model.__pydantic_validator__.validate_python(raw))
 
 
 def field_path(location: Sequence[int | str]) -> str:

@@ -5,14 +5,17 @@ one is a 400 naming its field, and nothing malformed is ever admitted."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, get_args
 from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from jobclaim.apiserver import JOBS
+from jobclaim.apiserver import JOBS, Resource
 from tests.webhook.scenes import (
     Obj,
     Scene,
@@ -24,9 +27,9 @@ from tests.webhook.scenes import (
     projection_create,
     schema_plan_create,
 )
-from tests.webhook.tables import Row, expect, unchanged
+from tests.webhook.tables import Change, Row, expect, unchanged
+from webhook import StateReader, objects, review
 from webhook import controllerwrite as cw
-from webhook import objects, review
 from webhook.rules import Malformed
 
 MANAGER = "system:serviceaccount:ptah-system:ptah-operator"
@@ -497,3 +500,236 @@ MANAGED_FIELDS = {
         "f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"ptah"}': {}}}}},
     },
 }
+
+
+# -- Wire names only. The models accept a Python field name too (``populate_by_name``,
+# so code can build them by name), but an API server never sends ``user_info`` for
+# ``userInfo``: every decode of wire input reads the wire names alone, and a Python
+# name is an unknown field, named as sent. Each row would be admitted (or read as
+# something else) if the Python name were accepted.
+
+
+@dataclass
+class Edited(Scene):
+    """A scene whose review is edited as JSON once written: a key renamed or added."""
+
+    edits: list[Callable[[Obj], None]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, base: Scene) -> Edited:
+        return cls(**{k: getattr(base, k) for k in base.__dataclass_fields__})
+
+    def review(self) -> Obj:
+        body = super().review()
+        for edit in self.edits:
+            edit(body)
+        return body
+
+
+def rename(mapping: Obj, key: str, to: str) -> None:
+    """``mapping`` with ``key`` spelled ``to``, in the same place."""
+    assert key in mapping, key
+    pairs = [(to if k == key else k, v) for k, v in mapping.items()]
+    mapping.clear()
+    mapping.update(pairs)
+
+
+def in_request(key: str, to: str) -> Change:
+    def change(scene: Scene) -> None:
+        assert isinstance(scene, Edited)
+        scene.edits.append(lambda body: rename(body["request"], key, to))
+
+    return change
+
+
+def added_to_request(key: str, value: Any) -> Change:
+    def change(scene: Scene) -> None:
+        assert isinstance(scene, Edited)
+        scene.edits.append(lambda body: body["request"].update({key: value}))
+
+    return change
+
+
+def stored_owner_status(key: str, to: str) -> Change:
+    return lambda scene: rename(scene.find("PtahSchema")["status"], key, to)
+
+
+WIRE_NAME_ROWS = [
+    Row("the review with every key spelled as the API server spells it", unchanged, None),
+    Row(
+        "user_info for userInfo",
+        in_request("userInfo", "user_info"),
+        review.NOT_A_REVIEW,
+        "the review does not decode: unknown field request.user_info;",
+    ),
+    Row(
+        "request_kind for requestKind",
+        in_request("requestKind", "request_kind"),
+        review.NOT_A_REVIEW,
+        "the review does not decode: unknown field request.request_kind",
+    ),
+    Row(
+        "an empty sub_resource",
+        added_to_request("sub_resource", ""),
+        review.NOT_A_REVIEW,
+        "the review does not decode: unknown field request.sub_resource",
+    ),
+    Row(
+        "old_object for oldObject",
+        in_request("oldObject", "old_object"),
+        review.NOT_A_REVIEW,
+        "the review does not decode: unknown field request.old_object",
+    ),
+    Row(
+        "owner_references for ownerReferences in the Job's metadata",
+        lambda s: rename(job(s)["metadata"], "ownerReferences", "owner_references"),
+        objects.UNDECODABLE,
+        "request.object does not decode: unknown field request.object.metadata.owner_references",
+    ),
+    Row(
+        "the stored PtahSchema with active_operation for activeOperation",
+        stored_owner_status("activeOperation", "active_operation"),
+        objects.STORED_UNDECODABLE,
+        "the stored PtahSchema shop/orders does not decode: unknown field status.active_operation",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", WIRE_NAME_ROWS, ids=str)
+def test_a_python_field_name_in_the_review_is_an_unknown_field(row: Row) -> None:
+    outcome = expect(row, Edited.of(job_create("schema", "Plan")))
+    if row.refusal is not None and row.refusal.code == 400:
+        assert outcome.http_status == 400
+        assert outcome.body()["response"]["uid"] == job_create().uid
+
+
+def plan_spec(scene: Scene) -> Obj:
+    assert scene.obj is not None
+    spec: Obj = scene.obj["spec"]
+    return spec
+
+
+SCHEMA_PLAN_WIRE_NAME_ROWS = [
+    Row("the plan as the harvested Plan Job's rebuild", unchanged, None),
+    Row(
+        "content_digest for contentDigest in the plan's spec",
+        lambda s: rename(plan_spec(s), "contentDigest", "content_digest"),
+        objects.UNDECODABLE,
+        "request.object does not decode: unknown field request.object.spec.content_digest;",
+    ),
+    Row(
+        "a snake_case key beside its wire name in the plan's spec",
+        lambda s: plan_spec(s).update(statement_count=plan_spec(s)["statementCount"]),
+        objects.UNDECODABLE,
+        "unknown field request.object.spec.statement_count",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", SCHEMA_PLAN_WIRE_NAME_ROWS, ids=str)
+def test_a_python_field_name_in_an_operator_object_is_an_unknown_field(row: Row) -> None:
+    outcome = expect(row, schema_plan_create())
+    if row.refusal is not None:
+        assert outcome.http_status == 400
+
+
+class TreeReader:
+    """A reader that answers decoded trees only (no ``get_text``), as a client whose
+    reads are parsed for it does: the stored object is decoded from the tree."""
+
+    def __init__(self, objects: list[Obj]) -> None:
+        self._state = StateReader(objects)
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Obj:
+        return self._state.get(resource, namespace, name)
+
+
+def test_a_stored_python_field_name_is_refused_from_the_tree_as_from_the_text() -> None:
+    scene = job_create("schema", "Plan")
+    assert decide(scene, reader=TreeReader(scene.objects)).decision.allowed
+    rename(scene.find("PtahSchema")["status"], "activeOperation", "active_operation")
+    from_text, from_tree = decide(scene), decide(scene, reader=TreeReader(scene.objects))
+    assert from_tree.decision == from_text.decision
+    assert from_tree.decision.rule == objects.STORED_UNDECODABLE.rule
+    assert "unknown field status.active_operation" in from_tree.decision.message
+
+
+def review_models(model: type[BaseModel], path: str) -> Iterator[tuple[str, type[BaseModel]]]:
+    """Each model the review is decoded with, at the path of its JSON object."""
+    yield path, model
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        for inner in (info.annotation, *get_args(info.annotation)):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                yield from review_models(inner, f"{path}.{key}" if path else key)
+
+
+# Every field of every review model whose Python name is not its wire name.
+ALIASED = sorted(
+    {
+        (path, name, info.alias)
+        for path, model in review_models(review.AdmissionReview, "")
+        for name, info in model.model_fields.items()
+        if info.alias and info.alias != name
+    }
+)
+
+
+def aliased_review() -> Obj:
+    """A real review holding an object at every path ``ALIASED`` names."""
+    body = base_review()
+    body["request"]["options"]["preconditions"] = {"uid": "u", "resourceVersion": "1"}
+    return body
+
+
+def test_the_aliased_fields_are_the_ones_a_python_name_could_stand_for() -> None:
+    assert judge_raw(json.dumps(aliased_review()).encode()).decision.allowed
+    request_fields = {(n, a) for p, n, a in ALIASED if p == "request"}
+    assert {("user_info", "userInfo"), ("old_object", "oldObject")} <= request_fields
+    assert len(request_fields) == 7, request_fields
+    assert {p for p, _, _ in ALIASED} == {
+        "",
+        "request",
+        "request.options",
+        "request.options.preconditions",
+    }
+
+
+def at_path(body: Obj, path: str) -> Obj:
+    target = body
+    for part in filter(None, path.split(".")):
+        target = target[part]
+    return target
+
+
+_SAME = object()
+
+
+@pytest.mark.parametrize(("path", "name", "alias"), ALIASED, ids=lambda v: str(v or "."))
+@settings(max_examples=12, deadline=None)
+@given(
+    keep_alias=st.booleans(),
+    first=st.booleans(),
+    value=st.one_of(st.just(_SAME), st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
+)
+def test_sending_a_python_name_for_a_wire_name_is_a_400_naming_it(
+    path: str, name: str, alias: str, keep_alias: bool, first: bool, value: Any
+) -> None:
+    """In place of the wire name or beside it, first or last, whatever its value."""
+    body = aliased_review()
+    target = at_path(body, path)
+    if value is _SAME:
+        value = target.get(alias)
+    if not keep_alias:
+        target.pop(alias, None)
+    pairs = list(target.items())
+    target.clear()
+    target.update([(name, value), *pairs] if first else [*pairs, (name, value)])
+    outcome = judge_raw(json.dumps(body).encode())
+    where = f"{path}.{name}" if path else name
+    assert (outcome.http_status, outcome.decision.allowed) == (400, False)
+    assert outcome.decision.rule == review.NOT_A_REVIEW.rule
+    assert outcome.decision.message.startswith(
+        f"the review does not decode: unknown field {where}"
+    ), outcome.decision.message
+    assert outcome.body()["response"]["uid"] == body["request"]["uid"]

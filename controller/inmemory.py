@@ -50,6 +50,8 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
+import orjson
+
 from controller.inmemory_faults import (
     Call,
     Fault,
@@ -182,6 +184,17 @@ class InMemoryApi:
     def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
         request = Request("get", resource, namespace, name)
         return self._call(request, lambda: copy.deepcopy(self._existing(request)))
+
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
+        """``get``'s answer as the JSON text the real adapter hands over.
+
+        Offered because ``KubeApi`` offers it, so the webhook reads the double the way
+        it reads the API server in production. It is the same GET on the wire, so it
+        is logged, and failed by ``fail_read(matching("get", ...))``, as a ``get``.
+        """
+        request = Request("get", resource, namespace, name)
+        # Encoded under the lock, so no copy is needed for a consistent snapshot.
+        return self._call(request, lambda: orjson.dumps(self._existing(request)))
 
     def list(
         self,

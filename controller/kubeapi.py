@@ -24,13 +24,13 @@ Three choices follow from "never run SQL twice":
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast
 from urllib.parse import quote
 
+import orjson
 import urllib3
 
 # The client ships py.typed but leaves most functions unannotated; each call of one
@@ -117,8 +117,8 @@ def _status_details(body: str | bytes | None) -> tuple[str, str]:
         return "", ""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     try:
-        parsed = json.loads(text)
-    except ValueError:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return "", text.strip()[:500]
     if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
         return "", text.strip()[:500]
@@ -230,6 +230,21 @@ class KubeApi:
     def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
         return self._object(resource, self._json("GET", resource_path(resource, namespace, name)))
 
+    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
+        """The body of the GET ``get`` makes, undecoded: ``webhook.engine.TextReader``.
+
+        The same request and the same errors (NotFound and the rest, by ``classify``).
+        What it does not repeat is ``get``'s look at the answer, which would cost the
+        parse this method exists to spare: an answer that is not JSON, or not an
+        object, is handed over as it came instead of raised as ``Unavailable``, and
+        the caller's decoder has to fail on it (the webhook's fails such a read, a
+        500). A conforming API server never sends one, and its answer to a GET of one
+        object always carries the ``apiVersion`` and ``kind`` that ``get`` would
+        otherwise fill in (only list items lack them), so for every answer a real
+        server gives, this decodes to exactly what ``get`` returns.
+        """
+        return self._request("GET", resource_path(resource, namespace, name))
+
     def list(
         self,
         resource: Resource,
@@ -284,12 +299,12 @@ class KubeApi:
             for line in iter_resp_lines(raw):  # type: ignore[no-untyped-call]
                 if not line:
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     # 410 Gone (the version is too old) lands here: the caller lists
                     # again, which it must do after any failed watch anyway.
-                    raise classify(obj.get("code"), "", json.dumps(obj))
+                    raise classify(obj.get("code"), "", orjson.dumps(obj))
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
                     yield WatchEvent(kind, self._object(resource, obj))
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -418,8 +433,10 @@ class KubeApi:
     ) -> Any:
         raw = self._request(method, path, query=query, body=body, content_type=content_type)
         try:
-            return json.loads(raw)
-        except ValueError as exc:
+            # orjson refuses NaN, Infinity and lone surrogates, which the API server's
+            # encoder never writes: such an answer is Unavailable like any non-JSON one.
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise Unavailable(f"the API server answered {method} {path} with no JSON") from exc
 
     def _request(

@@ -51,11 +51,17 @@ class TextReader(Protocol):
     """A reader that can also hand over an object as the JSON text the API server sent.
 
     Decoding a model straight from that text skips building a tree only to validate
-    it, on every read of every request. ``get_text`` answers exactly what ``get``
-    decodes, and raises exactly what it raises. The text must be what a JSON encoder
-    writes (the API server's, or orjson's for a ``StateReader``): the model's parser
-    would also read a ``NaN``, an ``Infinity`` or an integer beyond 64 bits, which no
-    encoder writes and which ``get`` would have failed or read as a float.
+    it, on every read of every request. ``get_text`` makes the request ``get`` makes
+    and raises exactly what it raises; for every answer an API server gives (one JSON
+    object that carries its ``apiVersion`` and ``kind``) the text decodes to exactly
+    what ``get`` returns. An answer that is not such an object is where the two part:
+    ``get`` raises, while ``get_text`` may hand it over unchecked, since checking would
+    take the parse it exists to spare. Its consumer must therefore fail closed on any
+    text, as ``Stored`` does: text that is not JSON, or JSON that is not one object,
+    fails the read (500). The text must be what a JSON encoder writes (the API
+    server's, or orjson's for a ``StateReader``): the model's parser would also read a
+    ``NaN``, an ``Infinity`` or an integer beyond 64 bits, which no encoder writes and
+    which ``get`` would have failed or read as a float.
     """
 
     def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes: ...

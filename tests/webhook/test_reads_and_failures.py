@@ -171,7 +171,7 @@ def test_a_read_failure_closes_the_rule_before_it_can_decide() -> None:
 
 
 class TreesOnly:
-    """A reader with ``get`` alone, as the controller's API clients are: the engine
+    """A reader with ``get`` alone (any ``ApiReader`` without ``get_text``): the engine
     then decodes the trees it answers instead of the text a StateReader hands over."""
 
     def __init__(self, objects: Any) -> None:

@@ -299,7 +299,7 @@ class KubeApi:
             for line in iter_resp_lines(raw):  # type: ignore[no-untyped-call]
                 if not line:
                     continue
-                event = orjson.loads(line)
+                event = _event(resource, line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     # 410 Gone (the version is too old) lands here: the caller lists
@@ -495,6 +495,22 @@ class KubeApi:
             raise classify(exc.status, str(exc.reason or ""), exc.body) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Unavailable(f"{method} {path} got no answer: {exc}") from exc
+
+
+def _event(resource: Resource, line: bytes) -> dict[str, Any]:
+    """One watch line as an event object; ``Unavailable`` when it is not one.
+
+    A line that is not a JSON object says nothing about what changed: the watch is
+    over, as for a stream that broke off, and the caller lists again. Left as the
+    parser's ValueError it would escape every handler that expects an API error.
+    """
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise Unavailable(f"the watch on {resource.plural} sent a line that is not JSON") from exc
+    if not isinstance(event, dict):
+        raise Unavailable(f"the watch on {resource.plural} sent a line that is not an event")
+    return event
 
 
 def _guard(patch: dict[str, Any], resource_version: str | None) -> None:

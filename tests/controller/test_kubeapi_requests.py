@@ -374,6 +374,18 @@ def test_a_watch_yields_events_and_raises_an_error_event(api: KubeApi, stub: Stu
     assert stub.seen[0].query == {"watch": "true", "timeoutSeconds": "5", "resourceVersion": "3"}
 
 
+@pytest.mark.parametrize("line", [b"<html>502</html>", b"[]", b"null", b'{"type": "ADD'])
+def test_a_watch_line_that_is_not_an_event_ends_the_watch_as_unavailable(
+    api: KubeApi, stub: Stub, line: bytes
+) -> None:
+    added = {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "4"}}}
+    stub.answer(body=json.dumps(added).encode() + b"\n" + line + b"\n")
+    events = api.watch(CONFIGMAPS, "ns", timeout_seconds=5)
+    assert next(events).type == "ADDED"
+    with pytest.raises(Unavailable, match="watch on configmaps sent a line that is not"):
+        next(events)
+
+
 def test_a_refused_watch_raises_when_it_is_opened(api: KubeApi, stub: Stub) -> None:
     stub.answer(422, {"kind": "Status", "reason": "Invalid", "message": "bad selector"})
     with pytest.raises(Invalid):

@@ -37,7 +37,6 @@ from jobclaim.envelope import (
     ANN_PTAH_VERSION,
     ANN_SNAPSHOT_DIGEST,
     ANN_STATE_VERSION,
-    MANAGER_RECORD_KEYS,
     MUTATING_MARKS,
     claimed_labels,
     claimed_metadata_problem,
@@ -260,13 +259,15 @@ def _against_envelope(
     if not is_digest(fingerprint):
         return _refuse("the Job carries no input fingerprint its claim can accept")
     assert claim.snapshot is not None
-    # What the claim fixes beyond the manager record, which the Job was just shown to
-    # carry and which binds nothing: the record's values are the Job's own.
     claimed = {
         ANN_OPERATION_ID: claim.operation_id,
         ANN_INPUT_FINGERPRINT: fingerprint,
         ANN_EPOCH: claim.epoch,
         ANN_SNAPSHOT_DIGEST: claim.snapshot.digest,
+        ANN_CONTROLLER_IMAGE: annotations[ANN_CONTROLLER_IMAGE],
+        ANN_CONTROLLER_REVISION: annotations[ANN_CONTROLLER_REVISION],
+        ANN_STATE_VERSION: state_version,
+        ANN_PTAH_VERSION: ptah_version,
     }
     plan = claim.plan
     if plan is not None:
@@ -281,16 +282,9 @@ def _against_envelope(
         claimed[ANN_PLAN_CONTENT_DIGEST] = plan.content_digest
     if info.mutating:
         claimed.update(MUTATING_MARKS)
-    # Carrying every fixed value and exactly the record besides them leaves no room for
-    # a declared key, so the Job is its claim's without asking about any other key.
-    if not (
-        claimed.items() <= annotations.items()
-        and len(annotations) == len(claimed) + len(MANAGER_RECORD_KEYS)
-    ):
-        claimed.update((key, annotations[key]) for key in MANAGER_RECORD_KEYS)
-        problem = claimed_metadata_problem(annotations, claimed)
-        if problem:
-            return _refuse(f"the Job's annotations are not its claim's: {problem}")
+    problem = claimed_metadata_problem(annotations, claimed)
+    if problem:
+        return _refuse(f"the Job's annotations are not its claim's: {problem}")
     template_metadata = _map(template.get("metadata"))
     if _map(template_metadata.get("annotations")) != annotations:
         return _refuse("the Job's Pod template annotations differ from the Job's")

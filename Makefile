@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP) controlplane
-	$(PY) -m controller.localrun $(RUN_ARGS)
+	$(PY) -m lab.run $(RUN_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -34,7 +34,7 @@ test: lint typecheck unit
 # reused: make rebuilds it only when its Go sources or module pins change,
 # because a cold build of Kubernetes takes minutes. -p=2 caps the compile
 # parallelism so the build fits a 2-core CI machine's memory.
-CONTROLPLANE_DIR := tests/controlplane
+CONTROLPLANE_DIR := lab/controlplane
 CONTROLPLANE_BIN := $(CONTROLPLANE_DIR)/bin/controlplane
 
 controlplane: $(CONTROLPLANE_BIN)

@@ -41,7 +41,6 @@ from controller.mutationlifecycle import (
     may_have_dispatched,
 )
 from controller.passcontext import PassContext, Status
-from controller.runner.config import parse_time
 from controller.schema_records import (
     mark_plan_approvals_stale,
     pending_observation_for,
@@ -57,6 +56,7 @@ from jobclaim.api import (
 )
 from jobclaim.api.schema import RetiredJobStatus, RetiredPlanReference
 from jobclaim.apiserver import JOBS, NotFound, Object
+from runner.config import parse_time
 
 
 def _new_binding(ctx: PassContext) -> Any:

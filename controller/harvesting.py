@@ -1,5 +1,5 @@
 """Reading a terminal Job's account through the API: the shell around
-``controller.runner.harvest``'s pure decisions.
+``runner.harvest``'s pure decisions.
 
 A terminal Job is not an outcome. The account comes from
 
@@ -30,8 +30,11 @@ from datetime import datetime
 from typing import Any
 
 from controller.passcontext import PassContext
-from controller.runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
-from controller.runner.harvest import (
+from jobclaim import CLEANUP_TTL_SECONDS
+from jobclaim.apiserver import JOBS, PODS, ApiError, Object
+from jobclaim.builder import RUNNER_CONTAINER
+from runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
+from runner.harvest import (
     Judgement,
     NoEvidence,
     Outcome,
@@ -40,10 +43,7 @@ from controller.runner.harvest import (
     select_pod,
     terminal_since,
 )
-from controller.runner.summary import Account
-from jobclaim import CLEANUP_TTL_SECONDS
-from jobclaim.apiserver import JOBS, PODS, ApiError, Object
-from jobclaim.builder import RUNNER_CONTAINER
+from runner.summary import Account
 
 
 @dataclass(frozen=True, slots=True)

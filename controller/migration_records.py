@@ -37,8 +37,6 @@ from controller.harvesting import Harvest
 from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext, timestamp
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
-from controller.runner.harvest import Outcome
-from controller.runner.summary import Account
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
     MigrationOperationStatus,
@@ -52,6 +50,8 @@ from jobclaim.api import (
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationRunStatus
 from jobclaim.apiserver import PTAHMIGRATIONRUNACKNOWLEDGMENTS, Conflict
 from jobclaim.errors import PtahError
+from runner.harvest import Outcome
+from runner.summary import Account
 
 
 class UnreadableCopy(PtahError):

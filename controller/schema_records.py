@@ -40,8 +40,6 @@ from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext, timestamp
 from controller.retirement import retire_schema_claim
-from controller.runner.config import parse_time
-from controller.runner.harvest import Outcome
 from controller.targetlock import MalformedLease
 from jobclaim import finished, lease_holder, match, pending_apply_claim
 from jobclaim.api import (
@@ -52,6 +50,8 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
 from jobclaim.errors import InvalidInput
+from runner.config import parse_time
+from runner.harvest import Outcome
 
 MAX_POD_UIDS: Final = 8
 

@@ -33,13 +33,13 @@ from controller.migration_records import migration_outcome, record_unresolved_ru
 from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
 from controller.passcontext import PassContext
 from controller.retirement import retire_migration_claim, retire_schema_claim
-from controller.runner.harvest import Outcome
 from controller.schema_records import record_schema_apply, schema_outcome
 from controller.targetlock import MalformedLease
 from jobclaim import Verdict, finished, manager_record_of, match
 from jobclaim.api import PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import InvalidInput
+from runner.harvest import Outcome
 
 
 def _renew_interval(ctx: PassContext) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.kubeapi import KubeApi
+from kube.client import KubeApi
 
 
 def api_reader(kubeconfig: Path | None, *, context: str | None = None) -> KubeApi:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from jobclaim._canonical import is_digest, is_epoch
+from jobclaim import is_digest, is_epoch
 from jobclaim.api import TargetLockReleaseStatus
 from jobclaim.errors import InvalidInput
 

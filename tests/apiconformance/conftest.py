@@ -1,7 +1,7 @@
 """The ``api`` fixture: every conformance test runs against the double and the real server.
 
-``memory`` is ``controller.inmemory.InMemoryApi``; ``real`` is ``controller.kubeapi``
-talking to the kube-apiserver of the tests/controlplane harness (as its admin, so RBAC
+``memory`` is ``kube.fake.inmemory.InMemoryApi``; ``real`` is ``kube.client``
+talking to the kube-apiserver of the lab/controlplane harness (as its admin, so RBAC
 never decides a semantic test). The real backend is marked ``controlplane`` and, like
 every real-API test, fails rather than skips when the harness cannot be built.
 """
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.inmemory import InMemoryApi
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
 from jobclaim.apiserver import NAMESPACES, ApiClient
+from kube.client import KubeApi
+from kube.fake.inmemory import InMemoryApi
+from lab.localplane import LocalControlPlane
 from tests.apiconformance.kinds import GADGETS, WIDGETS, install
 
 # The harness's session fixture, shared with tests/realapi. Imported rather than

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
 from jobclaim.apiserver import CONFIGMAPS, NAMESPACES, ApiError, NotFound, Refused
+from kube.client import KubeApi
+from lab.localplane import LocalControlPlane
 from tests.apiconformance.kinds import WEBHOOKS, config_map
 
 pytestmark = pytest.mark.controlplane

@@ -10,9 +10,9 @@ import pytest
 from rotation_world import check_trust, make_world
 
 from certs import CA_CERT, Converged, Force, KubeBundles, RotationError, Rotator, bundle_of
-from controller.inmemory import InMemoryApi, matching
 from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS as VWC
 from jobclaim.apiserver import Conflict
+from kube.fake.inmemory import InMemoryApi, matching
 
 MANAGED = ("ptah-operator-controller-write", "ptah-operator-manager-state")
 

@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from controller.events import RecordingSink
-from controller.inmemory import InMemoryApi
 from controller.managerconfig import BindingInputs, ManagerConfig
 from controller.mutationlifecycle import Driver, Stop
 from controller.passcontext import Environment
@@ -41,6 +40,7 @@ from jobclaim.apiserver import (
     ApiClient,
     Object,
 )
+from kube.fake.inmemory import InMemoryApi
 from tests.jobclaim.world import BINDING, EPOCH, MANAGER, example
 
 NS = "shop"

@@ -23,7 +23,6 @@ from controller.approvals import (
     held_migration_approval,
     held_schema_approval,
 )
-from controller.inmemory import InMemoryApi, matching
 from jobclaim.api import ObjectReference, PtahMigration, PtahSchema
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
@@ -32,6 +31,7 @@ from jobclaim.apiserver import (
     Object,
     Unavailable,
 )
+from kube.fake.inmemory import InMemoryApi, matching
 from tests.jobclaim.world import EPOCH, example, plan_for
 
 NS = "shop"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from controller.claims import epoch_update, placeholder_epoch
-from controller.inmemory import matching
 from controller.targetlock import LeaseState
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder
 from jobclaim.api import ActiveOperationStatus
 from jobclaim.apiserver import LEASES, PTAHSCHEMAPLANS, PTAHSCHEMAS
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
 from tests.jobclaim.world import EPOCH
 

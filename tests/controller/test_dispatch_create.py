@@ -14,10 +14,10 @@ import json
 
 import pytest
 
-from controller.inmemory import matching
-from controller.kubeapi import classify
 from controller.mutationlifecycle import CreateOutcome, classify_create
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, ApiError
+from kube.client import classify
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, add_migration, add_schema, conditions, make_rig
 
 

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller.inmemory import matching
-from controller.inmemory_faults import Predicate, Request
 from controller.mutationlifecycle import Driver, Step
 from controller.reconciler import Key
 from jobclaim.apiserver import (
@@ -30,6 +28,8 @@ from jobclaim.apiserver import (
     Resource,
     Unavailable,
 )
+from kube.fake.faults import Predicate, Request
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import (
     NS,
     Rig,

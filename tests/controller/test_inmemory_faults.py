@@ -13,8 +13,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.inmemory import InMemoryApi, matching
-from controller.inmemory_faults import Request
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
@@ -26,6 +24,8 @@ from jobclaim.apiserver import (
     Refused,
     Unavailable,
 )
+from kube.fake.faults import Request
+from kube.fake.inmemory import InMemoryApi, matching
 
 NS = "ns"
 

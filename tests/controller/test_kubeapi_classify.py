@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from controller.kubeapi import classify
 from jobclaim.apiserver import (
     AlreadyExists,
     ApiError,
@@ -21,6 +20,7 @@ from jobclaim.apiserver import (
     Refused,
     Unavailable,
 )
+from kube.client import classify
 
 
 def status(code: int, reason: str, message: str) -> str:

@@ -21,7 +21,6 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import yaml
 
-from controller.kubeapi import KubeApi, KubeConfigError
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
@@ -32,6 +31,7 @@ from jobclaim.apiserver import (
     NotFound,
     Unavailable,
 )
+from kube.client import KubeApi, KubeConfigError
 
 
 @dataclass

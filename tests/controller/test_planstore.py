@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.inmemory import InMemoryApi, matching
 from controller.planstore import (
     PlanUnverified,
     ProjectionConflict,
@@ -29,6 +28,7 @@ from jobclaim.apiserver import (
     Refused,
     Unavailable,
 )
+from kube.fake.inmemory import InMemoryApi, matching
 from webhook.projections import projection_mismatch
 
 NS = "shop"

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.inmemory import InMemoryApi, matching
 from controller.podintent import (
     AdmissionSettings,
     AdmissionUnresolvable,
@@ -28,6 +27,7 @@ from jobclaim.apiserver import (
     Object,
     Unavailable,
 )
+from kube.fake.inmemory import InMemoryApi, matching
 
 NS = "shop"
 SETTINGS = AdmissionSettings()

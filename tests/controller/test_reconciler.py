@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-from controller.inmemory import InMemoryApi, matching
 from controller.leaderelection import LeaderElector
 from controller.mutationlifecycle import Stop
 from controller.reconciler import Key, Reconciler, WorkQueue, keys_for
@@ -24,6 +23,7 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
+from kube.fake.inmemory import InMemoryApi, matching
 from tests.controller.dispatchworld import (
     LEASE_NS,
     NS,

@@ -11,10 +11,10 @@ import dataclasses
 
 import pytest
 
-from controller.inmemory import matching
 from controller.supervision import HARVEST_PENDING
 from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
 from tests.jobclaim.world import MANAGER
 from tests.outcomes.podworld import finish_job, start_pod

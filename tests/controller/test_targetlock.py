@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.inmemory import InMemoryApi, matching
 from controller.targetlock import (
     ANN_LEASE_EPOCH,
     LABEL_COORDINATION,
@@ -29,6 +28,7 @@ from controller.targetlock import (
 )
 from jobclaim import coordination_digest, lease_holder, lease_name
 from jobclaim.apiserver import LEASES, Conflict, Object, Unavailable
+from kube.fake.inmemory import InMemoryApi, matching
 
 NS = "ptah-system"
 DURATION = 60

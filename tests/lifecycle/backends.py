@@ -1,5 +1,5 @@
 """Where a dispatch-order world runs: the in-memory double, or the real kube-apiserver of
-the tests/controlplane harness, behind the same adapter protocol.
+the lab/controlplane harness, behind the same adapter protocol.
 
 A ``Backend`` hands out ``Site``s, one per world: an isolated place with an admin API
 that sets the stage and reads what is held (never faulted, never attributed to a step),
@@ -10,7 +10,7 @@ faults and invariant checks are the same code on both.
 
 On the real server the manager is the manager: the controller calls the API server as
 the manager identity of the harness, with the chart's permissions (granted once by
-``controller.localrun``, as ``make run`` grants them), so a call the chart does not
+``lab.run``, as ``make run`` grants them), so a call the chart does not
 allow fails a row instead of passing unnoticed. Each site gets a fresh namespace with
 its default ServiceAccount (no service-account controller runs in the harness, and the
 admission snapshot binds the Job's ServiceAccount by UID), and its resource addresses a
@@ -25,10 +25,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from controller import localrun
-from controller.inmemory import InMemoryApi
-from controller.kubeapi import KubeApi
 from jobclaim.apiserver import JOBS, ApiClient, Object
+from kube.client import KubeApi
+from kube.fake.inmemory import InMemoryApi
+from lab import run as localrun
 from tests.controller.dispatchworld import LEASE_NS, NS, Clocks, add_service_account
 from tests.lifecycle.faultrig import Peek, peek_through
 

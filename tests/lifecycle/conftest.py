@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import localrun
+from lab import run as localrun
 from tests.lifecycle.backends import RealServer
 
 # The harness's fixtures, imported so there is one way to start a control plane and

@@ -32,9 +32,9 @@ report the problem that boundary exists to prevent. A boundary whose swap passes
 every row would be a test that proves nothing.
 
 Both backends. Every world gets a fresh site (``tests.lifecycle.backends``): on the
-in-memory double, or on the real kube-apiserver of the tests/controlplane harness, where
+in-memory double, or on the real kube-apiserver of the lab/controlplane harness, where
 the manager calls the server as the manager identity with the chart's permissions,
-through the same ``StepApi`` around the real adapter ``controller.kubeapi.KubeApi``, and
+through the same ``StepApi`` around the real adapter ``kube.client.KubeApi``, and
 every read of what is held goes through the adapter protocol (``Site.peek``). Which
 tests run on which backend follows one rule (a test runs on both when it asks for the
 ``backend`` fixture, whose params are ``BACKENDS``): a check whose verdict depends on

@@ -14,10 +14,10 @@ import copy
 from typing import Any
 
 from controller.passcontext import timestamp
-from controller.runner import encode_frame, encode_summary, summary_of
-from controller.runner.protocol import Frame
-from controller.runner.result import RunnerResult
 from jobclaim.apiserver import JOBS, PODS, Object
+from runner import encode_frame, encode_summary, summary_of
+from runner.protocol import Frame
+from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
 
 TARGET = "sha256:" + "a" * 64

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller.inmemory import matching
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, Unavailable
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 from tests.jobclaim.world import EPOCH
 from tests.outcomes.podworld import (

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller.inmemory import Request, matching
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import CONFIGMAPS, JOBS, LEASES, Resource
+from kube.fake.inmemory import Request, matching
 from tests.controller.dispatchworld import NS, Rig, make_rig
 from tests.outcomes.podworld import NO_CHANGES, OBSERVED, harvest_with
 from tests.outcomes.support import (

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from controller.inmemory import matching
 from controller.migration_records import run_outcome
-from controller.runner import encode_frame, summary_of
-from controller.runner.protocol import Frame
-from controller.runner.result import RunnerResult
-from controller.runner.summary import Account
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import (
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHMIGRATIONS,
 )
+from kube.fake.inmemory import matching
+from runner import encode_frame, summary_of
+from runner.protocol import Frame
+from runner.result import RunnerResult
+from runner.summary import Account
 from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
 from tests.outcomes.podworld import MIGRATED, TARGET, harvest_with, history
 from tests.outcomes.support import status_of

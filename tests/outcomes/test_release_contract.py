@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller.inmemory import matching
 from controller.mutationlifecycle import may_have_dispatched
 from jobclaim.apiserver import JOBS, LEASES, PTAHSCHEMAS, Unavailable
+from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, Rig, make_rig
 from tests.outcomes.podworld import (
     finish_job,

@@ -1,4 +1,4 @@
-"""Fixtures for tests against a real kube-apiserver (the tests/controlplane harness).
+"""Fixtures for tests against a real kube-apiserver (the lab/controlplane harness).
 
 The control plane is started once per session: a cold start takes seconds and
 every test isolates itself in its own namespace instead.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from controller.localplane import ControlPlaneBuildError, LocalControlPlane, ensure_binary
+from lab.localplane import ControlPlaneBuildError, LocalControlPlane, ensure_binary
 
 ClientFor = Callable[[str], client.ApiClient]
 

@@ -1,7 +1,7 @@
 """Fixtures for the real-API tests of the operator itself: its CRDs installed, the
 manager granted the chart's permissions, and API clients per identity.
 
-Everything is set up by ``controller.localrun``, the module ``make run`` uses, so
+Everything is set up by ``lab.run``, the module ``make run`` uses, so
 the tests exercise the same set-up the README tells a user to run. Import the
 fixtures a test module needs (they are not in conftest.py, which belongs to the
 harness).
@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller import localrun
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
 from jobclaim.apiserver import JOBS, Object
+from kube.client import KubeApi
+from lab import run as localrun
+from lab.localplane import LocalControlPlane
 
 # The harness's session fixture; imported so there is one way to start a control plane.
 from tests.realapi.conftest import control_plane  # noqa: F401

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
 from jobclaim import build_job, match, migration_job_inputs, schema_job_inputs
 from jobclaim.api import PtahMigration, PtahSchema
 from jobclaim.apiserver import JOBS, Object
 from jobclaim.template import generated_identity_problem, without_generated_identity
+from kube.client import KubeApi
+from lab.localplane import LocalControlPlane
 from tests.jobclaim import world
 from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE
 

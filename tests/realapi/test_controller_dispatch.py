@@ -3,7 +3,7 @@ server (issue 8, test 5).
 
 Everything is the product: the chart's CRDs, the manager's RBAC, the webhook served
 over TLS and registered by url and caBundle, and the controller's reconciler
-watching as the manager. The one stand-in is ``controller.localrun.seed_plan``: no
+watching as the manager. The one stand-in is ``lab.run.seed_plan``: no
 kubelet runs here, so the plan a Plan Job would have published is written directly
 (the same helper ``make run`` uses).
 
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller import localrun
 from controller.events import RecordingSink
 from jobclaim import match, schema_claim
 from jobclaim.api import PtahSchema, PtahSchemaApproval
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object
+from lab import run as localrun
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,

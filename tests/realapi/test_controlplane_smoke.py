@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.localplane import LocalControlPlane
+from lab.localplane import LocalControlPlane
 
 pytestmark = pytest.mark.controlplane
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller import localrun
 from jobclaim.apiserver import ApiError, Object, Resource
+from lab import run as localrun
 from tests.chart.support import VALUES, Helm, HelmUnavailable, build_helm
 from tests.realapi.operator import Operator, operator, webhooked_namespace  # noqa: F401
 
@@ -191,7 +191,7 @@ def test_make_run_grants_the_manager_what_the_chart_grants(
     operator: Operator,  # noqa: F811
     helm: Helm,
 ) -> None:
-    """``controller.localrun`` writes the manager's RBAC out instead of rendering the
+    """``lab.run`` writes the manager's RBAC out instead of rendering the
     chart (make run should not need helm); this keeps the two from drifting apart.
 
     The one rule left out is the chart's patch of its own webhook configurations by

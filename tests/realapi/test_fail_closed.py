@@ -23,12 +23,12 @@ from typing import Any
 import httpx
 import pytest
 
-from controller import localrun
 from controller.events import RecordingSink
-from controller.kubeapi import KubeApi
 from controller.mutationlifecycle import CreateOutcome, Stop, classify_create
 from controller.reconciler import Key
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, NotFound, Object, Resource
+from kube.client import KubeApi
+from lab import run as localrun
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     dry_run_job_create,

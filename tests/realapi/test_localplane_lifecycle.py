@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.localplane import LocalControlPlane, ensure_binary
+from lab.localplane import LocalControlPlane, ensure_binary
 
 pytestmark = pytest.mark.controlplane
 

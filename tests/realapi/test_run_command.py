@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.localplane import REPO_ROOT
+from lab.localplane import REPO_ROOT
 
 pytestmark = pytest.mark.controlplane
 
@@ -74,7 +74,7 @@ def test_make_run_once_takes_the_example_to_a_recorded_job(tmp_path: Path) -> No
 def test_ctrl_c_tears_everything_down(tmp_path: Path) -> None:
     workdir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "controller.localrun", "--workdir", str(workdir)],
+        [sys.executable, "-m", "lab.run", "--workdir", str(workdir)],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

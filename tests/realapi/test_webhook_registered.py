@@ -6,7 +6,7 @@ claim admitted, a forged Job of the manager refused with the matcher's sentence,
 cleanup TTL on a recorded but still running Job refused, and a status write by the
 system:masters admin refused.
 
-Here, with the chart's two configurations as ``controller.localrun`` registers them
+Here, with the chart's two configurations as ``lab.run`` registers them
 (manager-only match condition included):
 
 - the cleanup TTL on a Job no record names is refused, and on the recorded terminal
@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from controller import localrun
-from controller.kubeapi import KubeApi
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Conflict, Object
+from kube.client import KubeApi
+from lab import run as localrun
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from controller.runner.result import RunnerResult
+from runner.result import RunnerResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
@@ -165,7 +165,7 @@ def runner_env(
 
 def start_runner(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "controller.runner"],
+        [sys.executable, "-m", "runner"],
         env=env,
         cwd=ROOT,
         stdin=subprocess.DEVNULL,

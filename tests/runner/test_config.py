@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runner.config import (
+from runner.config import (
     Refusal,
     RunConfig,
     bind,
@@ -16,8 +16,8 @@ from controller.runner.config import (
     prepare,
     termination_log,
 )
-from controller.runner.errors import ConfigurationError
-from controller.runner.result import RUNNER_OPERATIONS
+from runner.errors import ConfigurationError
+from runner.result import RUNNER_OPERATIONS
 from tests.runner.support import OP_ID, PLAN_DIGEST, SECRET_URL
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)

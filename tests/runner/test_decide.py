@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from controller.runner.config import Redactor, RunConfig, secrets_of
-from controller.runner.decide import (
+from runner.config import Redactor, RunConfig, secrets_of
+from runner.decide import (
     RUNNER_FIELDS,
     ChildOutcome,
     Stop,
@@ -23,7 +23,7 @@ from controller.runner.decide import (
     one_line,
     too_large,
 )
-from controller.runner.result import RunnerResult
+from runner.result import RunnerResult
 from tests.runner.support import PLAN_DIGEST, SECRET_URL, failed_wire, wire
 
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from controller.runner.errors import FrameNotFound, IncompleteFrame, MalformedFrame, SummaryRefused
-from controller.runner.harvest import (
+from jobclaim import Claim
+from jobclaim.envelope import ANN_OPERATION_ID, LABEL_OPERATION_ID
+from runner.errors import FrameNotFound, IncompleteFrame, MalformedFrame, SummaryRefused
+from runner.harvest import (
     REREAD_WINDOW,
     NoEvidence,
     Outcome,
@@ -21,10 +23,8 @@ from controller.runner.harvest import (
     select_pod,
     terminal_since,
 )
-from controller.runner.protocol import encode_frame
-from controller.runner.summary import account_for
-from jobclaim import Claim
-from jobclaim.envelope import ANN_OPERATION_ID, LABEL_OPERATION_ID
+from runner.protocol import encode_frame
+from runner.summary import account_for
 from tests.jobclaim.world import World, migration_world, schema_world
 from tests.runner.support import COORD, TARGET, result
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.runner.errors import FrameError, SummaryRefused
-from controller.runner.protocol import FOOTER, MARKER, encode_frame, parse_result_for
-from controller.runner.result import RunnerResult
-from controller.runner.summary import encode_summary, parse_summary_for, summary_of
+from runner.errors import FrameError, SummaryRefused
+from runner.protocol import FOOTER, MARKER, encode_frame, parse_result_for
+from runner.result import RunnerResult
+from runner.summary import encode_summary, parse_summary_for, summary_of
 from tests.runner.support import OP_ID, OTHER_ID, failed_wire, result
 
 OPERATIONS = ("apply", "plan", "migration-apply")

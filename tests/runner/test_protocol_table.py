@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller.runner.errors import (
+from runner.errors import (
     ForeignFrame,
     FrameError,
     FrameNotFound,
@@ -17,7 +17,7 @@ from controller.runner.errors import (
     IncompleteFrame,
     MalformedFrame,
 )
-from controller.runner.protocol import (
+from runner.protocol import (
     FOOTER,
     LOG_BUDGET_BYTES,
     MARKER,
@@ -27,7 +27,7 @@ from controller.runner.protocol import (
     header_digests,
     parse_result_for,
 )
-from controller.runner.result import RunnerResult, encode_json
+from runner.result import RunnerResult, encode_json
 from tests.runner.support import OP_ID, OTHER_ID, result, wire
 
 GOOD = encode_frame(result("apply"))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.runner.result import (
+from runner.result import (
     MUTATING,
     RUNNER_OPERATIONS,
     RunnerResult,

@@ -1,4 +1,4 @@
-"""The runner as the Job runs it: ``python -m controller.runner`` with the stand-in
+"""The runner as the Job runs it: ``python -m runner`` with the stand-in
 executor as a real subprocess. Each run is read back the way the controller reads it:
 the frame from stdout, the summary from the termination log.
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from controller.runner.protocol import Frame, parse_result_for
-from controller.runner.result import RUNNER_OPERATIONS
-from controller.runner.summary import parse_summary_for
+from runner.protocol import Frame, parse_result_for
+from runner.result import RUNNER_OPERATIONS
+from runner.summary import parse_summary_for
 from tests.runner.support import (
     OP_ID,
     PLAN_DIGEST,

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from controller.runner.errors import (
+from runner.errors import (
     ForeignFrame,
     FrameError,
     FrameNotFound,
     MalformedFrame,
     SummaryRefused,
 )
-from controller.runner.protocol import MARKER, encode_frame, parse_result_for, scan_log
-from controller.runner.result import RunnerResult, encode_json
-from controller.runner.summary import (
+from runner.protocol import MARKER, encode_frame, parse_result_for, scan_log
+from runner.result import RunnerResult, encode_json
+from runner.summary import (
     MAX_SUMMARY_BYTES,
     SUMMARY_MARKER,
     Summary,

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.runner.config import Redactor, secrets_of
-from controller.runner.decide import Stop
-from controller.runner.errors import FrameNotFound
-from controller.runner.protocol import (
+from runner.config import Redactor, secrets_of
+from runner.decide import Stop
+from runner.errors import FrameNotFound
+from runner.protocol import (
     FOOTER,
     LOG_BUDGET_BYTES,
     MARKER,
@@ -24,7 +24,7 @@ from controller.runner.protocol import (
     MAX_PAYLOAD_BYTES,
     parse_result_for,
 )
-from controller.runner.supervise import (
+from runner.supervise import (
     MAX_RELAY,
     RELAY_PREFIX,
     Limits,

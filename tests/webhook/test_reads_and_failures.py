@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from controller.inmemory import InMemoryApi
-from controller.inmemory_faults import matching
 from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavailable
+from kube.fake.faults import matching
+from kube.fake.inmemory import InMemoryApi
 from tests.webhook.scenes import (
     Scene,
     change_owner,

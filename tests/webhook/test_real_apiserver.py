@@ -28,9 +28,6 @@ import pytest
 
 import certs
 from controller.claiming import input_fingerprint, schema_operation
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
-from controller.localrun import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
 from jobclaim import build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (
@@ -44,6 +41,9 @@ from jobclaim.apiserver import (
     Refused,
 )
 from jobclaim.crds import crd_for
+from kube.client import KubeApi
+from lab.localplane import LocalControlPlane
+from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
 from tests.jobclaim.world import BINDING, MANAGER, NOW, example, snapshot_for
 from tests.realapi.conftest import control_plane  # noqa: F401

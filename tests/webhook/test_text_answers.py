@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from controller.kubeapi import KubeApi
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Resource
+from kube.client import KubeApi
 
 # The adapter suite's HTTP stub and its fixture, imported so there is one way to fake
 # an API server.

@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from controller.runner.errors import ConfigurationError
-from controller.runner.result import (
+from runner.errors import ConfigurationError
+from runner.result import (
     MAX_OPERATION_ID,
     MUTATING,
     PROTOCOL_MISMATCH,
     RUNNER_OPERATIONS,
     RUNNER_PROTOCOL_VERSION,
 )
-from controller.runner.summary import TERMINATION_LOG
+from runner.summary import TERMINATION_LOG
 
 ENV_DATABASE_URL: Final = "PTAH_DATABASE_URL"
 ENV_ENGINE: Final = "PTAH_ENGINE"

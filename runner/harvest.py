@@ -29,9 +29,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from controller.runner.config import parse_time
-from controller.runner.errors import FrameError, SummaryRefused
-from controller.runner.summary import Account
 from jobclaim import Claim, finished
 from jobclaim.builder import RUNNER_CONTAINER
 from jobclaim.envelope import (
@@ -41,6 +38,9 @@ from jobclaim.envelope import (
     LABEL_OPERATION_ID,
     operation_id_label_value,
 )
+from runner.config import parse_time
+from runner.errors import FrameError, SummaryRefused
+from runner.summary import Account
 
 REREAD_INTERVAL: Final = timedelta(seconds=2)
 REREAD_WINDOW: Final = timedelta(seconds=30)

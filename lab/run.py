@@ -1,6 +1,6 @@
 """``make run``: the operator against a real kube-apiserver on this machine.
 
-It brings up the local control plane (``controller.localplane``), installs the
+It brings up the local control plane (``lab.localplane``), installs the
 chart's CRDs by server-side apply, grants the manager the chart's permissions,
 serves the admission webhook on 127.0.0.1 over TLS with a freshly generated CA and
 registers it by ``url`` and ``caBundle``, runs the controller, then applies the
@@ -43,8 +43,6 @@ import yaml
 import certs
 from controller.claiming import input_fingerprint, schema_operation
 from controller.events import ApiEventSink, EventSink
-from controller.kubeapi import KubeApi
-from controller.localplane import LocalControlPlane
 from controller.managerconfig import BindingInputs, ManagerConfig
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
@@ -73,6 +71,8 @@ from jobclaim.apiserver import (
     Refused,
     Resource,
 )
+from kube.client import KubeApi
+from lab.localplane import LocalControlPlane
 from webhook import Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, uvicorn_server

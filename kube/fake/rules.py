@@ -1,6 +1,6 @@
 """What a real API server does to an object on each write, as pure functions.
 
-The in-memory double (``controller.inmemory``) applies these; each mirrors a rule of
+The in-memory double (``kube.fake.inmemory``) applies these; each mirrors a rule of
 kube-apiserver 1.37 that some decision of the operator depends on, and the
 conformance suite (``tests/apiconformance``) checks it against the real server. They
 are pure so each rule can be read, and tested, on its own.

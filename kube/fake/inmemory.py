@@ -26,8 +26,8 @@ namespaces (objects may live in one that was never created), managedFields, admi
 RBAC, Job spec immutability, field selectors, list pagination, watch bookmarks and
 410 Gone (the history is kept whole), and defaulting other than the Job identity above
 (the builder writes every default itself). The rules themselves are pure functions in
-``controller.inmemory_rules``; requests, faults and the call log are in
-``controller.inmemory_faults``.
+``kube.fake.rules``; requests, faults and the call log are in
+``kube.fake.faults``.
 
 Faults are injected per call, selected by a predicate over the ``Request``::
 
@@ -52,29 +52,6 @@ from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
-from controller.inmemory_faults import (
-    Call,
-    Fault,
-    FaultKind,
-    Predicate,
-    Request,
-    Verb,
-    matching,
-)
-from controller.inmemory_rules import (
-    SERVER_OWNED,
-    admit_job,
-    carry_metadata,
-    check_immutable_configmap,
-    check_name,
-    conflict,
-    default_service_account,
-    generation_content,
-    has_generation,
-    merge_patch,
-    omit_empty_metadata,
-    same_resource,
-)
 from jobclaim.apiserver import (
     JOBS,
     PODS,
@@ -87,6 +64,29 @@ from jobclaim.apiserver import (
     Resource,
     Unavailable,
     WatchEvent,
+)
+from kube.fake.faults import (
+    Call,
+    Fault,
+    FaultKind,
+    Predicate,
+    Request,
+    Verb,
+    matching,
+)
+from kube.fake.rules import (
+    SERVER_OWNED,
+    admit_job,
+    carry_metadata,
+    check_immutable_configmap,
+    check_name,
+    conflict,
+    default_service_account,
+    generation_content,
+    has_generation,
+    merge_patch,
+    omit_empty_metadata,
+    same_resource,
 )
 
 __all__ = ["Call", "Fault", "InMemoryApi", "Request", "matching", "merge_patch"]

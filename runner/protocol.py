@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from controller.runner.errors import (
+from runner.errors import (
     ForeignFrame,
     FrameError,
     FrameNotFound,
@@ -39,7 +39,7 @@ from controller.runner.errors import (
     IncompleteFrame,
     MalformedFrame,
 )
-from controller.runner.result import (
+from runner.result import (
     RUNNER_PROTOCOL_VERSION,
     RunnerResult,
     decode_result,

@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from controller.runner.config import Redactor, Refusal, RunConfig
-from controller.runner.result import (
+from runner.config import Redactor, Refusal, RunConfig
+from runner.result import (
     MAX_MESSAGE,
     MUTATING,
     RUNNER_PROTOCOL_VERSION,

@@ -27,15 +27,15 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from controller.runner.errors import FrameError, FrameNotFound, SummaryRefused
-from controller.runner.protocol import (
+from runner.errors import FrameError, FrameNotFound, SummaryRefused
+from runner.protocol import (
     Candidate,
     Frame,
     binding_problem,
     frame_for,
     scan_log,
 )
-from controller.runner.result import (
+from runner.result import (
     MAX_VERSIONS,
     RUNNER_PROTOCOL_VERSION,
     Count,

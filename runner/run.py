@@ -1,6 +1,6 @@
 """The Job's entrypoint: run the executor, then say what happened, twice.
 
-    python -m controller.runner
+    python -m runner
 
 Reads the environment the Job builder writes (see ``config``), runs the executor
 under the claim's execution deadline (``supervise``), decides the account
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from controller.runner.config import (
+from runner.config import (
     Refusal,
     RunConfig,
     bind,
@@ -37,12 +37,12 @@ from controller.runner.config import (
     prepare,
     termination_log,
 )
-from controller.runner.decide import decide, refused, too_large
-from controller.runner.errors import ConfigurationError, FrameTooLarge, SummaryRefused
-from controller.runner.protocol import Frame, encode_frame
-from controller.runner.result import RunnerResult
-from controller.runner.summary import encode_summary, summary_of, write_summary
-from controller.runner.supervise import Limits, Relay, stop_signals, supervise, write_all
+from runner.decide import decide, refused, too_large
+from runner.errors import ConfigurationError, FrameTooLarge, SummaryRefused
+from runner.protocol import Frame, encode_frame
+from runner.result import RunnerResult
+from runner.summary import encode_summary, summary_of, write_summary
+from runner.supervise import Limits, Relay, stop_signals, supervise, write_all
 
 EXIT_FRAME_WRITTEN: Final = 0
 EXIT_UNBOUND: Final = 2

@@ -1,6 +1,6 @@
 """Start a real kube-apiserver (with embedded etcd) on loopback, and stop it.
 
-The binary is the Go program in ``tests/controlplane``: no package registry we
+The binary is the Go program in ``lab/controlplane``: no package registry we
 can reach ships kube-apiserver, so it is built from the published Kubernetes Go
 modules by ``make controlplane`` and cached. This module is the only place that
 knows how to start it, so the pytest fixture and ``make run`` share one way of
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONTROLPLANE_DIR = REPO_ROOT / "tests" / "controlplane"
+CONTROLPLANE_DIR = REPO_ROOT / "lab" / "controlplane"
 
 # How many lines of the server's log an error message carries: enough to show
 # why kube-apiserver refused to start, short enough to read in a test report.

@@ -1,7 +1,7 @@
 // The control-plane harness for the real-API tests: kube-apiserver and an
 // embedded etcd in one binary, built from the published Go modules because no
 // package registry we can reach ships kube-apiserver binaries.
-module ptah-operator/tests/controlplane
+module ptah-operator/lab/controlplane
 
 go 1.26.0
 

@@ -1,13 +1,13 @@
 """The runner protocol: what an operation Job says happened, and how it is read.
 
-The Job's container runs ``python -m controller.runner`` (``run``), which runs the
+The Job's container runs ``python -m runner`` (``run``), which runs the
 executor under the claim's deadline and writes a result frame to its log and a
 summary to its termination message. The controller reads them back with
 ``parse_result_for`` and, for a migration Apply whose frame is missing, with
 ``account_for``. Both readers are pure and bounded.
 """
 
-from controller.runner.errors import (
+from runner.errors import (
     ConfigurationError,
     ForeignFrame,
     FrameError,
@@ -18,7 +18,7 @@ from controller.runner.errors import (
     RunnerError,
     SummaryRefused,
 )
-from controller.runner.protocol import (
+from runner.protocol import (
     FOOTER,
     LOG_BUDGET_BYTES,
     MARKER,
@@ -34,7 +34,7 @@ from controller.runner.protocol import (
     parse_result_for,
     scan_log,
 )
-from controller.runner.result import (
+from runner.result import (
     DATABASE_OPERATIONS,
     MUTATING,
     RUNNER_OPERATIONS,
@@ -42,7 +42,7 @@ from controller.runner.result import (
     RunnerResult,
     decode_result,
 )
-from controller.runner.summary import (
+from runner.summary import (
     MAX_SUMMARY_BYTES,
     SUMMARY_MARKER,
     Account,

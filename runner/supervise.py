@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from controller.runner.config import Redactor
-from controller.runner.decide import ChildOutcome, Stop
+from runner.config import Redactor
+from runner.decide import ChildOutcome, Stop
 
 RELAY_PREFIX: Final = b"[executor] "
 MAX_STDOUT: Final = 8 * 1024 * 1024

@@ -1,0 +1,4 @@
+"""The checkout-only lab, not packaged in the wheel: the local control plane (the Go
+harness in ``lab/controlplane`` and ``lab.localplane`` that starts it), ``make run``
+(``python -m lab.run``) and the offline demo (``python -m lab.demo``).
+"""

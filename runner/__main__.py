@@ -1,0 +1,5 @@
+"""``python -m runner``: the operation Job's entrypoint."""
+
+from runner.run import main
+
+raise SystemExit(main())

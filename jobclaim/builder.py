@@ -286,7 +286,7 @@ def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
     runner = {
         "name": RUNNER_CONTAINER,
         "image": inputs.manager.runner_image,
-        "command": ["python", "-m", "controller.runner"],
+        "command": ["python", "-m", "runner"],
         "env": _env(inputs),
         "resources": resources,
         "securityContext": _hardened_container_security(),

@@ -24,7 +24,7 @@ from tests.jobclaim.world import World, migration_world, schema_world
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("PTAH_REGENERATE_GOLDEN") == "1"
 # The runner container's command: the module path every Job in flight was built with.
-RUNNER_COMMAND = ["python", "-m", "controller.runner"]
+RUNNER_COMMAND = ["python", "-m", "runner"]
 
 WORLDS = {"schema": schema_world, "migration": migration_world}
 CASES = [(family, op) for family in ("schema", "migration") for op in known_operations(family)]

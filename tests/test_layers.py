@@ -1,41 +1,221 @@
-"""The layer rule: jobclaim is shared by both sides and imports neither."""
+"""The layer table: which of our packages may import which, and that the tree holds it.
+
+Arrows point inward only. ``jobclaim`` is the contract both sides share, so it imports
+nothing of ours; the Job's program (``runner``) ships in the runner image with only
+that contract beside it; the in-memory double (``kube.fake``) and the checkout-only
+tooling (``lab``) are never reached from code that ships, so a production path can
+never run against a stand-in. A private module (``_name``) is its package's own
+business: another package that reaches into it breaks when it moves.
+"""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {
-    "jobclaim": {"webhook", "controller"},
-    "certs": {"webhook", "controller"},
+
+# Who may import whom. A unit is a top-level package, except ``kube.fake``, which is
+# its own unit so that importing ``kube`` does not admit the double. Production units
+# never import ``kube.fake``, ``lab`` or ``tests``: none lists them.
+ALLOWED: dict[str, frozenset[str]] = {
+    "jobclaim": frozenset(),
+    # The Job's program: the operation tables and error types of the contract only.
+    "runner": frozenset({"jobclaim"}),
+    # Implementations of jobclaim.apiserver; the double may reuse the adapter's pieces.
+    "kube": frozenset({"jobclaim"}),
+    "kube.fake": frozenset({"jobclaim", "kube"}),
+    # Certificates; the webhook configurations it rotates are reached through the
+    # jobclaim.apiserver protocol, never through a concrete client.
+    "certs": frozenset({"jobclaim"}),
+    # The controller reads a Job's result through runner's frame/summary protocol.
+    "controller": frozenset({"jobclaim", "runner", "kube"}),
+    # The webhook serves with certs' live TLS reload and reads through kube.client.
+    "webhook": frozenset({"jobclaim", "kube", "certs"}),
+    # The composition root (filled by the manager issue).
+    "manager": frozenset({"jobclaim", "runner", "kube", "controller", "webhook", "certs"}),
+    # Checkout-only: may use everything that ships, and the double.
+    "lab": frozenset(
+        {"jobclaim", "runner", "kube", "kube.fake", "controller", "webhook", "certs", "manager"}
+    ),
 }
+# Ours, but outside the table's rows: they may import anything above (and are never
+# imported by it, since no row lists them).
+UNCHECKED = frozenset({"tests", "benchmarks"})
+OURS = frozenset({unit.split(".")[0] for unit in ALLOWED} | UNCHECKED)
 
 
-def imported_packages(path: Path) -> set[str]:
+def unit_of(module: str) -> str | None:
+    """The table's unit a dotted module name belongs to, or None when it is not ours."""
+    parts = module.split(".")
+    if parts[0] not in OURS:
+        return None
+    if parts[:2] == ["kube", "fake"]:
+        return "kube.fake"
+    return parts[0]
+
+
+def is_private(module: str) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in module.split("."))
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str
+    line: int
+    target: str  # the dotted name imported, ``from a.b import c`` giving ``a.b.c``
+
+
+def imports_of(path: Path, root: Path) -> list[Import]:
+    """Every absolute import in a file (inside functions and TYPE_CHECKING too)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
+    rel = str(path.relative_to(root))
+    found: list[Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            found.extend(Import(rel, node.lineno, alias.name) for alias in node.names)
+        # Relative imports stay inside their own package, which the table allows.
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.extend(
+                Import(rel, node.lineno, f"{node.module}.{alias.name}") for alias in node.names
+            )
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_a_lower_layer_imports_no_higher_one(package: str) -> None:
-    files = sorted((ROOT / package).rglob("*.py"))
-    assert files, f"{package} has no modules to check"
-    offenders = {
-        str(f.relative_to(ROOT)): sorted(imported_packages(f) & FORBIDDEN[package]) for f in files
+def checked_files(root: Path) -> list[tuple[str, Path]]:
+    """Each module of a unit in the table, with its unit (tests and benchmarks are not)."""
+    found: list[tuple[str, Path]] = []
+    for top in sorted({unit.split(".")[0] for unit in ALLOWED}):
+        for path in sorted((root / top).rglob("*.py")):
+            unit = unit_of(".".join(path.relative_to(root).with_suffix("").parts))
+            assert unit is not None
+            found.append((unit, path))
+    return found
+
+
+def violations(root: Path, only: str | None = None) -> list[str]:
+    """Each import in ``root``'s checked units that the table refuses, as a sentence."""
+    problems: list[str] = []
+    for source_unit, path in checked_files(root):
+        if only is not None and source_unit != only:
+            continue
+        own_package = source_unit.split(".")[0]
+        for imp in imports_of(path, root):
+            target_unit = unit_of(imp.target)
+            if target_unit is None:
+                continue
+            where = f"{imp.file}:{imp.line}"
+            if target_unit != source_unit and target_unit not in ALLOWED[source_unit]:
+                problems.append(f"{where}: {source_unit} may not import {imp.target}")
+            if imp.target.split(".")[0] != own_package and is_private(imp.target):
+                problems.append(f"{where}: {imp.target} is private to its package")
+    return problems
+
+
+def packages_on_disk(root: Path) -> set[str]:
+    return {p.parent.name for p in root.glob("*/__init__.py")}
+
+
+# --- the real tree ------------------------------------------------------------------
+
+
+def test_every_package_has_a_row() -> None:
+    # A new top-level package must be placed in the table before it can hold code.
+    assert packages_on_disk(ROOT) - set(ALLOWED) - UNCHECKED == set()
+
+
+EXISTING = sorted(u for u in ALLOWED if (ROOT / u.replace(".", "/")).is_dir())
+
+
+@pytest.mark.parametrize("unit", EXISTING)
+def test_the_tree_holds_the_table(unit: str) -> None:
+    assert any(u == unit for u, _ in checked_files(ROOT)), f"{unit} has no modules to check"
+    assert violations(ROOT, only=unit) == []
+
+
+def test_only_kube_client_imports_the_kubernetes_client() -> None:
+    importers = {
+        i.file
+        for _, path in checked_files(ROOT)
+        for i in imports_of(path, ROOT)
+        if i.target.split(".")[0] == "kubernetes"
     }
-    assert {k: v for k, v in offenders.items() if v} == {}
+    assert importers == {"kube/client.py"}
 
 
-def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text("from controller.claiming import operation_id\nimport webhook.app\n")
-    assert imported_packages(module) == {"controller", "webhook"}
+# --- the checker, on a synthetic tree -------------------------------------------------
+
+CONTROL = {
+    "jobclaim/__init__.py": "import orjson\n",
+    "jobclaim/_canonical.py": "import hashlib\n",
+    "jobclaim/builder.py": "from jobclaim._canonical import digest_of\n",
+    "runner/run.py": "from jobclaim import build_job\nfrom jobclaim.operations import x\n",
+    "kube/client.py": "import kubernetes\nfrom jobclaim.apiserver import ApiError\n",
+    "kube/fake/inmemory.py": "from kube.fake.rules import r\nfrom jobclaim import apiserver\n",
+    "controller/pass.py": "from runner import parse_result_for\nfrom kube.client import KubeApi\n",
+    "webhook/wiring.py": "from kube.client import KubeApi\nimport certs\n",
+    "lab/run.py": "from kube.fake.inmemory import InMemoryApi\nimport webhook, controller\n",
+    "tests/test_x.py": "from lab import run\nfrom jobclaim._canonical import digest_of\n",
+}
+
+# One upward (or sideways, or private) import per row, and the sentence it earns.
+REFUSED = [
+    ("jobclaim/match.py", "from controller.claims import c\n", "jobclaim may not import"),
+    ("jobclaim/match.py", "import webhook\n", "jobclaim may not import webhook"),
+    ("runner/run.py", "from kube.client import KubeApi\n", "runner may not import kube"),
+    ("runner/run.py", "import controller.harvesting\n", "runner may not import controller"),
+    ("kube/client.py", "from kube.fake import inmemory\n", "kube may not import kube.fake"),
+    ("kube/client.py", "from controller import x\n", "kube may not import controller"),
+    ("certs/_x.py", "from kube.client import KubeApi\n", "certs may not import kube"),
+    ("controller/pass.py", "from kube.fake.inmemory import I\n", "may not import kube.fake"),
+    ("controller/pass.py", "from kube import fake\n", "may not import kube.fake"),
+    ("controller/pass.py", "import webhook.app\n", "controller may not import webhook"),
+    ("controller/pass.py", "from lab.run import seed_plan\n", "controller may not import lab"),
+    ("webhook/app.py", "from tests.jobclaim import world\n", "webhook may not import tests"),
+    ("webhook/app.py", "from controller.claims import c\n", "webhook may not import"),
+    ("webhook/app.py", "from lab import localplane\n", "webhook may not import lab"),
+    ("manager/main.py", "from lab.run import main\n", "manager may not import lab"),
+    ("manager/main.py", "import kube.fake.faults\n", "manager may not import kube.fake"),
+    (
+        "controller/pass.py",
+        "from jobclaim._canonical import is_digest\n",
+        "jobclaim._canonical.is_digest is private",
+    ),
+    (
+        "lab/run.py",
+        "from certs._files import atomic_write\n",
+        "certs._files.atomic_write is private",
+    ),
+    ("controller/pass.py", "def f():\n    import webhook\n", "controller may not import webhook"),
+]
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_control_tree_passes(tmp_path: Path) -> None:
+    write_tree(tmp_path, CONTROL)
+    assert violations(tmp_path) == []
+
+
+@pytest.mark.parametrize(("file", "added", "message"), REFUSED)
+def test_one_forbidden_import_fails_the_check(
+    tmp_path: Path, file: str, added: str, message: str
+) -> None:
+    write_tree(tmp_path, {**CONTROL, file: CONTROL.get(file, "") + added})
+    problems = violations(tmp_path)
+    assert len(problems) == 1, problems
+    assert message in problems[0]
+    assert problems[0].startswith(f"{file}:")
+
+
+def test_a_package_without_a_row_fails(tmp_path: Path) -> None:
+    write_tree(tmp_path, {**CONTROL, "newroom/__init__.py": ""})
+    assert packages_on_disk(tmp_path) - set(ALLOWED) - UNCHECKED == {"newroom"}

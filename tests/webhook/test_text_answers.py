@@ -20,7 +20,7 @@ from kube.client import KubeApi
 
 # The adapter suite's HTTP stub and its fixture, imported so there is one way to fake
 # an API server.
-from tests.controller.test_kubeapi_requests import (
+from tests.kube.test_client_requests import (
     Stub,
     kubeconfig,
     stub,  # noqa: F401

@@ -213,11 +213,9 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def test_only_the_wiring_module_touches_the_controller() -> None:
+def test_only_the_wiring_module_touches_the_api_adapter() -> None:
     users = sorted(
-        str(p.relative_to(ROOT))
-        for p in (ROOT / "webhook").glob("*.py")
-        if "controller" in imports(p)
+        str(p.relative_to(ROOT)) for p in (ROOT / "webhook").glob("*.py") if "kube" in imports(p)
     )
     assert users == ["webhook/wiring.py"]
 

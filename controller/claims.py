@@ -234,6 +234,9 @@ def retry_attempt(ctx: PassContext) -> Operation:
             "job_name": name,
             "job_uid": None,
             "dispatch_started": False,
+            # The new attempt has run nothing: its lease step adopts the tenure it finds,
+            # and a loss latched under the old attempt would end it before it ran.
+            "lease_continuity_lost": False,
             "started_at": timestamp(ctx.now()),
         }
     )

@@ -145,7 +145,13 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
     )
 
 
-def _restart(ctx: PassContext, pending: PendingObservationStatus, epoch: str, why: str) -> Stop:
+def restart_proof(ctx: PassContext, why: str) -> Stop:
+    """Retire a proof's reading unread and restart the proof as an unknown outcome under
+    the tenure the claim now names: someone else may have written since the Apply."""
+    pending = _status(ctx).pending_observation
+    epoch = ctx.operation.lease_epoch
+    if pending is None or epoch is None:
+        raise InvalidInput("only a claim serving a proof under a Lease restarts that proof")
     restarted = pending.model_copy(
         update={"lease_epoch": epoch, "outcome": "OutcomeUnknown", "plan_required": False}
     )
@@ -157,8 +163,6 @@ def _restart(ctx: PassContext, pending: PendingObservationStatus, epoch: str, wh
 
 def _proof_reading(ctx: PassContext, pending: PendingObservationStatus, result: Any) -> Stop:
     operation = ctx.operation
-    if operation.lease_continuity_lost and operation.lease_epoch:
-        return _restart(ctx, pending, operation.lease_epoch, "the Lease changed hands")
     if result.error is not None:
         return write_retry(ctx, f"the proof's {operation.type} failed: {result.error.code}")
     if operation.type == "Observe":

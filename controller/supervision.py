@@ -4,7 +4,8 @@ Every pass over a claim that may have dispatched, or that finds a Job under its
 reserved name, does the same three things in this order:
 
 1. rebind by UID: the Job under the reserved name must be the one the claim recorded;
-2. renew the realm's Lease under the claim's epoch (a loss is latched, never retried);
+2. renew the realm's Lease under the claim's epoch (a loss is latched, never retried,
+   and a latched loss settles the claim without reading its result);
 3. hold the Job to its claim with ``jobclaim.match``: against a full rebuild while
    the claim's inputs still hold, against what the claim fixes once they moved.
 
@@ -33,7 +34,7 @@ from controller.migration_records import migration_outcome, record_unresolved_ru
 from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
 from controller.passcontext import PassContext
 from controller.retirement import retire_migration_claim, retire_schema_claim
-from controller.schema_records import record_schema_apply, schema_outcome
+from controller.schema_records import record_schema_apply, restart_proof, schema_outcome
 from controller.targetlock import MalformedLease
 from jobclaim import Verdict, finished, manager_record_of, match
 from jobclaim.api import PtahSchemaStatus
@@ -65,6 +66,26 @@ def settle_drift(ctx: PassContext, reason: str) -> Stop:
     if ctx.info.read_only:
         return write_retry(ctx, reason)
     return record_unaccounted(ctx, reason)
+
+
+LEASE_CHANGED_HANDS: Final = "the realm's Lease changed hands under the run; its result is not read"
+
+
+def settle_continuity_loss(ctx: PassContext, job: Object) -> Stop:
+    """A dispatched claim whose realm changed hands under it: its run is unreadable.
+
+    Whatever the Job did or still does, its result is never read, because another
+    claimant may have written to the database beside it. A mutating run becomes its
+    family's unknown-outcome record; a proof's reading restarts the proof as an unknown
+    outcome; any other read-only claim runs again under a new attempt. A terminal Job
+    gets its cleanup TTL first, as a harvested one does (its result will never be
+    wanted); a running one is left to its deadline, and the record waits for it.
+    """
+    if finished(job) is not None:
+        set_cleanup_ttl(ctx, job)
+    if ctx.info.serves_proof and ctx.proof_outstanding:
+        return restart_proof(ctx, LEASE_CHANGED_HANDS)
+    return settle_drift(ctx, LEASE_CHANGED_HANDS)
 
 
 def renew(ctx: PassContext) -> Stop | None:
@@ -174,6 +195,10 @@ def _supervise_job(ctx: PassContext, job: Object) -> Stop:
         ctx.write_operation(**update)
         ctx.crossed("JobAdopted", f"Job {operation.job_name} ({uid}) was adopted")
         return Stop("the Job under the reserved name was adopted", requeue_after=AGAIN)
+    if ctx.operation.lease_continuity_lost:
+        # Latched by this pass's renewal or an earlier one, and durable before this:
+        # a stop here leaves the latch, and the next pass settles the same way.
+        return settle_continuity_loss(ctx, job)
     if finished(job) is not None:
         return await_harvest(ctx, job)
     return Stop("the Job is running", requeue_after=_renew_interval(ctx))

@@ -3,8 +3,8 @@
 Two resources whose keys name one database (spelled differently) serialize on one
 Lease. A holder that stops renewing loses the realm only after this process has seen
 its Lease unchanged for a whole duration, and the loser's next pass latches
-continuity loss instead of retrying. A resource suspended mid-Apply keeps its claim
-and keeps renewing.
+continuity loss instead of retrying, and settles its run unread. A resource suspended
+mid-Apply keeps its claim and keeps renewing.
 """
 
 from __future__ import annotations
@@ -63,23 +63,30 @@ def test_continuity_loss_is_latched_never_retried() -> None:
     first = add_schema(rig, "orders-a", coordination_key="orders-primary")
     second = add_schema(rig, "orders-b", coordination_key="orders-primary")
     rig.settle(first)
+    dispatched = rig.claim(first)
     assert rig.settle(second)[-1].reason == BUSY
     # The first manager stops renewing; by our own observation the Lease lapses.
-    rig.clocks.advance(rig.claim(first)["leaseDurationSeconds"] + 1)
+    rig.clocks.advance(dispatched["leaseDurationSeconds"] + 1)
     rig.settle(second)
     assert len(rig.jobs()) == 2
     rig.api.clear_calls()
     stop = rig.reconcile(first)
-    claim = rig.claim(first)
-    assert claim["leaseContinuityLost"] is True
-    assert claim["jobUID"]  # the claim stands: its run is not retryable, it is unreadable
+    # The latch is written first, then the run is settled unread in the same pass: it
+    # is not retryable (no second Job) and not readable (an unknown outcome, owing its
+    # proof, which waits for the realm).
+    reasons = rig.sink.reasons(first.name)
+    assert reasons.index("LeaseContinuityLost") < reasons.index("OutcomeUnknown")
+    assert rig.claim(first) == {}
+    pending = rig.resource(first)["status"]["pendingObservation"]
+    assert pending["outcome"] == "OutcomeUnknown"
+    assert pending["applyJobUID"] == dispatched["jobUID"]
     assert rig.job_creates() == 0
-    assert "LeaseContinuityLost" in rig.sink.reasons(first.name)
     assert stop.error is None
-    # Latched once; later passes neither write it again nor create.
+    # Later passes neither write the record again nor create.
     rig.api.clear_calls()
-    rig.reconcile(first)
+    assert rig.reconcile(first).reason == "the realm is held by another claim; the proof waits"
     assert not [c for c in rig.api.writes() if c.resource == PTAHSCHEMAS]
+    assert rig.job_creates() == 0
 
 
 def test_a_lease_lost_before_dispatch_is_adopted_silently() -> None:

@@ -42,7 +42,7 @@ from jobclaim.envelope import (
     claimed_metadata_problem,
 )
 from jobclaim.operations import OperationInfo
-from jobclaim.semantic import semantic_equal
+from jobclaim.semantic import json_equal, semantic_equal
 from jobclaim.template import (
     generated_identity_problem,
     template_digest,
@@ -161,9 +161,9 @@ def _against_rebuild(job: Mapping[str, Any], claim: Claim) -> Verdict:
     assert claim.built is not None
     built = without_generated_identity(claim.built)
     metadata, built_metadata = _map(job.get("metadata")), _map(built.get("metadata"))
-    if metadata.get("labels") != built_metadata.get("labels") or metadata.get(
-        "annotations"
-    ) != built_metadata.get("annotations"):
+    if not json_equal(metadata.get("labels"), built_metadata.get("labels")) or not json_equal(
+        metadata.get("annotations"), built_metadata.get("annotations")
+    ):
         return _refuse("the Job's labels or annotations are not the ones its claim builds")
     if not claim.stored:
         # A submitted Job carries nothing its claim did not build: a finalizer or an
@@ -171,7 +171,7 @@ def _against_rebuild(job: Mapping[str, Any], claim: Claim) -> Verdict:
         scrubbed = {
             k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED and k != "managedFields"
         }
-        if scrubbed != built_metadata:
+        if not json_equal(scrubbed, built_metadata):
             return _refuse("the Job's metadata is not the metadata its claim builds")
     spec = dict(_map(job.get("spec")))
     built_spec = _map(built.get("spec"))

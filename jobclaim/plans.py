@@ -42,6 +42,7 @@ from jobclaim.envelope import OWNER_LABEL
 from jobclaim.errors import InvalidInput
 from jobclaim.naming import coordination_digest, migration_plan_name, plan_name, projection_names
 from jobclaim.projection import LABEL_PLAN, LABEL_SCHEMA, chunk_problem
+from jobclaim.semantic import json_equal
 
 # Bumped when the fingerprinted fields change meaning: a plan fingerprinted under
 # another contract names a different plan even with equal fields.
@@ -289,22 +290,26 @@ def published_plan_problem(
 ) -> str | None:
     """Why a submitted or stored plan or chunk (in wire form) is not its rebuild, or None.
 
-    Server-assigned metadata is ignored; every other field must be equal. The first
+    Server-assigned metadata is ignored; every other field must be equal as JSON, with
+    its type (``jobclaim.semantic.json_equal``), so hand it the candidate as sent, never
+    a leniently decoded model's re-serialization, which would read "28" as 28. The first
     differing spec field is named in sorted order, so the sentence is stable.
     """
     metadata = candidate.get("metadata")
     if not isinstance(metadata, dict):
         return f"the {what} has no metadata"
     scrubbed = {k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED}
-    if scrubbed != expected.get("metadata"):
+    if not json_equal(scrubbed, expected.get("metadata")):
         return f"the {what}'s metadata is not the metadata its claim publishes"
     spec, wanted = candidate.get("spec"), expected.get("spec")
     if not isinstance(spec, dict) or not isinstance(wanted, dict):
         return f"the {what} has no spec"
     for key in sorted(set(spec) | set(wanted)):
-        if spec.get(key) != wanted.get(key):
+        if key not in spec or key not in wanted or not json_equal(spec[key], wanted[key]):
             return f"the {what}'s spec.{key} is not the value its claim publishes"
     rest = {k: v for k, v in candidate.items() if k not in ("metadata", "spec", "status")}
-    if rest != {k: v for k, v in expected.items() if k not in ("metadata", "spec", "status")}:
+    if not json_equal(
+        rest, {k: v for k, v in expected.items() if k not in ("metadata", "spec", "status")}
+    ):
         return f"the {what} is not of the kind its claim publishes"
     return None

@@ -4,6 +4,13 @@ The API server rewrites some values on the way in (a quantity ``0.5`` comes back
 ``500m``), so a byte comparison would refuse a Job the controller itself created.
 Everything else is compared exactly, and an absent field is never equal to an empty
 one: ``nodeSelector: {}`` and no nodeSelector are different requests to the API.
+
+Exactly means as JSON values, with their types (``json_equal``): Python's ``==`` says
+``False == 0``, ``True == 1`` and ``900.0 == 900``, so a Job with ``backoffLimit:
+false`` or a plan with ``statementCount: 28.0`` would pass for the one its claim
+builds. Every comparison of wire values against a rebuild (``match``, and the plan
+checks in ``jobclaim.plans``) goes through this one rule; none may depend on an API
+server refusing such a value before admission sees it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Final
+
+from jobclaim._canonical import canonical_json
 
 _QUANTITY: Final = re.compile(
     r"^(?P<sign>[+-]?)(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)"
@@ -54,6 +63,35 @@ def canonical_quantity(text: str) -> str:
     return f"q:{value.numerator}/{value.denominator}"
 
 
+def _json_kind(value: Any) -> type:
+    """The JSON type of a decoded value: bool, int and float are three, never one."""
+    if isinstance(value, Mapping):
+        return dict
+    if isinstance(value, list | tuple):
+        return list
+    return type(value)
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Whether two decoded JSON values are the same value of the same type at every node.
+
+    Compared by their canonical JSON bytes (sorted keys, so key order never counts),
+    which spell ``false``, ``0``, ``0.0`` and ``"0"`` differently; a value with no
+    canonical form (an integer beyond 64 bits) is compared node by node instead.
+    """
+    try:
+        return canonical_json(left) == canonical_json(right)
+    except ValueError:
+        pass
+    if _json_kind(left) is not _json_kind(right):
+        return False
+    if isinstance(left, Mapping):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    return bool(left == right)
+
+
 def _equal_quantities(left: Any, right: Any) -> bool:
     if isinstance(left, str) and isinstance(right, str):
         a, b = quantity_value(left), quantity_value(right)
@@ -62,14 +100,17 @@ def _equal_quantities(left: Any, right: Any) -> bool:
 
 
 def semantic_equal(left: Any, right: Any, *, key: str = "") -> bool:
-    """Equal by meaning: quantities by value, everything else exactly, absent != empty."""
-    if left == right:
+    """Equal by meaning: quantities by value, everything else exactly (``json_equal``),
+    absent != empty."""
+    if json_equal(left, right):
         return True
     if isinstance(left, Mapping) and isinstance(right, Mapping):
         if left.keys() != right.keys():
             return False
         if key in QUANTITY_MAPS:
-            return all(left[k] == right[k] or _equal_quantities(left[k], right[k]) for k in left)
+            return all(
+                json_equal(left[k], right[k]) or _equal_quantities(left[k], right[k]) for k in left
+            )
         return all(semantic_equal(left[k], right[k], key=k) for k in left)
     if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(

@@ -208,7 +208,7 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
         )
     except InvalidInput as error:
         raise trail.deny(SCHEMA_PLAN_NOT_REBUILT, reason=str(error)) from error
-    problem = published_plan_problem(plan.to_wire(), expected)
+    problem = published_plan_problem(found.raw, expected)
     if problem:
         raise trail.deny(SCHEMA_PLAN_NOT_REBUILT, reason=problem)
     trail.passed("equal to jobclaim.build_schema_plan's rebuild, name and fingerprint included")
@@ -229,7 +229,7 @@ def judge_migration_plan_create(found: Candidate, trail: Trail) -> Judgement:
         )
     except InvalidInput as error:
         raise trail.deny(MIGRATION_PLAN_NOT_REBUILT, reason=str(error)) from error
-    problem = published_plan_problem(plan.to_wire(), expected)
+    problem = published_plan_problem(found.raw, expected)
     if problem:
         raise trail.deny(MIGRATION_PLAN_NOT_REBUILT, reason=problem)
     trail.passed("equal to jobclaim.build_migration_plan's rebuild from the recorded reading")
@@ -269,7 +269,7 @@ def judge_plan_chunk_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(CHUNK_NOT_BUILT, reason="its data is not base64") from error
     except InvalidInput as error:
         raise trail.deny(CHUNK_NOT_BUILT, reason=str(error)) from error
-    problem = published_plan_problem(candidate.to_wire(), expected, what="plan chunk")
+    problem = published_plan_problem(found.raw, expected, what="plan chunk")
     if problem:
         raise trail.deny(CHUNK_NOT_BUILT, reason=problem)
     trail.passed(f"chunk {index}: the recorded size and digest, exactly as built")

@@ -90,6 +90,48 @@ def test_a_change_to_the_pod_template_fails_even_without_a_rebuild(
     assert not verdict, f"changing {path} was accepted without a rebuild"
 
 
+def retypings(value: Any) -> list[Any]:
+    """Values Python's == holds equal to ``value`` that JSON spells as another type."""
+    if isinstance(value, bool):
+        return [int(value), float(value)]
+    if isinstance(value, int):
+        return [float(value)] + ([bool(value)] if value in (0, 1) else [])
+    return []
+
+
+@st.composite
+def world_and_retyped_leaf(draw: st.DrawFn) -> tuple[World, Path, Any]:
+    world = draw(st.sampled_from(WORLDS))
+    stored = world.stored
+    paths = [p for p in claimed_leaves(stored) if retypings(_at(stored, p))]
+    path = draw(st.sampled_from(paths))
+    return world, path, draw(st.sampled_from(retypings(_at(stored, path))))
+
+
+def _at(job: dict[str, Any], path: Path) -> Any:
+    node: Any = job
+    for key in path:
+        node = node[key]
+    return node
+
+
+@settings(max_examples=200, deadline=None)
+@given(world_and_retyped_leaf())
+def test_a_value_of_another_json_type_is_refused_though_python_calls_it_equal(
+    case: tuple[World, Path, Any],
+) -> None:
+    """A bool is not an int and a float is not an int, in every mode that holds the
+    field: the rebuild holds the whole Job, the envelope the Pod template's digest."""
+    world, path, value = case
+    job = copy.deepcopy(world.stored)
+    parent = _at(job, path[:-1])
+    assert parent[path[-1]] == value  # Python cannot tell them apart
+    parent[path[-1]] = value
+    assert not match(job, world.claim("rebuild-stored")), f"{path} as {value!r} was accepted"
+    if path[:2] == ("spec", "template"):
+        assert not match(job, world.claim("envelope")), f"{path} as {value!r} was accepted"
+
+
 names = st.text(alphabet=string.ascii_lowercase + string.digits + "-", min_size=1, max_size=90)
 digests = st.binary(min_size=32, max_size=32).map(lambda b: "sha256:" + b.hex())
 epochs = st.binary(min_size=16, max_size=16).map(lambda b: "v1-" + b.hex())

@@ -217,6 +217,43 @@ ROWS = [
         job_only(lambda j: j["spec"].update(backoffLimit=3)),
         {"*": "spec is not the one its claim builds", "envelope": ""},
     ),
+    # Values are compared with their JSON types: a bool is not an int, a float is not
+    # an int, a string is not an int, even where Python's == says they are equal. The
+    # spec fields outside the template are the rebuild's alone (as "backoff raised").
+    Row(
+        "backoffLimit false for 0",
+        job_only(lambda j: j["spec"].update(backoffLimit=False)),
+        {"*": "spec is not the one its claim builds", "envelope": ""},
+    ),
+    Row(
+        "parallelism true for 1",
+        job_only(lambda j: j["spec"].update(parallelism=True)),
+        {"*": "spec is not the one its claim builds", "envelope": ""},
+    ),
+    Row(
+        "activeDeadlineSeconds as a float",
+        job_only(lambda j: j["spec"].update(activeDeadlineSeconds=900.0)),
+        {"*": "spec is not the one its claim builds", "envelope": ""},
+    ),
+    Row(
+        "completions as a string",
+        job_only(lambda j: j["spec"].update(completions="1")),
+        {"*": "spec is not the one its claim builds", "envelope": ""},
+    ),
+    Row(
+        "runAsUser as a float",
+        job_only(
+            lambda j: template(j)["spec"]["securityContext"].update(
+                runAsUser=float(template(j)["spec"]["securityContext"]["runAsUser"])
+            )
+        ),
+        {"*": "spec is not the one its claim builds", "envelope": TEMPLATE_PIN},
+    ),
+    Row(
+        "automountServiceAccountToken 0 for false",
+        job_only(lambda j: template(j)["spec"].update(automountServiceAccountToken=0)),
+        {"*": "spec is not the one its claim builds", "envelope": TEMPLATE_PIN},
+    ),
 ]
 
 

@@ -248,6 +248,36 @@ SCHEMA_PLAN_ROWS = [
         lambda s: candidate(s)["spec"].update(statementCount=99),
         plans.SCHEMA_PLAN_NOT_REBUILT,
     ),
+    # Each value is compared with its JSON type: the candidate decodes leniently, so a
+    # comparison of its decoded form would read "1" as 1, 3.0 as 3 and 0 as false.
+    Row(
+        "a statement count spelled as a string",
+        lambda s: candidate(s)["spec"].update(
+            statementCount=str(candidate(s)["spec"]["statementCount"])
+        ),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.statementCount",
+    ),
+    Row(
+        "a state version spelled as a float",
+        lambda s: candidate(s)["spec"].update(controllerStateVersion=3.0),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.controllerStateVersion",
+    ),
+    Row(
+        "destructive spelled as 0",
+        lambda s: candidate(s)["spec"].update(destructive=0),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.destructive",
+    ),
+    Row(
+        "a chunk size spelled as a float",
+        lambda s: candidate(s)["spec"]["chunks"][0].update(
+            size=float(candidate(s)["spec"]["chunks"][0]["size"])
+        ),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.chunks",
+    ),
     Row(
         "a chunk index skipped",
         lambda s: candidate(s)["spec"]["chunks"][1].update(index=2),
@@ -302,6 +332,18 @@ MIGRATION_PLAN_ROWS = [
     ),
     Row(
         "no artifact recorded", status(artifact=None), plans.MIGRATION_PLAN_NOT_REBUILT, "artifact"
+    ),
+    Row(
+        "a runner protocol spelled as a string",
+        lambda s: candidate(s)["spec"].update(runnerProtocolVersion="5"),
+        plans.MIGRATION_PLAN_NOT_REBUILT,
+        "spec.runnerProtocolVersion",
+    ),
+    Row(
+        "a state version spelled as a float",
+        lambda s: candidate(s)["spec"].update(controllerStateVersion=3.0),
+        plans.MIGRATION_PLAN_NOT_REBUILT,
+        "spec.controllerStateVersion",
     ),
     Row(
         "a migration digest swapped",
@@ -363,6 +405,18 @@ CHUNK_ROWS = [
         lambda s: candidate(s)["spec"].update(digest="sha256:" + "0" * 64),
         plans.CHUNK_NOT_BUILT,
         "spec.digest",
+    ),
+    Row(
+        "a size spelled as a string",
+        lambda s: candidate(s)["spec"].update(size=str(candidate(s)["spec"]["size"])),
+        plans.CHUNK_NOT_BUILT,
+        "spec.size",
+    ),
+    Row(
+        "an index spelled as a float",
+        lambda s: candidate(s)["spec"].update(index=0.0),
+        plans.CHUNK_NOT_BUILT,
+        "spec.index",
     ),
     Row(
         "a reference to another plan",

@@ -279,10 +279,73 @@ def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[d
     return volumes, mounts
 
 
+# -- the user's execution values, as the API server stores them ------------------------
+#
+# The API server decodes a Job into Go structs and encodes it back with ``omitempty``:
+# an optional map, list or string that is empty is stored as no field at all. A Job
+# built with ``nodeSelector: {}`` or ``tolerations: []`` would differ from itself read
+# back, so ``match`` would refuse the controller's own Job in every mode and the webhook
+# would refuse its create, and a user who wrote ``tolerations: []`` in a values file
+# would never get a Job. Each empty value here means what its absence means, so it is
+# written as the server stores it: left out. (Pointers and structs are kept even when
+# empty, as Go keeps them: ``affinity: {}`` and ``resources: {}`` survive.)
+
+# Affinity's one list that is not omitempty (required non-empty, so a Job with it empty
+# is refused by validation, never stored), and its one map (omitempty like the lists).
+_AFFINITY_KEPT_EMPTY: Final = frozenset({"nodeSelectorTerms"})
+_AFFINITY_MAPS: Final = frozenset({"matchLabels"})
+
+
+def _stored_affinity(value: Any) -> Any:
+    """Kubernetes' affinity as stored: null fields, empty lists and an empty
+    ``matchLabels`` left out, at any depth; its strings are never omitempty."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            stored = _stored_affinity(item)
+            if stored == [] and key not in _AFFINITY_KEPT_EMPTY:
+                continue
+            if stored == {} and key in _AFFINITY_MAPS:
+                continue
+            out[key] = stored
+        return out
+    if isinstance(value, list):
+        return [_stored_affinity(item) for item in value]
+    return value
+
+
+def _without_empty(wire: dict[str, Any]) -> dict[str, Any]:
+    """A small object whose fields are all omitempty (a toleration, a pull-secret
+    reference, resource requirements) as stored: empty strings and maps left out."""
+    return {key: value for key, value in wire.items() if value not in ("", {}, [])}
+
+
+def _execution_fields(execution: ExecutionSpec) -> dict[str, Any]:
+    """The Pod spec fields the user's execution block sets, exactly as stored."""
+    fields: dict[str, Any] = {}
+    if execution.image_pull_secrets:
+        fields["imagePullSecrets"] = [
+            _without_empty(s.to_wire()) for s in execution.image_pull_secrets
+        ]
+    if execution.node_selector:
+        fields["nodeSelector"] = dict(execution.node_selector)
+    if execution.tolerations:
+        fields["tolerations"] = [_without_empty(t.to_wire()) for t in execution.tolerations]
+    if execution.affinity is not None:
+        fields["affinity"] = _stored_affinity(execution.affinity)
+    if execution.runtime_class_name is not None:
+        fields["runtimeClassName"] = execution.runtime_class_name
+    if execution.priority_class_name:
+        fields["priorityClassName"] = execution.priority_class_name
+    return fields
+
+
 def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
     execution = inputs.execution
     volumes, mounts = _volumes_and_mounts(inputs)
-    resources = execution.resources.to_wire() if execution.resources else {}
+    resources = _without_empty(execution.resources.to_wire()) if execution.resources else {}
     runner = {
         "name": RUNNER_CONTAINER,
         "image": inputs.manager.runner_image,
@@ -322,18 +385,7 @@ def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
         "terminationGracePeriodSeconds": inputs.termination_grace_period_seconds,
         "volumes": volumes,
     }
-    if execution.image_pull_secrets is not None:
-        spec["imagePullSecrets"] = [s.to_wire() for s in execution.image_pull_secrets]
-    if execution.node_selector is not None:
-        spec["nodeSelector"] = dict(execution.node_selector)
-    if execution.tolerations is not None:
-        spec["tolerations"] = [t.to_wire() for t in execution.tolerations]
-    if execution.affinity is not None:
-        spec["affinity"] = execution.affinity
-    if execution.runtime_class_name is not None:
-        spec["runtimeClassName"] = execution.runtime_class_name
-    if execution.priority_class_name is not None:
-        spec["priorityClassName"] = execution.priority_class_name
+    spec.update(_execution_fields(execution))
     return spec
 
 

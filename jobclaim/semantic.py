@@ -3,7 +3,10 @@
 The API server rewrites some values on the way in (a quantity ``0.5`` comes back as
 ``500m``), so a byte comparison would refuse a Job the controller itself created.
 Everything else is compared exactly, and an absent field is never equal to an empty
-one: ``nodeSelector: {}`` and no nodeSelector are different requests to the API.
+one. The API server never stores an empty optional map, list or string (Go's
+``omitempty`` drops it, so ``nodeSelector: {}`` is stored as no nodeSelector), and the
+builder writes none (``jobclaim.builder``); a Job that carries one anyway was not
+written by the builder or stored by an API server, and is not its claim's.
 
 Exactly means as JSON values, with their types (``json_equal``): Python's ``==`` says
 ``False == 0``, ``True == 1`` and ``900.0 == 900``, so a Job with ``backoffLimit:

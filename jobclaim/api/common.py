@@ -78,7 +78,10 @@ class ExecutionSpec(WireModel):
     tolerations: list[Toleration] | None = None
     # Affinity is Kubernetes' own deep type; it is carried verbatim into the Pod.
     affinity: dict[str, Any] | None = None
-    runtime_class_name: str | None = None
+    # Unlike every other empty value here, an empty runtimeClassName is not the same as
+    # none: the API server keeps it (a pointer) and then refuses the Job as invalid, so
+    # it is refused here, where the user can be told, and by the CRD.
+    runtime_class_name: str | None = Field(default=None, min_length=1)
     priority_class_name: str | None = None
     pod_metadata: PodMetadataSpec | None = None
 

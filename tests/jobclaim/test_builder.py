@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobclaim import BuildRefused, build_job, schema_job_inputs
-from jobclaim.api import PodMetadataSpec
+from jobclaim.api import PodMetadataSpec, PtahSchema
 from jobclaim.api._base import WireModel
-from jobclaim.api.common import ResourceRequirements
+from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
 from tests.jobclaim.world import BINDING, MANAGER, OTHER_EPOCH, migration_world, schema_world
 
@@ -139,3 +139,70 @@ def test_resources_are_written_exactly_as_model_dump_writes_them(
     written = resources.to_wire()
     assert written == WireModel.to_wire(resources)
     assert list(written) == list(WireModel.to_wire(resources))
+
+
+def _built_with(execution: dict[str, Any]) -> dict[str, Any]:
+    world = schema_world("Plan")
+    schema = world.resource
+    declared = ExecutionSpec.model_validate({"activeDeadlineSeconds": 900, **execution})
+    schema = schema.model_copy(
+        update={"spec": schema.spec.model_copy(update={"execution": declared})}
+    )
+    assert isinstance(schema, PtahSchema)
+    return pod(build_job(schema_job_inputs(schema, binding=BINDING, manager=MANAGER)))
+
+
+_TERM = {"key": "disk", "operator": "Exists"}
+
+
+def _node_affinity(requirement: dict[str, Any]) -> dict[str, Any]:
+    term = {"matchExpressions": [requirement]}
+    required = {"nodeSelectorTerms": [term]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+
+
+# (id, the execution fields, the Pod spec field, what the builder writes: ABSENT for none)
+ABSENT = object()
+EMPTY_VALUE_ROWS: list[tuple[str, dict[str, Any], str, Any]] = [
+    ("control: a selector", {"nodeSelector": {"disk": "ssd"}}, "nodeSelector", {"disk": "ssd"}),
+    ("nodeSelector: {}", {"nodeSelector": {}}, "nodeSelector", ABSENT),
+    ("tolerations: []", {"tolerations": []}, "tolerations", ABSENT),
+    ("imagePullSecrets: []", {"imagePullSecrets": []}, "imagePullSecrets", ABSENT),
+    ('priorityClassName: ""', {"priorityClassName": ""}, "priorityClassName", ABSENT),
+    (
+        'a toleration with key: ""',
+        {"tolerations": [{"key": "", "operator": "Exists"}]},
+        "tolerations",
+        [{"operator": "Exists"}],
+    ),
+    (
+        "an affinity term with values: []",
+        {"affinity": _node_affinity({**_TERM, "values": []})},
+        "affinity",
+        _node_affinity(_TERM),
+    ),
+    ("affinity: {} (a pointer: kept)", {"affinity": {}}, "affinity", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "execution", "field", "written"),
+    EMPTY_VALUE_ROWS,
+    ids=[r[0] for r in EMPTY_VALUE_ROWS],
+)
+def test_an_empty_execution_value_is_written_as_the_api_server_stores_it(
+    row: str, execution: dict[str, Any], field: str, written: Any
+) -> None:
+    """The API server drops empty optional values (tests/realapi/test_empty_execution.py
+    shows it); the builder writes each as stored, so a read-back equals its rebuild."""
+    spec = _built_with(execution)
+    assert spec.get(field, ABSENT) == written, row
+
+
+def test_empty_resource_maps_are_written_as_stored() -> None:
+    spec = _built_with({"resources": {"limits": {}, "requests": {"cpu": "100m"}}})
+    for container in spec["containers"] + spec["initContainers"]:
+        assert container["resources"] == {"requests": {"cpu": "100m"}}
+    # No requirement at all is still a resources object: a struct, which Go keeps.
+    spec = _built_with({"resources": {"limits": {}}})
+    assert spec["containers"][0]["resources"] == {}

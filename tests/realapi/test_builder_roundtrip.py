@@ -14,16 +14,20 @@ new server default shows up as the field it added rather than a match verdict.
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobclaim import build_job, match, migration_job_inputs, schema_job_inputs
 from jobclaim.api import PtahMigration, PtahSchema
 from jobclaim.apiserver import JOBS, Object
 from jobclaim.template import generated_identity_problem, without_generated_identity
 from kube.client import KubeApi
+from lab import run as localrun
 from lab.localplane import LocalControlPlane
 from tests.jobclaim import world
 from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE
@@ -150,3 +154,147 @@ def test_a_server_default_the_builder_left_out_is_named(
         f".spec.backoffLimit: built {made.built['spec']['backoffLimit']!r}, stored 6"
     ]
     assert not match(stored, made.claim("rebuild-stored")).matched
+
+
+# -- generated execution blocks -------------------------------------------------------
+#
+# What a user may write in spec.execution, empty values included (as a Helm values file
+# writes them), within what the API server validates for a Job: the built Job, stored
+# and read back, is its claim's Job in all three modes of ``match``.
+
+_label_keys = st.sampled_from(["disk", "zone", "example.com/pool"])
+_label_values = st.sampled_from(["", "ssd", "a-1"])
+_maybe_empty_map = st.dictionaries(_label_keys, _label_values, max_size=2)
+
+
+@st.composite
+def _toleration(draw: st.DrawFn) -> dict[str, Any]:
+    key = draw(st.sampled_from(["", "dedicated", "example.com/gpu"]))
+    # An empty key tolerates every taint, which only Exists may say.
+    operator = "Exists" if key == "" else draw(st.sampled_from([None, "Exists", "Equal"]))
+    toleration: dict[str, Any] = {"key": key}
+    if operator is not None:
+        toleration["operator"] = operator
+    if operator != "Exists":
+        toleration["value"] = draw(_label_values)
+    effect = draw(st.sampled_from([None, "NoSchedule", "NoExecute"]))
+    if effect is not None:
+        toleration["effect"] = effect
+    if effect == "NoExecute" and draw(st.booleans()):
+        toleration["tolerationSeconds"] = draw(st.integers(0, 600))
+    return toleration
+
+
+@st.composite
+def _requirement(draw: st.DrawFn) -> dict[str, Any]:
+    operator = draw(st.sampled_from(["Exists", "DoesNotExist", "In", "NotIn"]))
+    requirement: dict[str, Any] = {"key": draw(_label_keys), "operator": operator}
+    if operator in ("In", "NotIn"):
+        requirement["values"] = draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=2))
+    elif draw(st.booleans()):
+        requirement["values"] = []
+    return requirement
+
+
+@st.composite
+def _affinity(draw: st.DrawFn) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    if draw(st.booleans()):
+        term: dict[str, Any] = {"matchExpressions": draw(st.lists(_requirement(), max_size=2))}
+        if draw(st.booleans()):
+            term["matchFields"] = []
+        node: dict[str, Any] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+        if draw(st.booleans()):
+            node["preferredDuringSchedulingIgnoredDuringExecution"] = []
+        affinity["nodeAffinity"] = node
+    if draw(st.booleans()):
+        selector: dict[str, Any] = {"matchLabels": draw(_maybe_empty_map.map(_non_empty_values))}
+        if draw(st.booleans()):
+            selector["matchExpressions"] = []
+        weighted = {
+            "weight": draw(st.integers(1, 100)),
+            "podAffinityTerm": {
+                "labelSelector": selector,
+                "topologyKey": "kubernetes.io/hostname",
+                "namespaces": draw(st.sampled_from([[], ["shop"]])),
+            },
+        }
+        affinity["podAntiAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [weighted]
+        }
+    return affinity
+
+
+def _non_empty_values(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v or "x" for k, v in labels.items()}
+
+
+@st.composite
+def _resources(draw: st.DrawFn) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if draw(st.booleans()):
+        resources["limits"] = draw(st.sampled_from([{}, {"cpu": "500m", "memory": "256Mi"}]))
+    if draw(st.booleans()):
+        resources["requests"] = draw(st.sampled_from([{}, {"cpu": "100m", "memory": "64Mi"}]))
+    return resources
+
+
+def _optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.just(_ABSENT), strategy)
+
+
+_ABSENT: Final = object()
+
+
+@st.composite
+def executions(draw: st.DrawFn) -> dict[str, Any]:
+    """A ``spec.execution`` block, every field absent, empty or set."""
+    fields = {
+        "nodeSelector": draw(_optional(_maybe_empty_map)),
+        "tolerations": draw(_optional(st.lists(_toleration(), max_size=2))),
+        "imagePullSecrets": draw(
+            _optional(st.lists(st.sampled_from([{"name": "pull-a"}, {"name": ""}]), max_size=2))
+        ),
+        "resources": draw(_optional(_resources())),
+        "priorityClassName": draw(_optional(st.sampled_from(["", "ptah-low"]))),
+        "affinity": draw(_optional(_affinity())),
+    }
+    return {k: v for k, v in fields.items() if v is not _ABSENT}
+
+
+@settings(
+    # Each example is a create and a read on the real server; a few dozen cover the
+    # empty and non-empty shapes of every field without making CI slow.
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(execution=executions(), family=st.sampled_from(["schema", "migration"]))
+def test_any_execution_block_builds_the_job_the_api_server_stores(
+    admin: KubeApi,
+    monkeypatch: pytest.MonkeyPatch,
+    execution: dict[str, Any],
+    family: str,
+) -> None:
+    # A namespace per example: the claim's Job name is fixed by the world.
+    namespace = f"ex-{uuid.uuid4().hex[:10]}"
+    localrun.prepare_namespace(admin, namespace)
+    example = world.example
+
+    def with_execution(name: str) -> dict[str, Any]:
+        raw = example(name)
+        raw["spec"]["execution"] = {"activeDeadlineSeconds": 900, **execution}
+        return raw
+
+    with monkeypatch.context() as patched:
+        patched.setattr(world, "example", with_execution)
+        made = _world(family, "Apply", namespace, patched)
+    admin.create(JOBS, namespace, copy.deepcopy(made.built))
+    stored = admin.get(JOBS, namespace, made.built["metadata"]["name"])
+
+    assert _differences(_rebuild(made), _as_built(stored)) == []
+    for mode in ("rebuild-stored", "rebuild-submitted", "envelope"):
+        verdict = match(stored, made.claim(mode))
+        assert verdict.matched, f"{mode}: {verdict.reason}"

@@ -285,7 +285,14 @@ def test_a_migration_apply_job_is_bound_to_its_plan(row: Row) -> None:
         ("schema", "Observe", {}),
         ("schema", "Plan", {}),
         ("schema", "Plan", {"attempt": 2}),
-        ("schema", "Plan", {"execution": {"nodeSelector": {}}}),
+        # Empty values, as a values file writes them: the API server stores none of them
+        # (Go's omitempty) and the builder writes none, so the Job admission sees is
+        # still exactly the rebuild (tests/realapi/test_empty_execution.py).
+        (
+            "schema",
+            "Plan",
+            {"execution": {"nodeSelector": {}, "tolerations": [], "priorityClassName": ""}},
+        ),
         (
             "schema",
             "Plan",

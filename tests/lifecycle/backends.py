@@ -88,6 +88,9 @@ class InMemory:
         return Site(MEMORY, api, api, peek, NS, LEASE_NS)
 
 
+DOUBLE: Final = InMemory()
+
+
 @dataclass(frozen=True)
 class RealServer:
     """The harness's kube-apiserver, with the operator's CRDs installed and the manager

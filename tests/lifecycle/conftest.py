@@ -6,10 +6,12 @@ real-API test it fails rather than skips when the harness cannot be built.
 
 from __future__ import annotations
 
+from typing import Final
+
 import pytest
 
 from lab import run as localrun
-from tests.lifecycle.backends import RealServer
+from tests.lifecycle.backends import DOUBLE, MEMORY, REAL, Backend, RealServer
 
 # The harness's fixtures, imported so there is one way to start a control plane and
 # one way to install the operator into it.
@@ -21,3 +23,16 @@ from tests.realapi.operator import Operator, operator  # noqa: F401
 def real_server(operator: Operator) -> RealServer:  # noqa: F811
     # ``operator`` grants the manager its Leases in the namespace ``make run`` uses.
     return RealServer(operator.admin, operator.manager, localrun.MANAGER_NAMESPACE)
+
+
+# Both backends for every test that asks for ``backend``: the double, and the real API
+# server marked ``controlplane``.
+BACKENDS: Final = [MEMORY, pytest.param(REAL, marks=pytest.mark.controlplane)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == MEMORY:
+        return DOUBLE
+    real: RealServer = request.getfixturevalue("real_server")
+    return real

@@ -88,7 +88,7 @@ from tests.controller.dispatchworld import (
     add_schema,
     manager_environment,
 )
-from tests.lifecycle.backends import MEMORY, REAL, Backend, InMemory, RealServer, Site
+from tests.lifecycle.backends import DOUBLE, MEMORY, Backend, InMemory, Site
 from tests.lifecycle.faultrig import (
     JOB_UNMARKED,
     MARK_CONTENDED,
@@ -190,19 +190,8 @@ def _rows() -> list[Row]:
 
 ROWS: Final = _rows()
 
-DOUBLE: Final = InMemory()
-
-# Both backends for every test that asks for ``backend``; the rule that decides which
-# tests ask is in the module docstring ("Both backends").
-BACKENDS: Final = [MEMORY, pytest.param(REAL, marks=pytest.mark.controlplane)]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> Backend:
-    if request.param == MEMORY:
-        return DOUBLE
-    real: RealServer = request.getfixturevalue("real_server")
-    return real
+# Both backends for every test that asks for ``backend`` (tests/lifecycle/conftest.py);
+# the rule that decides which tests ask is in the module docstring ("Both backends").
 
 
 # -- one world -------------------------------------------------------------------------

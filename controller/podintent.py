@@ -379,10 +379,18 @@ def snapshot_verdict(
 
     ``resolve`` when there is none; ``refuse`` a snapshot the shared validator refuses
     (edited after sealing, or out of bounds); ``valid`` when it pins this very
-    template; otherwise ``refresh`` once (the template changed for a reason the
-    snapshot predates, say a new manager image) and ``refuse`` the second time, so a
-    template that keeps moving can never dispatch under an envelope resolved for
-    another one.
+    template; otherwise ``refresh`` once and ``refuse`` the second time.
+
+    The one re-resolution is deliberate. The claim's input fingerprint does not cover
+    the manager identity (controller image and revision, runner image), which binds
+    nothing and which the snapshot pins, so a manager that changes between the pass
+    that made the snapshot durable and the pass that creates the Job (a rollout, a new
+    leader) builds a template the snapshot predates. Nothing has been dispatched and the
+    approval is not yet spent, so the snapshot is resolved again for that template, as
+    its own boundary (the pass returns); a second disagreement retires the claim, so a
+    template that keeps moving never dispatches. Either way the create only follows a
+    ``valid`` verdict in the same pass, so no Job carries a template its snapshot does
+    not pin (tests/lifecycle/test_snapshot_pin.py; docs/architecture.md).
     """
     if snapshot is None:
         return "resolve"

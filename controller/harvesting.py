@@ -19,7 +19,8 @@ its summary, and anything else waits out the re-read window and is then unknown.
 
 Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
 stop in between leaves a TTL under a live claim, and the next pass re-reads the same
-terminal Job and reaches the same verdict.
+terminal Job and reaches the same verdict, because the TTL outlives the manager
+outages the chart allows (docs/architecture.md, "The cleanup TTL and a late harvest").
 """
 
 from __future__ import annotations

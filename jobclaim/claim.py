@@ -18,7 +18,13 @@ from jobclaim.api.schema import CurrentPlanStatus, PendingObservationStatus, Pta
 from jobclaim.api.snapshot import AdmissionSnapshot
 from jobclaim.operations import Family, OperationInfo, family_of_kind, operation_info
 
-CLEANUP_TTL_SECONDS: Final = 300
+# How long a harvested Job and its Pods outlive the harvest. The TTL is written before
+# the outcome patch, so a manager that stops between the two must find the same
+# terminal Job, Pod and log on its next pass: one hour outlives the longest manager
+# outage the chart allows (a node lost with every replica on it: grace, eviction,
+# restart, leader takeover, about seven minutes) with time left to schedule and pull.
+# tests/chart/test_cleanup_ttl.py holds the chart to it; docs/architecture.md says why.
+CLEANUP_TTL_SECONDS: Final = 3600
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Job UPDATE: only the cleanup TTL, and only on the Job a record names.
 
-After a Job's outcome is read the controller sets ``ttlSecondsAfterFinished`` to 300
-so the Job and its Pods go away. That is the one change the manager may make to a
-Job, so the rule admits exactly the none-to-300 transition with everything else
+After a Job's outcome is read the controller sets ``ttlSecondsAfterFinished`` to
+``CLEANUP_TTL_SECONDS`` so the Job and its Pods go away. That is the one change the
+manager may make to a Job, so the rule admits exactly that none-to-TTL transition with
+everything else
 unchanged, for a Job the owner's record names by name *and* UID: the active claim,
 or the Apply a pending observation keeps while a binding retirement names it.
 
@@ -38,9 +39,9 @@ JOB_CLEANUP: Final = rule(
     "job-cleanup-ttl",
     (CONTROLLER_WRITE,),
     "Job UPDATE: only the exact cleanup TTL, on a Job a record names",
-    description="""
+    description=f"""
     The only update the manager may make to a Job is setting
-    spec.ttlSecondsAfterFinished from none to exactly 300, with every other field
+    spec.ttlSecondsAfterFinished from none to exactly {CLEANUP_TTL_SECONDS}, with every other field
     unchanged (resourceVersion, generation and managedFields aside). The Job must be
     the one its owner's record names by name and UID: the active claim, or the schema
     Apply a pending observation keeps after a binding rotation retired it (recorded
@@ -57,7 +58,7 @@ NOT_PRESERVED: Final = JOB_CLEANUP.refuses(
     "the Job update does not preserve the request namespace, name and UID"
 )
 NOT_THE_TTL: Final = JOB_CLEANUP.refuses(
-    "the Job update is not the exact none-to-300 cleanup TTL transition"
+    f"the Job update is not the exact none-to-{CLEANUP_TTL_SECONDS} cleanup TTL transition"
 )
 OTHER_CHANGES: Final = JOB_CLEANUP.refuses(
     "the Job cleanup update changes fields outside the cleanup TTL"

@@ -58,8 +58,8 @@ SCHEMA_PLAN_CREATE: Final = rule(
     description="""
     The owning PtahSchema (read directly, same UID, not being deleted) must hold an
     active Plan claim with its Job's UID recorded. That Job is read directly: it must
-    be the UID the claim recorded, Complete, and already carry the 300-second cleanup
-    TTL the harvest sets; and it must still pass jobclaim.match against its rebuild
+    be the UID the claim recorded, Complete, and already carry the cleanup TTL the
+    harvest sets; and it must still pass jobclaim.match against its rebuild
     (stored mode, binding in force), so a plan cannot be published from a Job its
     claim would not recognize. The plan is rebuilt with jobclaim.build_schema_plan
     from the claim, the binding in force and the Plan Job's manager record, taking

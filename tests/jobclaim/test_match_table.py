@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobclaim import Claim, match
+from jobclaim import CLEANUP_TTL_SECONDS, Claim, match
 from tests.jobclaim.world import BINDING, OTHER_EPOCH, World, migration_world, schema_world
 
 MODES = ("rebuild-stored", "rebuild-submitted", "envelope")
@@ -288,12 +288,12 @@ def test_each_single_change_is_refused_with_its_sentence(world: str, mode: str, 
 def test_only_a_stored_job_may_carry_the_cleanup_ttl() -> None:
     world = schema_world()
     stored = world.stored
-    stored["spec"]["ttlSecondsAfterFinished"] = 300
+    stored["spec"]["ttlSecondsAfterFinished"] = CLEANUP_TTL_SECONDS
     assert match(stored, world.claim("rebuild-stored"))
-    stored["spec"]["ttlSecondsAfterFinished"] = 301
+    stored["spec"]["ttlSecondsAfterFinished"] = CLEANUP_TTL_SECONDS + 1
     assert "spec is not" in match(stored, world.claim("rebuild-stored")).reason
     submitted = world.submitted
-    submitted["spec"]["ttlSecondsAfterFinished"] = 300
+    submitted["spec"]["ttlSecondsAfterFinished"] = CLEANUP_TTL_SECONDS
     assert "spec is not" in match(submitted, world.claim("rebuild-submitted")).reason
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Conflict, Object
 from kube.client import KubeApi
@@ -40,7 +41,7 @@ from tests.webhook.test_real_apiserver import Cluster, claimed_schema, refusal
 
 pytestmark = pytest.mark.controlplane
 
-TTL = {"ttlSecondsAfterFinished": 300}
+TTL = {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS}
 NOW = "2026-12-02T12:00:00Z"
 
 
@@ -133,7 +134,7 @@ def test_the_cleanup_ttl_on_the_recorded_terminal_job_is_admitted(hooked: Hooked
     _record(cluster, schema, created["metadata"]["uid"])
     _fail(cluster, created["metadata"]["name"])
     patched = cluster.manager.patch_spec(JOBS, cluster.namespace, job["metadata"]["name"], TTL)
-    assert patched["spec"]["ttlSecondsAfterFinished"] == 300
+    assert patched["spec"]["ttlSecondsAfterFinished"] == CLEANUP_TTL_SECONDS
 
 
 def _grant_status_writes(operator: Operator, namespace: str, user: str) -> None:  # noqa: F811

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.api.schema import BindingRetirementStatus, RetiredJobStatus
 from tests.jobclaim.world import BINDING, EPOCH, JOB_UID, NOW, OTHER_EPOCH
 from tests.webhook.scenes import (
@@ -93,12 +94,12 @@ ROWS = [
     Row("another UID", lambda s: new(s)["metadata"].update(uid="other-uid"), cleanup.NOT_PRESERVED),
     Row(
         "the TTL already set",
-        lambda s: old(s)["spec"].update(ttlSecondsAfterFinished=300),
+        lambda s: old(s)["spec"].update(ttlSecondsAfterFinished=CLEANUP_TTL_SECONDS),
         cleanup.NOT_THE_TTL,
     ),
     Row(
-        "a TTL of 301",
-        lambda s: new(s)["spec"].update(ttlSecondsAfterFinished=301),
+        "a TTL one second longer",
+        lambda s: new(s)["spec"].update(ttlSecondsAfterFinished=CLEANUP_TTL_SECONDS + 1),
         cleanup.NOT_THE_TTL,
     ),
     Row(

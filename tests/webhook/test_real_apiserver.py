@@ -28,7 +28,7 @@ import pytest
 
 import certs
 from controller.claiming import input_fingerprint, schema_operation
-from jobclaim import build_job, schema_job_inputs
+from jobclaim import CLEANUP_TTL_SECONDS, build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (
     CONFIGMAPS,
@@ -325,7 +325,10 @@ def test_a_merge_patch_reaches_the_cleanup_rule_as_an_update(cluster: Cluster) -
     # decoding, identity, the owner read and the claim's record to the terminal rule.
     message = refusal(
         lambda: cluster.manager.patch_spec(
-            JOBS, cluster.namespace, job["metadata"]["name"], {"ttlSecondsAfterFinished": 300}
+            JOBS,
+            cluster.namespace,
+            job["metadata"]["name"],
+            {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS},
         )
     )
     assert "the Job's cleanup TTL cannot be set before the Job is terminal" in message

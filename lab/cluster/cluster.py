@@ -1,0 +1,524 @@
+"""A real single-node Kubernetes cluster on this machine, with no Docker.
+
+    with LocalCluster(workdir) as cluster:
+        cluster.kubeconfig("admin")      # kubectl works with it
+        cluster.image("probe").ref       # an image the node can pull
+
+Start order (each step needs the one before): refuse leftovers of an earlier
+lab, take the machine-wide lock, note the kernel settings and iptables rules,
+create the bridge (the node's address) and the lab's cgroup roots, issue the
+identities, start the registry and push the lab's images, start containerd,
+start the API server with etcd and the controller manager (advertised on the
+bridge), then the scheduler, the kubelet and kube-proxy, and wait until the
+node is Ready. Stop undoes all of it in reverse and then checks that nothing of
+the lab is left (``host.leftovers``); anything left is an error, not a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+import httpx
+
+from controller.localplane import (
+    DEFAULT_CONTROLLERS,
+    DEFAULT_IDENTITIES,
+    LocalControlPlane,
+    ensure_binary,
+)
+from lab.cluster import configs, host, images, netfilter
+from lab.cluster.pki import ClientIdentity, LabPKI, write_kubeconfig
+from lab.cluster.processes import Child, wait_until
+from lab.cluster.registry import Registry, free_port
+from lab.cluster.topology import Layout, Topology
+
+__all__ = [
+    "CLUSTER_CONTROLLERS",
+    "ClusterError",
+    "ClusterStartError",
+    "LocalCluster",
+    "ensure_tools",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRANE = REPO_ROOT / ".tools" / "bin" / "crane"
+# One lab cluster per machine: kube-proxy's chains, the bridge and the cgroup
+# roots are machine-wide, and two labs would tear down each other's.
+LOCK_PATH = Path("/run/ptah-lab.lock")
+
+# The harness's controllers, plus what a node's Pods need: a default service
+# account in every namespace (ServiceAccount admission requires it), the
+# kube-root-ca.crt ConfigMap that every Pod's token volume mounts, Services'
+# EndpointSlices, and Deployments (the chart's manager).
+CLUSTER_CONTROLLERS = (
+    *DEFAULT_CONTROLLERS,
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "endpointslice-controller",
+    "deployment-controller",
+    "replicaset-controller",
+)
+
+# The identities the node's components authenticate as (client certificates
+# from the lab's CA). The scheduler's and kube-proxy's users are the ones the
+# API server's bootstrap RBAC binds to their roles; the API server itself, when
+# it asks the kubelet for logs, is in system:masters so the kubelet's
+# SubjectAccessReview allows it.
+NODE_CLIENTS = {
+    "scheduler": ClientIdentity("scheduler", "system:kube-scheduler"),
+    "proxy": ClientIdentity("proxy", "system:kube-proxy"),
+    "kubelet-client": ClientIdentity(
+        "kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
+    ),
+}
+
+IMAGE_TAG = "lab"
+
+
+class ClusterError(Exception):
+    """The lab cluster cannot be built, started or stopped cleanly."""
+
+
+class ClusterStartError(ClusterError):
+    """The lab cluster did not start; what was started has been stopped."""
+
+
+def ensure_tools(timeout: float = 3600.0) -> None:
+    """Build or install what the cluster runs: ``make controlplane crane node-packages``."""
+    ensure_binary(timeout=timeout)
+    try:
+        result = subprocess.run(
+            ["make", "--no-print-directory", "crane", "node-packages"],
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ClusterStartError(f"cannot run `make crane node-packages`: {exc}") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        raise ClusterStartError(f"`make crane node-packages` failed:\n{tail}")
+
+
+class LocalCluster:
+    """The lab's cluster in ``workdir`` (kept after stop, for its logs)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        topology: Topology | None = None,
+        start_timeout: float = 180.0,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.topology = topology or Topology()
+        self.layout = Layout(workdir.resolve())
+        self._timeout = start_timeout
+        self._echo = echo or (lambda _line: None)
+        self._lock: IO[bytes] | None = None
+        self._sysctls: dict[str, str] | None = None
+        self._rules: dict[str, netfilter.Ruleset] | None = None
+        self._registry: Registry | None = None
+        self._plane: LocalControlPlane | None = None
+        self._children: dict[str, Child] = {}
+        self._images: dict[str, images.LabImage] = {}
+        self._kubeconfigs: dict[str, Path] = {}
+        self.timings: dict[str, float] = {}
+
+    # -- lifecycle -------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        began = time.monotonic()
+        self._take_lock()
+        try:
+            self._start()
+        except BaseException as exc:
+            try:
+                self.stop()
+            except ClusterError as stop_error:
+                exc.add_note(f"tearing down afterwards also failed: {stop_error}")
+            if isinstance(exc, Exception) and not isinstance(exc, ClusterError):
+                raise ClusterStartError(f"the lab cluster did not start: {exc}") from exc
+            raise
+        self.timings["start"] = time.monotonic() - began
+
+    def stop(self) -> None:
+        """Tear everything down, then check nothing is left. Safe to call twice."""
+        if self._lock is None:
+            return
+        problems: list[str] = []
+        # The node first, so nothing restarts containers while they are killed.
+        for name in ("kube-proxy", "kube-scheduler", "kubelet"):
+            child = self._children.pop(name, None)
+            if child is not None and (problem := child.stop(grace=15.0)):
+                problems.append(problem)
+        problems += self._stop_runtime()
+        if self._plane is not None:
+            try:
+                self._plane.stop()
+            except Exception as exc:
+                problems.append(str(exc))
+            self._plane = None
+        if self._registry is not None:
+            if problem := self._registry.stop():
+                problems.append(problem)
+            self._registry = None
+        problems += self._undo_host_changes()
+        problems += [
+            f"left behind: {item}" for item in host.leftovers(self.layout.workdir, self.topology)
+        ]
+        self._release_lock()
+        if problems:
+            raise ClusterError("the lab cluster did not tear down cleanly:\n" + "\n".join(problems))
+
+    # -- what callers use ------------------------------------------------
+
+    @property
+    def workdir(self) -> Path:
+        return self.layout.workdir
+
+    @property
+    def control_plane(self) -> LocalControlPlane:
+        if self._plane is None:
+            raise ClusterError("the lab cluster is not running")
+        return self._plane
+
+    def kubeconfig(self, identity: str) -> Path:
+        """admin, manager or person (tokens), or node (the kubelet's certificate)."""
+        if identity in self._kubeconfigs:
+            return self._kubeconfigs[identity]
+        return self.control_plane.kubeconfig(identity)
+
+    def image(self, name: str) -> images.LabImage:
+        """A lab image in the registry: ``probe`` or ``pause``."""
+        return self._images[name]
+
+    @property
+    def registry(self) -> str:
+        if self._registry is None:
+            raise ClusterError("the lab cluster is not running")
+        return self._registry.address
+
+    @property
+    def crane(self) -> Path:
+        return CRANE
+
+    def check(self) -> None:
+        """Raise ChildExited when a component has died."""
+        for child in self._children.values():
+            child.check()
+
+    def pids(self) -> dict[str, int]:
+        return {name: child.pid for name, child in self._children.items()}
+
+    # -- start -------------------------------------------------------------
+
+    def _step(self, name: str, began: float) -> float:
+        now = time.monotonic()
+        self.timings[name] = now - began
+        self._echo(f"# {name}: {now - began:.1f}s")
+        return now
+
+    def _take_lock(self) -> None:
+        lock = LOCK_PATH.open("ab")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise ClusterStartError(
+                f"another lab cluster is running on this machine (it holds {LOCK_PATH}); "
+                "one node per machine, since its bridge, cgroups and iptables chains are shared"
+            ) from None
+        self._lock = lock
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _start(self) -> None:
+        t = time.monotonic()
+        found = host.leftovers(self.layout.workdir, self.topology)
+        if found:
+            raise ClusterStartError(
+                "an earlier lab cluster left things behind; run "
+                "`python -m lab.cluster clean` (or remove them) first:\n" + "\n".join(found)
+            )
+        ensure_tools()
+        t = self._step("tools", t)
+        self.layout.workdir.mkdir(parents=True, exist_ok=True)
+        self.layout.logs.mkdir(exist_ok=True)
+        self._sysctls = host.read_sysctls()
+        self._rules = {family: netfilter.save(family) for family in netfilter.IPTABLES}
+        host.create_bridge(self.topology)
+        host.forward_guard(self.topology, add=True)
+        host.create_cgroups(self.topology)
+
+        pki = LabPKI(self.layout.pki, now=datetime.now(UTC))
+        self._registry = Registry(
+            CRANE, self.layout.registry_storage, self.layout.logs / "registry.log"
+        )
+        self._registry.start(timeout=30.0)
+        self._push_images()
+        t = self._step("registry and images", t)
+
+        self._start_containerd()
+        t = self._step("containerd", t)
+
+        kubelet_client = pki.client(NODE_CLIENTS["kubelet-client"])
+        self._plane = LocalControlPlane(
+            self.layout.controlplane,
+            identities=DEFAULT_IDENTITIES,
+            controllers=CLUSTER_CONTROLLERS,
+            binary=ensure_binary(),
+            address=str(self.topology.node_ip),
+            service_account_admission=True,
+            extra_apiserver_args=(
+                f"--client-ca-file={pki.ca_cert}",
+                f"--kubelet-client-certificate={kubelet_client[0]}",
+                f"--kubelet-client-key={kubelet_client[1]}",
+                f"--kubelet-certificate-authority={pki.ca_cert}",
+                # The node's hostname is not resolvable (and nothing may be
+                # looked up outside): reach the kubelet at its InternalIP.
+                "--kubelet-preferred-address-types=InternalIP",
+            ),
+        )
+        self._plane.start()
+        t = self._step("control plane", t)
+
+        self._start_node(pki)
+        self._wait_node_ready()
+        self._step("node ready", t)
+
+    def _push_images(self) -> None:
+        binaries = images.build_binaries(self.layout.images / "bin")
+        registry = self.registry
+        for name, entrypoint in (("pause", ["/pause"]), ("probe", ["/probe"])):
+            layout_dir = self.layout.images / name
+            layout_dir.mkdir(parents=True, exist_ok=True)
+            data = binaries[name].read_bytes()
+            digest = images.oci_layout(layout_dir, {name: (data, 0o755)}, entrypoint)
+            self._images[name] = images.push(
+                CRANE, layout_dir, f"{registry}/ptah-lab/{name}:{IMAGE_TAG}", digest
+            )
+
+    def _start_containerd(self) -> None:
+        layout = self.layout
+        layout.containerd.mkdir(parents=True, exist_ok=True)
+        hosts = layout.registry_hosts / self.registry
+        hosts.mkdir(parents=True, exist_ok=True)
+        (hosts / "hosts.toml").write_text(configs.registry_hosts_toml(self.registry))
+        layout.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+        (layout.cni_conf_dir / "10-ptah-lab.conflist").write_text(
+            configs.cni_conflist(self.topology, layout)
+        )
+        layout.containerd_config.write_text(
+            configs.containerd_config(layout, self.image("pause").tag_ref)
+        )
+        child = Child(
+            "containerd",
+            ["containerd", "--config", str(layout.containerd_config)],
+            layout.logs / "containerd.log",
+        )
+        self._children["containerd"] = child
+        child.start()
+
+        def ready() -> str:
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(str(layout.containerd_socket))
+                except OSError as exc:
+                    return f"its socket does not answer: {exc}"
+            return ""
+
+        wait_until("containerd", ready, timeout=60.0, children=[child])
+
+    def _start_node(self, pki: LabPKI) -> None:
+        topology, layout = self.topology, self.layout
+        plane = self.control_plane
+        binary = str(ensure_binary())
+        for name in ("scheduler", "proxy"):
+            cert, key = pki.client(NODE_CLIENTS[name])
+            self._kubeconfigs[name] = write_kubeconfig(
+                layout.kubeconfigs / f"{name}.yaml",
+                server=plane.server_url,
+                server_ca=plane.ca_path,
+                user=NODE_CLIENTS[name].user,
+                cert=cert,
+                key=key,
+            )
+        node = ClientIdentity("node", f"system:node:{topology.node_name}", ("system:nodes",))
+        cert, key = pki.client(node)
+        self._kubeconfigs["node"] = write_kubeconfig(
+            layout.kubeconfigs / "node.yaml",
+            server=plane.server_url,
+            server_ca=plane.ca_path,
+            user=node.user,
+            cert=cert,
+            key=key,
+        )
+        serving_cert, serving_key = pki.serving("kubelet-serving", [topology.node_ip])
+        layout.kubelet_root.mkdir(parents=True, exist_ok=True)
+        layout.kubelet_config.write_text(
+            configs.kubelet_config(
+                topology,
+                layout,
+                port=free_port(str(topology.node_ip)),
+                client_ca=pki.ca_cert,
+                serving_cert=serving_cert,
+                serving_key=serving_key,
+            )
+        )
+        layout.kube_proxy_config.parent.mkdir(parents=True, exist_ok=True)
+        layout.kube_proxy_config.write_text(
+            configs.kube_proxy_config(
+                topology,
+                kubeconfig=self._kubeconfigs["proxy"],
+                healthz_port=free_port(),
+                metrics_port=free_port(),
+            )
+        )
+        commands = {
+            "kube-scheduler": [
+                f"--kubeconfig={self._kubeconfigs['scheduler']}",
+                # One scheduler, no competitor, and nothing scrapes it.
+                "--leader-elect=false",
+                "--secure-port=0",
+            ],
+            "kubelet": [
+                f"--config={layout.kubelet_config}",
+                f"--kubeconfig={self._kubeconfigs['node']}",
+                f"--root-dir={layout.kubelet_root}",
+                f"--hostname-override={topology.node_name}",
+                # A loopback node IP is refused; the bridge's address is the node's.
+                f"--node-ip={topology.node_ip}",
+            ],
+            "kube-proxy": [f"--config={layout.kube_proxy_config}"],
+        }
+        for name, args in commands.items():
+            child = Child(name, [binary, name, *args], layout.logs / f"{name}.log")
+            self._children[name] = child
+            child.start()
+
+    def _wait_node_ready(self) -> None:
+        plane = self.control_plane
+        headers = {"Authorization": f"Bearer {plane.token('admin')}"}
+        url = f"{plane.server_url}/api/v1/nodes/{self.topology.node_name}"
+        with httpx.Client(verify=plane.ssl_context(), timeout=5.0, headers=headers) as http:
+
+            def ready() -> str:
+                try:
+                    response = http.get(url)
+                except httpx.HTTPError as exc:
+                    return f"GET node: {exc!r}"
+                if response.status_code == 404:
+                    return "the kubelet has not registered the node yet"
+                conditions = response.json().get("status", {}).get("conditions", [])
+                for condition in conditions:
+                    if condition.get("type") == "Ready":
+                        if condition.get("status") == "True":
+                            return ""
+                        return f"node not Ready: {condition.get('message')}"
+                return "the node has no Ready condition yet"
+
+            # The kubelet registers the node and reports Ready on its own time
+            # (its runtime and network checks run every few seconds).
+            wait_until(
+                "the node", ready, timeout=self._timeout, children=list(self._children.values())
+            )
+
+    # -- stop ----------------------------------------------------------------
+
+    def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                "ctr",
+                "--address",
+                str(self.layout.containerd_socket),
+                "--namespace",
+                "k8s.io",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    def _stop_runtime(self) -> list[str]:
+        problems: list[str] = []
+        containerd = self._children.pop("containerd", None)
+        if containerd is not None and containerd.running():
+            # Kill every container's task through containerd, so its shim
+            # reaps it and records the exit, then stop containerd.
+            listed = self._ctr("tasks", "list", "--quiet")
+            for task in listed.stdout.split():
+                self._ctr("tasks", "kill", "--signal", "SIGKILL", task)
+            for task in listed.stdout.split():
+                self._ctr("tasks", "delete", "--force", task)
+        if containerd is not None and (problem := containerd.stop(grace=15.0)):
+            problems.append(problem)
+        # Shims outlive containerd by design (containers survive its restart);
+        # the lab's are the processes naming its socket, and containers are
+        # whatever still runs in its cgroups.
+        host.kill_cgroup_tasks(self.topology)
+        for pid, _ in host.lab_processes(self.layout.workdir, self.topology):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+        def gone() -> str:
+            left = host.lab_processes(self.layout.workdir, self.topology)
+            return "; ".join(f"{pid} {command}" for pid, command in left)
+
+        # SIGKILL is delivered at once but a process is gone only once the
+        # kernel has torn it down (and a shim's parent has reaped it).
+        try:
+            wait_until("the lab's processes to exit", gone, timeout=30.0, children=[])
+        except TimeoutError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def _undo_host_changes(self) -> list[str]:
+        problems = host.unmount_under(self.layout.workdir)
+        problems += host.delete_links(self.topology)
+        host.forward_guard(self.topology, add=False)
+        problems += host.remove_cgroups(self.topology)
+        if self._rules is not None:
+            problems += netfilter.remove_lab_rules(self._rules, self.topology.rule_comment)
+        if self._sysctls is not None:
+            problems += host.restore_sysctls(self._sysctls)
+        problems += host.remove_container_log_links(self.layout.workdir)
+        # The kubelet's root holds tmpfs-backed secrets until unmounted; once
+        # unmounted, container filesystems are plain files nobody needs.
+        for directory in (self.layout.containerd / "root", self.layout.kubelet_root):
+            if not host.mounts_under(directory):
+                shutil.rmtree(directory, ignore_errors=True)
+        return problems

@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm
+.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages
 
 setup: $(STAMP)
 
@@ -25,7 +25,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP) helm controlplane
+unit: $(STAMP) helm controlplane crane node-packages
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -39,9 +39,21 @@ CONTROLPLANE_BIN := $(CONTROLPLANE_DIR)/bin/controlplane
 
 controlplane: $(CONTROLPLANE_BIN)
 
+# The components report the Kubernetes version their module pins (go.mod), set
+# at link time as Kubernetes' own release build does: without it every one of
+# them says v0.0.0-master, which a chart's kubeVersion constraint refuses and a
+# kubelet's node status would show.
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ {print $$2; exit}' $(CONTROLPLANE_DIR)/go.mod)
+KUBE_MAJOR   := $(word 1,$(subst ., ,$(KUBE_VERSION:v%=%)))
+KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION:v%=%)))
+KUBE_LDFLAGS := -s -w $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=$(KUBE_MAJOR) \
+	-X $(pkg).gitMinor=$(KUBE_MINOR) -X $(pkg).gitTreeState=clean)
+
 $(CONTROLPLANE_BIN): $(CONTROLPLANE_DIR)/go.mod $(CONTROLPLANE_DIR)/go.sum $(wildcard $(CONTROLPLANE_DIR)/*.go)
+	@test -n '$(KUBE_VERSION)' || { echo 'no k8s.io/kubernetes version in $(CONTROLPLANE_DIR)/go.mod' >&2; exit 1; }
 	cd $(CONTROLPLANE_DIR) && GOFLAGS='-p=2 -mod=readonly -buildvcs=false' \
-		go build -trimpath -ldflags='-s -w' -o bin/controlplane .
+		go build -trimpath -ldflags='$(KUBE_LDFLAGS)' -o bin/controlplane .
 
 # Helm, for the chart tests in tests/chart. The CI machines reach only PyPI, Debian
 # and the Go module proxy, so helm is built from its pinned release's Go module
@@ -64,6 +76,39 @@ $(HELM_BUILD):
 		go install -trimpath \
 		-ldflags='-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' \
 		helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+
+# crane, for the lab's OCI registry (`crane registry serve` on loopback) and for
+# pushing images to it. Built from its Go module like helm, for the same reason.
+CRANE_VERSION := v0.22.1
+CRANE_BUILD   := .tools/crane-$(CRANE_VERSION)/crane
+CRANE         := .tools/bin/crane
+
+crane: $(CRANE)
+
+$(CRANE): $(CRANE_BUILD)
+	@mkdir -p $(dir $@)
+	ln -sfn ../crane-$(CRANE_VERSION)/crane $@
+
+$(CRANE_BUILD):
+	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
+		go install -trimpath -ldflags='-s -w' \
+		github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+# The lab node's container runtime, from Debian's packages: containerd 1.6,
+# runc, the CNI plugins (bridge, host-local, loopback, portmap in /usr/lib/cni),
+# and iptables for kube-proxy. Debian's rather than their Go modules: they are
+# packaged, patched and tested together (containerd's shim with that runc), they
+# install in seconds where building containerd, runc (which needs cgo and
+# libseccomp) and the plugins would add minutes to a cold build, and the
+# kubelet talks to them only through the CRI and CNI contracts. Installed only
+# when missing; the machines run as root and reach Debian's archive.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables
+
+node-packages:
+	@dpkg-query -W -f='$${Status}\n' $(NODE_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$' \
+		| grep -qx '$(words $(NODE_PACKAGES))' || { \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); }
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

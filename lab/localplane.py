@@ -165,6 +165,12 @@ class LocalControlPlane:
     ``controllers`` names the kube-controller-manager controllers to run
     alongside; pass ``()`` for a bare API server.
 
+    ``address`` is where the API server binds and what it advertises: loopback
+    for tests of the API alone, a node's bridge address for the lab cluster
+    (``lab.cluster``), where pods reach it through the ``kubernetes`` Service.
+    ``service_account_admission`` keeps the ServiceAccount admission plugin on,
+    which only a cluster whose controllers create default service accounts wants.
+
     ``workdir`` receives the server's log, its state (etcd data, keys,
     certificates) and one kubeconfig per identity. When it is omitted a
     temporary directory is used and removed on stop; when it is given, it is
@@ -182,6 +188,8 @@ class LocalControlPlane:
         ready_timeout: float = 120.0,
         stop_timeout: float = 30.0,
         extra_apiserver_args: Sequence[str] = (),
+        address: str = "127.0.0.1",
+        service_account_admission: bool = False,
     ) -> None:
         admin = identities.get("admin")
         if admin is None or "system:masters" not in admin.groups:
@@ -202,6 +210,8 @@ class LocalControlPlane:
         self._stop_timeout = stop_timeout
         self._controllers = tuple(controllers)
         self._extra_args = tuple(extra_apiserver_args)
+        self._address = address
+        self._service_account_admission = service_account_admission
 
         self._workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -256,6 +266,8 @@ class LocalControlPlane:
                     "--exit-on-stdin-eof",
                     f"--ready-timeout={self._ready_timeout:.0f}s",
                     f"--controllers={','.join(self._controllers)}",
+                    f"--address={self._address}",
+                    f"--service-account-admission={str(self._service_account_admission).lower()}",
                     "--",
                     *self._extra_args,
                 ],

@@ -3,7 +3,8 @@
 Prints one ``ready`` line with the admin kubeconfig once the node is Ready,
 then waits; Ctrl-C (SIGINT) or SIGTERM tears everything down and exits 0 when
 nothing was left behind. ``python -m lab.cluster leftovers --workdir DIR``
-lists what of a lab is still on this machine (exit 1 when anything is).
+lists what of a lab is still on this machine (exit 1 when anything is);
+``clean --workdir DIR`` removes what a lab killed outright left behind.
 """
 
 from __future__ import annotations
@@ -62,10 +63,15 @@ def _up(workdir: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.cluster")
-    parser.add_argument("command", nargs="?", default="up", choices=["up", "leftovers"])
+    parser.add_argument("command", nargs="?", default="up", choices=["up", "leftovers", "clean"])
     parser.add_argument("--workdir", type=Path, help="a temporary directory when omitted")
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ptah-lab-"))
+    if args.command == "clean":
+        problems = host.clean(workdir, Topology())
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
     if args.command == "leftovers":
         found = host.leftovers(workdir, Topology())
         for item in found:

@@ -58,12 +58,15 @@ CRANE = REPO_ROOT / ".tools" / "bin" / "crane"
 # roots are machine-wide, and two labs would tear down each other's.
 LOCK_PATH = Path("/run/ptah-lab.lock")
 
-# The harness's controllers, plus what a node's Pods need: a default service
-# account in every namespace (ServiceAccount admission requires it), the
-# kube-root-ca.crt ConfigMap that every Pod's token volume mounts, Services'
-# EndpointSlices, and Deployments (the chart's manager).
+# The harness's controllers, plus what a node's Pods need: the node lifecycle
+# controller (it lifts the not-ready taint a kubelet registers its node with;
+# without it nothing is ever scheduled), a default service account in every
+# namespace (ServiceAccount admission requires it), the kube-root-ca.crt
+# ConfigMap that every Pod's token volume mounts, Services' EndpointSlices, and
+# Deployments (the chart's manager).
 CLUSTER_CONTROLLERS = (
     *DEFAULT_CONTROLLERS,
+    "node-lifecycle-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
@@ -133,6 +136,7 @@ class LocalCluster:
         self._echo = echo or (lambda _line: None)
         self._lock: IO[bytes] | None = None
         self._sysctls: dict[str, str] | None = None
+        self._absent_dirs: list[Path] = []
         self._rules: dict[str, netfilter.Ruleset] | None = None
         self._registry: Registry | None = None
         self._plane: LocalControlPlane | None = None
@@ -191,7 +195,9 @@ class LocalCluster:
             if problem := self._registry.stop():
                 problems.append(problem)
             self._registry = None
+        problems += self._kill_the_rest()
         problems += self._undo_host_changes()
+        host.remove_empty_dirs(self._absent_dirs)
         problems += [
             f"left behind: {item}" for item in host.leftovers(self.layout.workdir, self.topology)
         ]
@@ -226,6 +232,13 @@ class LocalCluster:
         if self._registry is None:
             raise ClusterError("the lab cluster is not running")
         return self._registry.address
+
+    @property
+    def host_settings_before(self) -> dict[str, str]:
+        """The kernel settings as they were before the lab started (restored on stop)."""
+        if self._sysctls is None:
+            raise ClusterError("the lab cluster has not started")
+        return dict(self._sysctls)
 
     @property
     def crane(self) -> Path:
@@ -270,13 +283,14 @@ class LocalCluster:
         if found:
             raise ClusterStartError(
                 "an earlier lab cluster left things behind; run "
-                "`python -m lab.cluster clean` (or remove them) first:\n" + "\n".join(found)
+                "`python -m lab.cluster clean --workdir DIR` first:\n" + "\n".join(found)
             )
         ensure_tools()
         t = self._step("tools", t)
         self.layout.workdir.mkdir(parents=True, exist_ok=True)
         self.layout.logs.mkdir(exist_ok=True)
         self._sysctls = host.read_sysctls()
+        self._absent_dirs = host.absent_dirs()
         self._rules = {family: netfilter.save(family) for family in netfilter.IPTABLES}
         host.create_bridge(self.topology)
         host.forward_guard(self.topology, add=True)
@@ -441,13 +455,17 @@ class LocalCluster:
                     return f"GET node: {exc!r}"
                 if response.status_code == 404:
                     return "the kubelet has not registered the node yet"
-                conditions = response.json().get("status", {}).get("conditions", [])
-                for condition in conditions:
-                    if condition.get("type") == "Ready":
-                        if condition.get("status") == "True":
-                            return ""
-                        return f"node not Ready: {condition.get('message')}"
-                return "the node has no Ready condition yet"
+                node = response.json()
+                ready = [
+                    c
+                    for c in node.get("status", {}).get("conditions", [])
+                    if c.get("type") == "Ready"
+                ]
+                if not ready or ready[0].get("status") != "True":
+                    return f"node not Ready: {ready[0].get('message') if ready else 'no condition'}"
+                if taints := node.get("spec", {}).get("taints"):
+                    return f"the node is still tainted: {taints}"
+                return ""
 
             # The kubelet registers the node and reports Ready on its own time
             # (its runtime and network checks run every few seconds).
@@ -486,6 +504,11 @@ class LocalCluster:
                 self._ctr("tasks", "delete", "--force", task)
         if containerd is not None and (problem := containerd.stop(grace=15.0)):
             problems.append(problem)
+        return problems
+
+    def _kill_the_rest(self) -> list[str]:
+        """Kill what outlives its starter: shims, containers, anything naming the work directory."""
+        problems: list[str] = []
         # Shims outlive containerd by design (containers survive its restart);
         # the lab's are the processes naming its socket, and containers are
         # whatever still runs in its cgroups.

@@ -22,7 +22,10 @@ from lab.cluster.topology import Topology
 
 __all__ = [
     "SYSCTLS",
+    "SYSTEM_DIRS",
+    "absent_dirs",
     "cgroup_hierarchies",
+    "clean",
     "create_bridge",
     "create_cgroups",
     "delete_links",
@@ -34,6 +37,7 @@ __all__ = [
     "read_sysctls",
     "remove_cgroups",
     "remove_container_log_links",
+    "remove_empty_dirs",
     "restore_sysctls",
     "unmount_under",
 ]
@@ -124,6 +128,35 @@ def forward_guard(topology: Topology, *, add: bool) -> None:
         _must("iptables", "-I", *rule[:1], "1", *rule[1:])
     else:
         _run("iptables", "-D", *rule)
+
+
+# -- system directories ----------------------------------------------------------
+
+# The kubelet links every container's log here, whatever its pod log directory.
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+
+# Directories containerd, the CNI library and the kubelet create outside any
+# configured path (shim sockets, the CNI result cache, log links). They are
+# empty once the lab is gone.
+SYSTEM_DIRS = (
+    Path("/run/containerd/s"),
+    Path("/run/containerd"),
+    Path("/var/lib/cni/results"),
+    Path("/var/lib/cni"),
+    CONTAINER_LOG_LINKS,
+)
+
+
+def absent_dirs() -> list[Path]:
+    """The system directories that do not exist yet (the lab may create them)."""
+    return [d for d in SYSTEM_DIRS if not d.exists()]
+
+
+def remove_empty_dirs(directories: Iterable[Path]) -> None:
+    """Remove the directories the lab created, when nothing else put files there."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 # -- sysctls ------------------------------------------------------------------
@@ -244,6 +277,19 @@ def unmount_under(root: Path) -> list[str]:
 # -- processes -------------------------------------------------------------------------
 
 
+def _ancestry() -> set[int]:
+    """This process and its ancestors: whatever started the lab names its directory too."""
+    pids = set()
+    pid = os.getpid()
+    while pid > 0 and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return pids
+
+
 def lab_processes(workdir: Path, topology: Topology) -> list[tuple[int, str]]:
     """Processes of a lab: any naming its work directory, or in its cgroups.
 
@@ -254,10 +300,10 @@ def lab_processes(workdir: Path, topology: Topology) -> list[tuple[int, str]]:
     marker = str(workdir.resolve()).encode()
     cgroup_marker = f"/{topology.cgroup_root}/".encode()
     found = []
-    me = os.getpid()
+    mine = _ancestry()
     for proc in Path("/proc").glob("[0-9]*"):
         pid = int(proc.name)
-        if pid == me:
+        if pid in mine:
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes()
@@ -271,10 +317,6 @@ def lab_processes(workdir: Path, topology: Topology) -> list[tuple[int, str]]:
             command = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
             found.append((pid, command))
     return found
-
-
-# The kubelet links every container's log here, whatever its pod log directory.
-CONTAINER_LOG_LINKS = Path("/var/log/containers")
 
 
 def _container_log_links(workdir: Path) -> list[Path]:
@@ -325,3 +367,21 @@ def leftovers(workdir: Path, topology: Topology) -> list[str]:
             for r in netfilter.lab_residue(netfilter.save(family), topology.rule_comment)
         ]
     return found
+
+
+def clean(workdir: Path, topology: Topology) -> list[str]:
+    """Remove what a lab that could not stop itself (killed outright) left behind.
+
+    The kernel settings it changed cannot be restored: what they were died with it.
+    """
+    kill_cgroup_tasks(topology)
+    for pid, _ in lab_processes(workdir, topology):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    problems = unmount_under(workdir)
+    problems += delete_links(topology)
+    forward_guard(topology, add=False)
+    problems += remove_cgroups(topology)
+    problems += netfilter.remove_residue(topology.rule_comment)
+    problems += remove_container_log_links(workdir)
+    return problems

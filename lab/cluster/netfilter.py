@@ -23,6 +23,7 @@ __all__ = [
     "lab_residue",
     "parse_save",
     "remove_lab_rules",
+    "remove_residue",
     "save",
 ]
 
@@ -128,6 +129,26 @@ def save(family: str) -> Ruleset:
     except FileNotFoundError:
         return Ruleset()
     return parse_save(result.stdout)
+
+
+def _without_residue(now: Ruleset) -> Ruleset:
+    """``now`` as it would be without Kubernetes' and CNI's chains."""
+    return Ruleset(
+        chains={
+            table: {c for c in chains if not c.startswith(("KUBE-", "CNI-"))}
+            for table, chains in now.chains.items()
+        },
+        rules=now.rules,
+    )
+
+
+def remove_residue(comment: str) -> list[str]:
+    """Remove every Kubernetes and CNI chain and the lab's rules, with no snapshot.
+
+    For a lab that died without its own teardown; a machine that runs another
+    Kubernetes node must not use it.
+    """
+    return remove_lab_rules({f: _without_residue(save(f)) for f in IPTABLES}, comment)
 
 
 def remove_lab_rules(before: Mapping[str, Ruleset], comment: str) -> list[str]:

@@ -57,7 +57,7 @@ type controllerManager struct {
 // running only the named controllers against server. It returns once the
 // process has started; controllers act asynchronously anyway, so tests poll
 // for their effects rather than for a readiness signal.
-func startControllerManager(dir, server, caFile, token string, controllers []string) (*controllerManager, error) {
+func startControllerManager(dir, server, caFile, saKeyFile, token string, controllers []string) (*controllerManager, error) {
 	kubeconfig := filepath.Join(dir, "kube-controller-manager.kubeconfig")
 	doc := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -91,6 +91,14 @@ current-context: kcm
 		// Nothing scrapes its metrics or health, and an unused port is one more
 		// thing that can collide.
 		"--secure-port=0",
+		// What Pods get as a service account's identity: the
+		// root-ca-certificate-publisher puts this CA (the API server's) into
+		// every namespace's kube-root-ca.crt ConfigMap, which each Pod's
+		// projected token volume mounts, and the token controller signs
+		// legacy token Secrets with the API server's own key. Unused unless
+		// those controllers are named.
+		"--root-ca-file="+caFile,
+		"--service-account-private-key-file="+saKeyFile,
 	)
 	// Keep stdout for the state document alone.
 	cmd.Stdout = os.Stderr

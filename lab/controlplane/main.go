@@ -89,6 +89,11 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == kcmSubcommand {
 		return runControllerManager(os.Args[2:])
 	}
+	if len(os.Args) > 1 {
+		if component, ok := nodeComponents[os.Args[1]]; ok {
+			return runNodeComponent(component, os.Args[2:])
+		}
+	}
 
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "directory for etcd data, keys, certificates and state.json; a temporary directory, removed on exit, when empty")
@@ -96,6 +101,8 @@ func run() int {
 	exitOnStdinEOF := fs.Bool("exit-on-stdin-eof", false, "shut down when stdin reaches end of file, so the server cannot outlive a launcher that dies without signalling it")
 	controllers := fs.String("controllers", "", "comma-separated kube-controller-manager controllers to run, e.g. job-controller,garbage-collector-controller; none when empty")
 	readyTimeout := fs.Duration("ready-timeout", 3*time.Minute, "give up when etcd or the API server is not ready within this long")
+	address := fs.String("address", "127.0.0.1", "the address the API server binds to and advertises; a non-loopback address (a node's bridge) also publishes it as the kubernetes Service's endpoint")
+	serviceAccountAdmission := fs.Bool("service-account-admission", false, "keep the ServiceAccount admission plugin on; only for a cluster whose controller manager runs serviceaccount-controller, which creates the default service account every Pod needs")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: controlplane [flags] [-- extra kube-apiserver flags]\n")
 		fs.PrintDefaults()
@@ -106,6 +113,11 @@ func run() int {
 		return 2
 	}
 	extraArgs := fs.Args()
+	bindIP := net.ParseIP(*address)
+	if bindIP == nil || bindIP.To4() == nil {
+		log.Printf("--address %q is not an IPv4 address", *address)
+		return 2
+	}
 
 	// Registering the API server's signal handler first means a SIGTERM that
 	// arrives while etcd is still starting is caught, and the temporary
@@ -150,15 +162,22 @@ func run() int {
 		log.Print(err)
 		return 1
 	}
-	ports, err := freePorts(3)
+	// etcd stays on loopback whatever the API server's address: only the API
+	// server talks to it.
+	ports, err := freePorts("127.0.0.1", 2)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	apiPorts, err := freePorts(*address, 1)
 	if err != nil {
 		log.Print(err)
 		return 1
 	}
 	etcdClientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
 	etcdPeerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
-	apiPort := ports[2]
-	server := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))
+	apiPort := apiPorts[0]
+	server := "https://" + net.JoinHostPort(*address, strconv.Itoa(apiPort))
 
 	etcd, err := startEtcd(ctx, filepath.Join(dir, "etcd"), etcdClientURL, etcdPeerURL, *readyTimeout)
 	if err != nil {
@@ -170,31 +189,44 @@ func run() int {
 	certDir := filepath.Join(dir, "certs")
 	args := []string{
 		"--etcd-servers=" + etcdClientURL.String(),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + *address,
+		"--advertise-address=" + *address,
 		"--secure-port=" + strconv.Itoa(apiPort),
 		// No --tls-cert-file: the API server generates its own CA and serving
 		// certificate here, and we hand that CA to the clients.
 		"--cert-dir=" + certDir,
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
+		// Node first: a kubelet's requests (as system:node:NAME in
+		// system:nodes) are authorized by what is bound to its node, and RBAC
+		// answers everyone else exactly as before.
+		"--authorization-mode=Node,RBAC",
+		// The Node authorizer's partner, and not on by default: it confines a
+		// kubelet's writes to its own Node object and the Pods bound to it.
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=" + server,
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		// Nothing here runs the service-account controller that creates each
-		// namespace's "default" service account, and without it the
-		// ServiceAccount admission plugin rejects every Pod. The rest of the default plugin set stays on,
-		// including ValidatingAdmissionWebhook and ValidatingAdmissionPolicy.
-		"--disable-admission-plugins=ServiceAccount",
-		// The endpoint reconciler would publish 127.0.0.1 as the "kubernetes"
-		// service's endpoint, which Endpoints validation rejects as loopback,
-		// and it would log that failure forever.
-		"--endpoint-reconciler-type=none",
 		// By default a graceful shutdown waits up to a minute for open watches,
 		// and an operator under test always has some. This mode drains ordinary
 		// requests and then gives watches two seconds.
 		"--shutdown-send-retry-after=true",
+	}
+	if !*serviceAccountAdmission {
+		// Unless the controller manager runs the service-account controller
+		// that creates each namespace's "default" service account, the
+		// ServiceAccount admission plugin rejects every Pod. The rest of the
+		// default plugin set stays on, including NodeRestriction,
+		// ValidatingAdmissionWebhook and ValidatingAdmissionPolicy.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	if bindIP.IsLoopback() {
+		// The endpoint reconciler would publish a loopback address as the
+		// "kubernetes" service's endpoint, which Endpoints validation
+		// rejects, and it would log that failure forever. A node's bridge
+		// address is published, so pods reach the API server through the
+		// Service.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	cmd.SetArgs(append(args, extraArgs...))
 	// stdout carries exactly one line, the state document; everything the API
@@ -244,7 +276,7 @@ func run() int {
 		if shuttingDown {
 			return errors.New("shutting down before the controller manager could start")
 		}
-		cm, err := startControllerManager(dir, st.Server, st.CA, authenticated[kcmSubcommand].Token, kcmControllers)
+		cm, err := startControllerManager(dir, st.Server, st.CA, saKey, authenticated[kcmSubcommand].Token, kcmControllers)
 		if err != nil {
 			return err
 		}
@@ -439,7 +471,7 @@ func writeServiceAccountKeys(dir string) (pubPath, keyPath string, err error) {
 // stay open until every port is chosen so the same port cannot come back
 // twice; another process could still take one before we bind it, which then
 // fails loudly at startup rather than silently.
-func freePorts(n int) ([]int, error) {
+func freePorts(address string, n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
@@ -448,9 +480,9 @@ func freePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("cannot find a free loopback port: %w", err)
+			return nil, fmt.Errorf("cannot find a free port on %s: %w", address, err)
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -1,0 +1,99 @@
+"""Stopping the lab leaves nothing of it on this machine.
+
+These run last (conftest orders them): the first stops the session's cluster
+with a Pod still running in it; the second runs the lab as a command, starts a
+Pod, and ends it with SIGTERM as a terminal or a CI runner would.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.cluster import LocalCluster, Topology, host
+from lab.cluster.cluster import REPO_ROOT
+from tests.cluster.conftest import Api, pod_manifest, pod_phase_in, poll
+
+pytestmark = pytest.mark.cluster
+
+# A cold start of the lab command (binaries already built) on a loaded machine.
+START_DEADLINE = 300.0
+
+
+def _running_pod(api: Api, namespace: str, image: str) -> None:
+    api.create(f"/api/v1/namespaces/{namespace}/pods", pod_manifest("left", image, ["wait"]))
+    poll("the Pod running", lambda: pod_phase_in(api, namespace, "left", {"Running"}))
+
+
+def test_stopping_the_cluster_leaves_no_process_mount_namespace_or_link(
+    cluster: LocalCluster, api: Api, namespace: str
+) -> None:
+    _running_pod(api, namespace, cluster.image("probe").ref)
+    before = cluster.host_settings_before
+    cluster.stop()
+    assert host.leftovers(cluster.workdir, cluster.topology) == []
+    assert host.read_sysctls(before) == before
+
+
+def _lines(stream: object, out: queue.Queue[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        out.put(line)
+
+
+def test_sigterm_of_the_lab_command_tears_everything_down(tmp_path: Path) -> None:
+    workdir = tmp_path / "lab"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lab.cluster", "--workdir", str(workdir)],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not any(line.startswith("ready") for line in seen):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or process.poll() is not None:
+                pytest.fail("the lab command did not get ready:\n" + "".join(seen))
+            try:
+                seen.append(lines.get(timeout=min(remaining, 1.0)))
+            except queue.Empty:
+                continue
+        kubeconfig = Path(seen[-1].split("KUBECONFIG=", 1)[1].strip())
+        admin = Api.from_kubeconfig(kubeconfig)
+        admin.create("/api/v1/namespaces", {"metadata": {"name": "teardown"}})
+        poll(
+            "the default service account",
+            lambda: admin.get_or_none("/api/v1/namespaces/teardown/serviceaccounts/default"),
+        )
+        _running_pod(admin, "teardown", _probe_ref(workdir))
+        admin.http.close()
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        code = process.wait(timeout=180)
+        reader.join(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+    while not lines.empty():
+        seen.append(lines.get())
+    assert code == 0, "".join(seen)
+    assert seen[-1] == "# stopped; nothing left behind\n"
+    assert host.leftovers(workdir, Topology()) == []
+
+
+def _probe_ref(workdir: Path) -> str:
+    registry = next((workdir / "containerd" / "certs.d").iterdir()).name
+    return f"{registry}/ptah-lab/probe:lab"

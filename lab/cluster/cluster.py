@@ -89,6 +89,7 @@ NODE_CLIENTS = {
 }
 
 IMAGE_TAG = "lab"
+_MAX_SOCKET_PATH = 107
 
 
 class ClusterError(Exception):
@@ -279,6 +280,14 @@ class LocalCluster:
 
     def _start(self) -> None:
         t = time.monotonic()
+        # The kubelet's deepest socket; a Unix socket path has at most 107 bytes
+        # and a longer one fails deep inside a component with a cryptic error.
+        socket_path = self.layout.kubelet_root / "pod-resources" / "kubelet.sock"
+        if len(str(socket_path).encode()) > _MAX_SOCKET_PATH:
+            raise ClusterStartError(
+                f"the work directory {self.layout.workdir} is too long: its sockets would "
+                f"exceed {_MAX_SOCKET_PATH} bytes; use a shorter one (e.g. under /tmp)"
+            )
         found = host.leftovers(self.layout.workdir, self.topology)
         if found:
             raise ClusterStartError(

@@ -13,8 +13,10 @@ naming what it last saw.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import ssl
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -47,7 +49,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def cluster() -> Iterator[LocalCluster]:
     """The lab cluster, shared by the session and torn down at its end."""
     try:
         ensure_tools()
@@ -56,11 +58,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # SIGTERM unwinds like Ctrl-C, so pytest's session teardown stops the
     # cluster instead of leaving containers and mounts behind.
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    lab = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    lab = LocalCluster(short_workdir())
     try:
         lab.start()
     except ClusterError as exc:
-        pytest.fail(f"the lab cluster did not start: {exc}")
+        pytest.fail(f"the lab cluster did not start (its logs: {lab.workdir}/logs): {exc}")
     try:
         yield lab
     finally:
@@ -68,6 +70,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             lab.stop()
         finally:
             signal.signal(signal.SIGTERM, previous)
+        # Kept when stopping failed, for its logs.
+        shutil.rmtree(lab.workdir)
+
+
+def short_workdir() -> Path:
+    """A work directory under /tmp: pytest's own are too deep for the kubelet's sockets."""
+    return Path(tempfile.mkdtemp(prefix="ptah-lab-", dir="/tmp"))
 
 
 class Api:

@@ -191,3 +191,19 @@ def test_an_image_pushed_to_the_lab_registry_runs(
     assert pod["status"]["phase"] == "Succeeded"
     assert pod["status"]["containerStatuses"][0]["imageID"].endswith(digest)
     assert api.text(f"/api/v1/namespaces/{namespace}/pods/pushed/log") == f"pulled {digest}\n"
+
+
+def test_a_pod_has_no_route_off_this_machine(
+    cluster: LocalCluster, api: Api, namespace: str
+) -> None:
+    # An address outside the machine (TEST-NET-2). With no default route in
+    # the Pod, the kernel refuses the connection before any packet is sent.
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        pod_manifest("stays", cluster.image("probe").ref, ["dial", "198.51.100.1:80"]),
+    )
+    poll("the Pod's end", lambda: pod_phase_in(api, namespace, "stays", {"Succeeded"}))
+    log = api.text(f"/api/v1/namespaces/{namespace}/pods/stays/log")
+    assert (
+        log == "dial 198.51.100.1:80: dial tcp 198.51.100.1:80: connect: network is unreachable\n"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 
 from lab.cluster import LocalCluster, Topology, host
 from lab.cluster.cluster import REPO_ROOT
-from tests.cluster.conftest import Api, pod_manifest, pod_phase_in, poll
+from tests.cluster.conftest import Api, pod_manifest, pod_phase_in, poll, short_workdir
 
 pytestmark = pytest.mark.cluster
 
@@ -48,8 +49,8 @@ def _lines(stream: object, out: queue.Queue[str]) -> None:
         out.put(line)
 
 
-def test_sigterm_of_the_lab_command_tears_everything_down(tmp_path: Path) -> None:
-    workdir = tmp_path / "lab"
+def test_sigterm_of_the_lab_command_tears_everything_down() -> None:
+    workdir = short_workdir()
     process = subprocess.Popen(
         [sys.executable, "-m", "lab.cluster", "--workdir", str(workdir)],
         cwd=REPO_ROOT,
@@ -92,6 +93,7 @@ def test_sigterm_of_the_lab_command_tears_everything_down(tmp_path: Path) -> Non
     assert code == 0, "".join(seen)
     assert seen[-1] == "# stopped; nothing left behind\n"
     assert host.leftovers(workdir, Topology()) == []
+    shutil.rmtree(workdir)
 
 
 def _probe_ref(workdir: Path) -> str:

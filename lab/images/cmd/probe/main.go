@@ -6,6 +6,7 @@
 //	probe wait                 blocks until SIGTERM or SIGINT (deadlines, deletion)
 //	probe whoami               asks the API server, through the kubernetes Service and
 //	                           with the Pod's service-account token, who it is
+//	probe dial HOST:PORT       tries a TCP connection and prints how it ended
 package main
 
 import (
@@ -32,7 +33,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: probe say|terminate|wait|whoami ...")
+		fail("usage: probe say|terminate|wait|whoami|dial ...")
 	}
 	switch args := os.Args[2:]; os.Args[1] {
 	case "say":
@@ -58,6 +59,17 @@ func main() {
 		fmt.Printf("stopped by %v\n", <-signals)
 	case "whoami":
 		whoami()
+	case "dial":
+		if len(args) != 1 {
+			fail("usage: probe dial HOST:PORT")
+		}
+		conn, err := net.DialTimeout("tcp", args[0], 5*time.Second)
+		if err != nil {
+			fmt.Printf("dial %s: %v\n", args[0], err)
+			return
+		}
+		_ = conn.Close()
+		fmt.Printf("dial %s: connected\n", args[0])
 	default:
 		fail("unknown subcommand %q", os.Args[1])
 	}

@@ -547,7 +547,7 @@ class LocalCluster:
             problems += netfilter.remove_lab_rules(self._rules, self.topology.rule_comment)
         if self._sysctls is not None:
             problems += host.restore_sysctls(self._sysctls)
-        problems += host.remove_container_log_links(self.layout.workdir)
+        problems += host.remove_container_log_links(self.layout.workdir, self.topology)
         # The kubelet's root holds tmpfs-backed secrets until unmounted; once
         # unmounted, container filesystems are plain files nobody needs.
         for directory in (self.layout.containerd / "root", self.layout.kubelet_root):

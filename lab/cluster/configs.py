@@ -111,7 +111,7 @@ def cni_conflist(topology: Topology, layout: Layout) -> str:
     """The CNI network: a bridge whose gateway address is the node's address."""
     conf = {
         "cniVersion": "1.0.0",
-        "name": "ptah-lab",
+        "name": topology.cni_network,
         "plugins": [
             {
                 "type": "bridge",

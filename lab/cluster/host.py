@@ -134,6 +134,9 @@ def forward_guard(topology: Topology, *, add: bool) -> None:
 
 # The kubelet links every container's log here, whatever its pod log directory.
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
+# libcni caches each attachment's result here (not configurable through
+# containerd 1.6), named after the network: ptah-lab-<container>-<interface>.
+CNI_RESULTS = Path("/var/lib/cni/results")
 
 # Directories containerd, the CNI library and the kubelet create outside any
 # configured path (shim sockets, the CNI result cache, log links). They are
@@ -141,7 +144,7 @@ CONTAINER_LOG_LINKS = Path("/var/log/containers")
 SYSTEM_DIRS = (
     Path("/run/containerd/s"),
     Path("/run/containerd"),
-    Path("/var/lib/cni/results"),
+    CNI_RESULTS,
     Path("/var/lib/cni"),
     CONTAINER_LOG_LINKS,
 )
@@ -297,7 +300,8 @@ def lab_processes(workdir: Path, topology: Topology) -> list[tuple[int, str]]:
     config, socket, state or kubeconfig), and every container runs in a cgroup
     under the lab's cgroup root.
     """
-    marker = str(workdir.resolve()).encode()
+    # With the separator: /tmp/ptah-lab-x must not claim /tmp/ptah-lab-xy's processes.
+    marker = str(workdir.resolve()).encode() + b"/"
     cgroup_marker = f"/{topology.cgroup_root}/".encode()
     found = []
     mine = _ancestry()
@@ -329,9 +333,26 @@ def _container_log_links(workdir: Path) -> list[Path]:
     return found
 
 
-def remove_container_log_links(workdir: Path) -> list[str]:
+def _cni_results(topology: Topology) -> list[Path]:
+    """The lab network's cached results, and the loopback results of the same sandboxes.
+
+    A teardown that kills sandboxes instead of asking the runtime to remove them
+    never runs CNI DEL, which is what would delete these.
+    """
+    prefix = f"{topology.cni_network}-"
+    try:
+        ours = [p for p in CNI_RESULTS.iterdir() if p.name.startswith(prefix)]
+    except FileNotFoundError:
+        return []
+    sandboxes = {p.name.removeprefix(prefix).rsplit("-", 1)[0] for p in ours}
+    loopbacks = [CNI_RESULTS / f"cni-loopback-{sandbox}-lo" for sandbox in sandboxes]
+    return sorted(ours + [p for p in loopbacks if p.exists()])
+
+
+def remove_container_log_links(workdir: Path, topology: Topology) -> list[str]:
+    """Remove the kubelet's log links and libcni's cached results of the lab's Pods."""
     problems = []
-    for link in _container_log_links(workdir):
+    for link in [*_container_log_links(workdir), *_cni_results(topology)]:
         try:
             link.unlink()
         except OSError as exc:
@@ -357,6 +378,7 @@ def leftovers(workdir: Path, topology: Topology) -> list[str]:
     """Everything of a lab still on this machine; empty when it is all gone."""
     found = [f"process {pid}: {command}" for pid, command in lab_processes(workdir, topology)]
     found += [f"container log link {p}" for p in _container_log_links(workdir)]
+    found += [f"CNI result cache {p}" for p in _cni_results(topology)]
     found += [f"mount {p}" for p in mounts_under(workdir)]
     found += [f"network namespace {p}" for p in _lab_netns_mounts(workdir)]
     found += [f"link {name}" for name in lab_links(topology)]
@@ -383,5 +405,5 @@ def clean(workdir: Path, topology: Topology) -> list[str]:
     forward_guard(topology, add=False)
     problems += remove_cgroups(topology)
     problems += netfilter.remove_residue(topology.rule_comment)
-    problems += remove_container_log_links(workdir)
+    problems += remove_container_log_links(workdir, topology)
     return problems

@@ -37,6 +37,8 @@ class Topology:
     # Under every cgroup v1 hierarchy: the kubelet puts all pods below it, so
     # teardown removes one tree per hierarchy and nothing else.
     cgroup_root: str = "ptah-lab"
+    # The CNI network's name (its cached results are named after it).
+    cni_network: str = "ptah-lab"
     # Marks the lab's own iptables rules so teardown can find them.
     rule_comment: str = "ptah-lab"
 

@@ -40,7 +40,7 @@ from controller.localplane import (
 )
 from lab.cluster import configs, host, images, netfilter
 from lab.cluster.pki import ClientIdentity, LabPKI, write_kubeconfig
-from lab.cluster.processes import Child, wait_until
+from lab.cluster.processes import Child, run_checked, wait_until
 from lab.cluster.registry import Registry, free_port
 from lab.cluster.topology import Layout, Topology
 
@@ -103,21 +103,13 @@ class ClusterStartError(ClusterError):
 def ensure_tools(timeout: float = 3600.0) -> None:
     """Build or install what the cluster runs: ``make controlplane crane node-packages``."""
     ensure_binary(timeout=timeout)
-    try:
-        result = subprocess.run(
-            ["make", "--no-print-directory", "crane", "node-packages"],
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ClusterStartError(f"cannot run `make crane node-packages`: {exc}") from exc
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
-        raise ClusterStartError(f"`make crane node-packages` failed:\n{tail}")
+    run_checked(
+        ["make", "--no-print-directory", "crane", "node-packages"],
+        what="`make crane node-packages`",
+        error=ClusterStartError,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
 
 
 class LocalCluster:

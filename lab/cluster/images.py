@@ -13,11 +13,12 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from lab.cluster.processes import run_checked
 
 __all__ = [
     "IMAGES_DIR",
@@ -53,21 +54,14 @@ class LabImage:
 def build_binaries(out_dir: Path, timeout: float = 600.0) -> dict[str, Path]:
     """Build every program under lab/images/cmd, static, into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-p=2 -mod=readonly -buildvcs=false")
-    try:
-        result = subprocess.run(
-            ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", f"{out_dir}/", "./cmd/..."],
-            cwd=IMAGES_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ImageBuildError(f"cannot build the lab's image programs: {exc}") from exc
-    if result.returncode != 0:
-        raise ImageBuildError(f"`go build` of lab/images failed:\n{result.stderr[-4000:]}")
+    run_checked(
+        ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", f"{out_dir}/", "./cmd/..."],
+        what="`go build` of lab/images",
+        error=ImageBuildError,
+        timeout=timeout,
+        cwd=IMAGES_DIR,
+        env=dict(os.environ, CGO_ENABLED="0", GOFLAGS="-p=2 -mod=readonly -buildvcs=false"),
+    )
     programs = sorted(p.name for p in (IMAGES_DIR / "cmd").iterdir() if p.is_dir())
     return {name: out_dir / name for name in programs}
 
@@ -151,19 +145,13 @@ def oci_layout(
 
 def push(crane: Path, layout: Path, tag_ref: str, digest: str, timeout: float = 120.0) -> LabImage:
     """Push an OCI layout to the lab registry (plain HTTP) with crane."""
-    try:
-        result = subprocess.run(
-            [str(crane), "push", "--insecure", str(layout), tag_ref],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ImageBuildError(f"cannot push {tag_ref}: {exc}") from exc
-    if result.returncode != 0:
-        raise ImageBuildError(f"`crane push` of {tag_ref} failed: {result.stderr.strip()}")
-    pushed = result.stdout.strip().rsplit("@", 1)[-1]
+    stdout = run_checked(
+        [str(crane), "push", "--insecure", str(layout), tag_ref],
+        what=f"`crane push` of {tag_ref}",
+        error=ImageBuildError,
+        timeout=timeout,
+    )
+    pushed = stdout.strip().rsplit("@", 1)[-1]
     if pushed != digest:
         raise ImageBuildError(f"crane pushed {tag_ref} as {pushed}, expected {digest}")
     return LabImage(

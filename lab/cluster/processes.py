@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-__all__ = ["Child", "ChildExited", "alive", "signal_group", "wait_until"]
+__all__ = ["Child", "ChildExited", "alive", "run_checked", "signal_group", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 # How much of a log an error message carries.
@@ -168,3 +168,32 @@ def wait_until(
             raise TimeoutError(f"{what} was not ready within {timeout:.0f}s: {last}")
         time.sleep(interval)
         interval = min(interval * 2, 0.5)
+
+
+def run_checked(
+    argv: Sequence[str],
+    *,
+    what: str,
+    error: type[Exception],
+    timeout: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run a one-shot tool to completion; its stdout, or ``error`` with the end of its output."""
+    try:
+        result = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise error(f"cannot run {what}: {exc}") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-_TAIL_LINES:])
+        raise error(f"{what} failed with exit code {result.returncode}:\n{tail}")
+    return result.stdout

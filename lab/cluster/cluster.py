@@ -32,17 +32,17 @@ from typing import IO, Self
 
 import httpx
 
-from controller.localplane import (
-    DEFAULT_CONTROLLERS,
-    DEFAULT_IDENTITIES,
-    LocalControlPlane,
-    ensure_binary,
-)
 from lab.cluster import configs, host, images, netfilter
 from lab.cluster.pki import ClientIdentity, LabPKI, write_kubeconfig
 from lab.cluster.processes import Child, run_checked, wait_until
 from lab.cluster.registry import Registry, free_port
 from lab.cluster.topology import Layout, Topology
+from lab.localplane import (
+    DEFAULT_CONTROLLERS,
+    DEFAULT_IDENTITIES,
+    LocalControlPlane,
+    ensure_binary,
+)
 
 __all__ = [
     "CLUSTER_CONTROLLERS",

@@ -11,6 +11,7 @@ so the API server verifies whom it talks to.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs import BACKDATE, CertifiedKey, generate_ca, issue_serving_certificate
-from certs._authority import IPAddressType, random_serial
 
 __all__ = [
     "ClientIdentity",
@@ -32,6 +32,8 @@ __all__ = [
     "issue_client_certificate",
     "write_kubeconfig",
 ]
+
+IPAddressType = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # One lab cluster lives for a test session or a `make run`; a day is plenty.
 _VALIDITY = timedelta(days=1)
@@ -62,7 +64,7 @@ def issue_client_certificate(
         .subject_name(x509.Name(attributes))
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
-        .serial_number(random_serial())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(min(start + _VALIDITY, ca.certificate.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

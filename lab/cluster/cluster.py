@@ -171,6 +171,7 @@ class LocalCluster:
         """Tear everything down, then check nothing is left. Safe to call twice."""
         if self._lock is None:
             return
+        began = time.monotonic()
         problems: list[str] = []
         # The node first, so nothing restarts containers while they are killed.
         for name in ("kube-proxy", "kube-scheduler", "kubelet"):
@@ -195,6 +196,7 @@ class LocalCluster:
             f"left behind: {item}" for item in host.leftovers(self.layout.workdir, self.topology)
         ]
         self._release_lock()
+        self.timings["stop"] = time.monotonic() - began
         if problems:
             raise ClusterError("the lab cluster did not tear down cleanly:\n" + "\n".join(problems))
 

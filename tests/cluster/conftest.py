@@ -44,6 +44,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [item for item in items if item not in last] + last
 
 
+# The session's cluster, for what it cost in the terminal summary (CI's log keeps it).
+_SESSION: list[LocalCluster] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for lab in _SESSION:
+        steps = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in lab.timings.items())
+        terminalreporter.write_line(f"lab cluster: {steps}")
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
@@ -63,6 +73,7 @@ def cluster() -> Iterator[LocalCluster]:
         lab.start()
     except ClusterError as exc:
         pytest.fail(f"the lab cluster did not start (its logs: {lab.workdir}/logs): {exc}")
+    _SESSION.append(lab)
     try:
         yield lab
     finally:

@@ -39,9 +39,15 @@ POD_DEADLINE = 120.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the teardown tests last: they stop the session's cluster."""
-    last = [item for item in items if item.path.name == "test_teardown.py"]
-    items[:] = [item for item in items if item not in last] + last
+    """Run the cluster tests after all others, and the teardown tests last.
+
+    The session's cluster then runs only while its own tests do, not beside
+    the rest of the suite; the teardown tests stop it.
+    """
+    cluster = [item for item in items if item.get_closest_marker("cluster")]
+    teardown = [item for item in cluster if item.path.name == "test_teardown.py"]
+    rest = [item for item in items if item not in cluster]
+    items[:] = rest + [item for item in cluster if item not in teardown] + teardown
 
 
 # The session's cluster, for what it cost in the terminal summary (CI's log keeps it).

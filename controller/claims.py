@@ -164,11 +164,19 @@ def remove_orphan_finalizer(ctx: PassContext) -> Stop | None:
     return Stop("a finalizer with no claim was removed", requeue_after=AGAIN)
 
 
-def claim_operation(ctx: PassContext, operation: str, approval: Approval | None = None) -> Stop:
+def claim_operation(
+    ctx: PassContext,
+    operation: str,
+    approval: Approval | None = None,
+    *,
+    update: Mapping[str, Any] | None = None,
+) -> Stop:
     """Persist a claim of ``operation``: the finalizer first, then the claim.
 
     Any operation type of the family's table may be claimed; a type the table does
     not define is refused here, because no later step could say what it is.
+    ``update`` is what else the claim's status patch publishes (conditions, a plan
+    discarded); the claim and its phase are the family's.
     """
     info = operation_info(ctx.family.name, operation)
     if not info.known:
@@ -177,6 +185,14 @@ def claim_operation(ctx: PassContext, operation: str, approval: Approval | None 
     if status is not None and status.active_operation is not None:
         return Stop("the resource already holds a claim")
     claimed = ctx.family.new_claim(ctx, operation, approval)
+    if update:
+        claimed = claimed.model_copy(
+            update={
+                **update,
+                "phase": claimed.phase,
+                "active_operation": claimed.active_operation,
+            }
+        )
     finalizers = _finalizers(ctx)
     if ctx.family.finalizer not in finalizers:
         ctx.write_metadata({"finalizers": [*finalizers, ctx.family.finalizer]})

@@ -13,7 +13,8 @@
    sequence.
 6. A schema's pending observation is proved, before suspension and the generation
    gate; a migration's unresolved run is settled by an acknowledgment naming it.
-7. Otherwise the family decides what to claim next, and the claim is persisted.
+7. Otherwise the phase machine decides what to claim next (``planning.advance``):
+   the next reading, or the Apply of an authorized plan, and the claim is persisted.
 
 Every read is uncached and every pass starts from the resource as stored: watches
 only say that something may have changed.
@@ -43,6 +44,7 @@ from controller.migration_records import (
 )
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext
+from controller.planning import advance
 from controller.schema_dispatch import SCHEMA
 from controller.schema_records import prove
 from controller.supervision import supervise
@@ -169,13 +171,7 @@ def _pass(ctx: PassContext) -> Stop:
     binding = ctx.binding
     if binding is None or not ctx.env.config.binding.matches(binding):
         return Stop("the execution binding changed; nothing is claimed until it rotates")
-    wanted = ctx.family.next_claim(ctx)
-    if wanted is None:
-        return Stop("nothing to claim")
-    if isinstance(wanted, Stop):
-        return wanted
-    operation, approval = wanted
-    return claim_operation(ctx, operation, approval)
+    return advance(ctx)
 
 
 def _active(ctx: PassContext) -> Stop:

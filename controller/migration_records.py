@@ -197,6 +197,9 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
             may_still_write=False,
             update={
                 "last_run": _last_run(ctx, outcome, versions, summary.error_code),
+                # The reading the plan was made from is spent with it: the account
+                # is settled by a History read after the run.
+                "history": None,
                 "plan": None,
                 "phase": "VerifyingHistory",
             },
@@ -217,21 +220,8 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
 def settle_by_history(ctx: PassContext, result: Any) -> Stop:
     """Record the reading; settle the unresolved record when it reads the same database
     with nothing pending and nothing refused. The copy goes after the patch."""
-    section = result.migration_history
     status = _status(ctx)
-    history = MigrationHistoryStatus(
-        observed_at=timestamp(ctx.now()),
-        contract_version=section.contract_version,
-        current_version=section.current_version,
-        checkpoint_version=section.checkpoint_version,
-        applied_count=section.applied_count,
-        pending_count=section.pending_count,
-        fingerprint=section.fingerprint,
-        target_identity_digest=result.target_identity_digest,
-        dirty=section.dirty,
-        modified_versions=list(section.modified_versions),
-        out_of_order_versions=list(section.out_of_order_versions),
-    )
+    history = history_of(result, timestamp(ctx.now()))
     update: dict[str, Any] = {"history": history}
     record = status.unresolved_run
     settled = record is not None and _settles(record, history)
@@ -255,6 +245,24 @@ def settle_by_history(ctx: PassContext, result: Any) -> Stop:
     if settled and _copy_of(ctx) is not None:
         _write_copy(ctx, None)
     return stop
+
+
+def history_of(result: Any, observed_at: str) -> MigrationHistoryStatus:
+    """The status record of a History frame's reading. Pure."""
+    section = result.migration_history
+    return MigrationHistoryStatus(
+        observed_at=observed_at,
+        contract_version=section.contract_version,
+        current_version=section.current_version,
+        checkpoint_version=section.checkpoint_version,
+        applied_count=section.applied_count,
+        pending_count=section.pending_count,
+        fingerprint=section.fingerprint,
+        target_identity_digest=result.target_identity_digest,
+        dirty=section.dirty,
+        modified_versions=list(section.modified_versions),
+        out_of_order_versions=list(section.out_of_order_versions),
+    )
 
 
 def _settles(record: UnresolvedMigrationRunStatus, history: MigrationHistoryStatus) -> bool:

@@ -50,8 +50,8 @@ class Event(Enum):
     RETRY_NOT_DUE = "a reading failed and its retry time has not come"
     NOT_RESOLVED = "no resolved artifact is recorded"
     NOT_VERIFIED = "the resolved artifact is not verified"
-    RUN_UNRESOLVED = "an Apply's run is unresolved and no History was read since"
-    RUN_UNRESOLVED_READ = "an Apply's run is unresolved; the last History did not settle it"
+    RUN_UNRESOLVED = "an Apply's run is unresolved, and an interval passed since it (or a reading)"
+    RUN_UNRESOLVED_READ = "an Apply's run is unresolved; the next History is not due"
     APPLY_NEVER = "a plan stands; spec.policy.apply is Never"
     AWAITING_APPROVAL = "a plan stands and needs an approval none gives"
     APPROVED = "a plan stands and an approval authorizes it"
@@ -73,9 +73,8 @@ class Facts:
     retry_not_due: bool = False
     resolved: bool = False
     verified: bool = False
-    # Migration only: status.unresolvedRun, and whether a History was read since.
+    # Migration only: status.unresolvedRun (its interval runs from the record too).
     run_unresolved: bool = False
-    read_since_unresolved: bool = False
     # A plan stands under the execution binding in force.
     plan: bool = False
     apply_never: bool = False
@@ -124,8 +123,11 @@ def decide(facts: Facts) -> Decision:
         return Decision(Event.NOT_VERIFIED, "Verifying", "Verify", Wait.NONE)
     if family == "migration" and facts.run_unresolved:
         # Only a reading (or a person's acknowledgment) settles a run nobody
-        # accounted for; no plan is made meanwhile.
-        if not facts.read_since_unresolved or facts.reading_due:
+        # accounted for; no plan is made meanwhile. The reading waits an interval
+        # from the record (or the last reading), so an executor that may still be
+        # stopping is not read half-way, and a run that stays unsettled costs one
+        # reading per interval.
+        if facts.reading_due:
             return Decision(Event.RUN_UNRESOLVED, "Reading", "History", Wait.NONE)
         return Decision(Event.RUN_UNRESOLVED_READ, "Blocked", None, Wait.INTERVAL)
     if facts.plan:
@@ -297,14 +299,14 @@ def _rows() -> tuple[Row, ...]:
             "History",
         ),
         Row(
-            "Blocked", replace(_MV, run_unresolved=True), Event.RUN_UNRESOLVED, "Reading", "History"
+            "Blocked", replace(_MV, run_unresolved=True), Event.RUN_UNRESOLVED_READ, "Blocked", None
         ),
         Row(
             "Blocked",
-            replace(_MV, run_unresolved=True, read_since_unresolved=True),
-            Event.RUN_UNRESOLVED_READ,
-            "Blocked",
-            None,
+            replace(_MV, run_unresolved=True, reading_due=True),
+            Event.RUN_UNRESOLVED,
+            "Reading",
+            "History",
         ),
         Row(
             "InSync",

@@ -21,9 +21,10 @@ from controller.approvals import find_schema_approval, held_schema_approval
 from controller.claims import form_claim, retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext
+from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.supervision import inputs_hold
-from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, sha256_digest
+from jobclaim import Claim, build_job, schema_claim, schema_job_inputs
 from jobclaim.api import (
     SCHEMA_FINALIZER,
     ManagerRecord,
@@ -57,19 +58,6 @@ def _status(ctx: PassContext) -> PtahSchemaStatus:
     status = _schema(ctx).status
     assert status is not None
     return status
-
-
-def approval_required(schema: PtahSchema) -> bool:
-    """Always needs no approval only for a plan that destroys nothing and grants nothing."""
-    plan = schema.status.plan if schema.status else None
-    if schema.spec.policy.apply != "Always" or plan is None:
-        return True
-    return plan.destructive or bool(plan.privilege_changes)
-
-
-def policy_digest(data: str) -> str:
-    """The digest a plan binds its verification policy by: SHA-256 of the key's text."""
-    return sha256_digest(data.encode("utf-8"))
 
 
 class SchemaFamily:

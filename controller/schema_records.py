@@ -39,6 +39,7 @@ from controller.harvesting import Harvest, pod_stopped, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext, timestamp
+from controller.readings import settled_observation
 from controller.retirement import retire_schema_claim
 from controller.targetlock import MalformedLease
 from jobclaim import finished, lease_holder, match, pending_apply_claim
@@ -193,6 +194,8 @@ def _proof_reading(ctx: PassContext, pending: PendingObservationStatus, result: 
         # Converged, but nothing proves which run changed it: no Apply is attributed.
         ctx.crossed("ConvergedAfterUnknownOutcome", "the database matches its plan")
     update["last_successful_reconciliation"] = timestamp(ctx.now())
+    # The proof is the newest reading: the database matches, so no drift stands.
+    update.update(settled_observation(ctx, result))
     binding = ctx.binding
     if pending.plan is not None and binding and pending.plan.execution_binding_id != binding.epoch:
         # An approval admitted before the Apply claim may have committed after the
@@ -319,7 +322,13 @@ def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) ->
     return stop
 
 
-def mark_plan_approvals_stale(ctx: PassContext, plan_uid: str) -> int:
+def mark_plan_approvals_stale(
+    ctx: PassContext,
+    plan_uid: str,
+    *,
+    reason: str = "ExecutionBindingChanged",
+    message: str = "the plan was made under an execution binding that was retired",
+) -> int:
     """Mark every unspent approval of the plan ``plan_uid`` stale; how many were."""
     marked = 0
     for obj in ctx.api.list(ctx.family.approvals, ctx.namespace):
@@ -336,8 +345,8 @@ def mark_plan_approvals_stale(ctx: PassContext, plan_uid: str) -> int:
             {
                 "type": STALE,
                 "status": "True",
-                "reason": "ExecutionBindingChanged",
-                "message": "the plan was made under an execution binding that was retired",
+                "reason": reason,
+                "message": message,
                 "lastTransitionTime": timestamp(ctx.now()),
             }
         )

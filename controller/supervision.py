@@ -33,6 +33,7 @@ from controller.harvesting import harvest, set_cleanup_ttl
 from controller.migration_records import migration_outcome, record_unresolved_run
 from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
 from controller.passcontext import PassContext
+from controller.readings import record_reading
 from controller.retirement import retire_migration_claim, retire_schema_claim
 from controller.schema_records import record_schema_apply, restart_proof, schema_outcome
 from controller.targetlock import MalformedLease
@@ -236,6 +237,9 @@ def await_harvest(ctx: PassContext, job: Object) -> Stop:
     set_cleanup_ttl(ctx, job)
     if ctx.info.mutating and harvested.outcome is not Outcome.ACCOUNTED:
         ctx.crossed("OutcomeUnknown", harvested.reason, warning=True)
+    recorded = record_reading(ctx, harvested, job)
+    if recorded is not None:
+        return recorded
     if ctx.family.name == "schema":
         return schema_outcome(ctx, harvested)
     return migration_outcome(ctx, harvested)

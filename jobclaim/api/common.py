@@ -131,3 +131,25 @@ class OCIArtifactAccessBinding(WireModel):
     digest: Digest
     media_type: str | None = None
     size: int | None = None
+
+
+class ArtifactVerificationStatus(WireModel):
+    """What the Verify reading found for the resolved artifact, and under which policy."""
+
+    artifact_digest: Digest
+    policy_uid: str | None = None
+    policy_digest: Digest | None = None
+    requirements: list[str] = Field(default_factory=list, max_length=64)
+    verified_at: Timestamp
+
+
+class ReadingFailureStatus(WireModel):
+    """The last reading that failed: the executor's own sentence (redacted), how many
+    times in a row, and when it is tried again (backing off on each repeat)."""
+
+    operation: str
+    code: str | None = None
+    message: str = Field(max_length=1024)
+    failures: int = Field(ge=1)
+    failed_at: Timestamp
+    retry_not_before: Timestamp

@@ -17,12 +17,14 @@ from jobclaim.api._base import (
 from jobclaim.api.common import (
     ApplyPolicy,
     ApproverRecord,
+    ArtifactVerificationStatus,
     DatabaseTargetSpec,
     ExecutionBindingStatus,
     ExecutionSpec,
     ManagerRecord,
     OCIArtifactAccessBinding,
     OCIArtifactSourceSpec,
+    ReadingFailureStatus,
     TargetLockReleaseStatus,
     TransactionMode,
 )
@@ -144,6 +146,8 @@ class PtahMigrationStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
     execution_binding: ExecutionBindingStatus | None = None
     artifact: OCIArtifactAccessBinding | None = None
+    verification: ArtifactVerificationStatus | None = None
+    reading_failure: ReadingFailureStatus | None = None
     history: MigrationHistoryStatus | None = None
     plan: ObjectReference | None = None
     active_operation: MigrationOperationStatus | None = None

@@ -17,6 +17,7 @@ from jobclaim.api._base import (
 from jobclaim.api.common import (
     ApplyPolicy,
     ApproverRecord,
+    ArtifactVerificationStatus,
     ConsumedApprovalStatus,
     DatabaseTargetSpec,
     ExecutionBindingStatus,
@@ -24,6 +25,7 @@ from jobclaim.api.common import (
     ManagerRecord,
     OCIArtifactAccessBinding,
     OCIArtifactSourceSpec,
+    ReadingFailureStatus,
     TargetLockReleaseStatus,
     TransactionMode,
 )
@@ -168,11 +170,26 @@ class BindingRetirementStatus(WireModel):
     job: RetiredJobStatus | None = None
 
 
+class DriftObservationStatus(WireModel):
+    """The last drift reading of the database against the verified artifact."""
+
+    observed_at: Timestamp
+    artifact_digest: Digest
+    drift: bool
+    highest_severity: Literal["info", "warning", "destructive"] | None = None
+    finding_count: int = Field(default=0, ge=0)
+    report_digest: Digest | None = None
+    target_identity_digest: Digest | None = None
+
+
 class PtahSchemaStatus(WireModel):
     observed_generation: int | None = None
     phase: SchemaPhase | None = None
     execution_binding: ExecutionBindingStatus | None = None
     source: OCIArtifactAccessBinding | None = None
+    verification: ArtifactVerificationStatus | None = None
+    observation: DriftObservationStatus | None = None
+    reading_failure: ReadingFailureStatus | None = None
     plan: CurrentPlanStatus | None = None
     applied: CurrentPlanStatus | None = None
     active_operation: ActiveOperationStatus | None = None

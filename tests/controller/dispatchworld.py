@@ -194,6 +194,31 @@ def _approver() -> dict[str, Any]:
     }
 
 
+ARTIFACT = sha256_digest(b"artifact")
+READ_AT = "2026-12-02T11:58:00Z"
+
+
+def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
+    """The readings a resource records before its plan: the spec observed, the
+    artifact resolved and verified, and for a schema the drift it was planned for.
+    A seeded plan stands on them, as a planned one would."""
+    source = {"reference": "registry.example/orders:1", "digest": ARTIFACT}
+    readings: dict[str, Any] = {
+        "observedGeneration": resource["metadata"]["generation"],
+        "verification": {"artifactDigest": ARTIFACT, "verifiedAt": READ_AT},
+    }
+    if resource["kind"] == "PtahSchema":
+        readings["source"] = source
+        readings["observation"] = {
+            "observedAt": READ_AT,
+            "artifactDigest": ARTIFACT,
+            "drift": drift,
+        }
+    else:
+        readings["artifact"] = source
+    return readings
+
+
 def add_schema(
     rig: Cluster,
     name: str = "orders",
@@ -270,7 +295,12 @@ def add_schema(
         PTAHSCHEMAS,
         ns,
         name,
-        {"executionBinding": BINDING.to_wire(), "plan": current.to_wire(), "phase": "Pending"},
+        {
+            "executionBinding": BINDING.to_wire(),
+            "plan": current.to_wire(),
+            "phase": "Pending",
+            **read_up_to_plan(schema, drift=True),
+        },
         resource_version=schema["metadata"]["resourceVersion"],
     )
     if approve:
@@ -335,6 +365,7 @@ def add_migration(
             "executionBinding": BINDING.to_wire(),
             "plan": {"name": plan, "uid": plan_uid},
             "phase": "AwaitingApproval",
+            **read_up_to_plan(migration),
         },
         resource_version=migration["metadata"]["resourceVersion"],
     )

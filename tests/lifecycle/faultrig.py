@@ -710,7 +710,9 @@ def invariant_problems(holding: Holding, *, realm: bool = True) -> list[str]:
         problems.append(MARK_NO_SNAPSHOT)
     if holding.projection_present is False:
         problems.append(MARK_NO_PROJECTION)
-    if realm and not claim.get("leaseContinuityLost"):
+    # A claim that holds no realm (a Resolve, a Verify, an Observe outside a proof,
+    # a History) has none to lose: its recorded Job is a reading's.
+    if realm and holding.takes_mark and not claim.get("leaseContinuityLost"):
         if holding.lease_holder and holding.lease_holder != holding.claim_holder:
             problems.append(MARK_CONTENDED)
         elif not holding.lease_holder:

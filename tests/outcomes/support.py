@@ -54,15 +54,18 @@ def status_of(rig: Rig, key: Key) -> dict[str, Any]:
 
 
 def account(rig: Rig, key: Key) -> str:
-    """``live`` while the claim stands, else ``succeeded`` or ``unknown``: what the
-    record (or the last run, for an accounted migration) says."""
+    """``live`` while the Apply's claim stands, else ``succeeded`` or ``unknown``: what
+    the record (or the last run, for an accounted migration) says."""
     status = status_of(rig, key)
     if "pendingObservation" in status:
         # The record stands beside the proof's own read-only claims.
         outcome = status["pendingObservation"]["outcome"]
         return "succeeded" if outcome == "ApplySucceeded" else "unknown"
-    if status.get("activeOperation"):
+    claim = status.get("activeOperation") or {}
+    if claim.get("type") == "Apply":
         return "live"
+    # A reading claimed after the run (a migration's VerifyingHistory) stands beside
+    # the record, as a schema's proof does.
     if "unresolvedRun" in status:
         return "unknown"
     last = status.get("lastRun") or {}

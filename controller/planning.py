@@ -1,0 +1,202 @@
+"""The shell around the phase machine: read the records, decide, publish, claim.
+
+A pass that holds no claim, owes no proof and has its execution binding in force
+ends here (``advance``). It reduces the resource to ``phasemachine.Facts``, asks
+``phasemachine.decide``, and then makes at most one kind of write:
+
+- a claim (``claims.claim_operation``: the finalizer, then the claim), whose status
+  patch also carries the phase, the conditions, and, on a spec change, the plan
+  discarded (its approvals are marked Stale first, so a stop in between leaves
+  stale approvals beside a plan the next pass discards again, never a live
+  approval of a discarded plan);
+- or, when nothing is claimed, the phase, the conditions and
+  ``status.nextReconciliationTime``, only when they differ from what is stored, so
+  a quiet resource costs no write per pass.
+
+The Apply is claimed with the approval ``Family.next_claim`` finds, which re-reads
+the plan and the approvals uncached; the machine only says when to ask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from controller.claims import claim_operation
+from controller.conditions import conditions_for
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Approval, PassContext, timestamp
+from controller.phasemachine import Decision, Event, Facts, Wait, decide
+from controller.planpolicy import approval_required
+from controller.readings import parse_duration
+from controller.runner.config import parse_time
+from controller.schema_records import mark_plan_approvals_stale
+from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
+
+DEFAULT_INTERVAL: Final = 600.0
+_PLAN_EVENTS: Final = frozenset({Event.AWAITING_APPROVAL, Event.APPROVED, Event.NEEDS_NO_APPROVAL})
+
+
+def _at(value: str | None) -> datetime | None:
+    return parse_time(value) if value else None
+
+
+def _interval(ctx: PassContext) -> float:
+    try:
+        return parse_duration(ctx.subject.spec.interval)
+    except ValueError:
+        return DEFAULT_INTERVAL
+
+
+def last_reading(ctx: PassContext) -> datetime | None:
+    """When the rung above Verify was last read: a drift Observe, or a History (or
+    an unresolved run recorded, which waits an interval like a reading)."""
+    status = ctx.status
+    if isinstance(status, PtahSchemaStatus):
+        return _at(status.observation.observed_at) if status.observation else None
+    if isinstance(status, PtahMigrationStatus):
+        times = [_at(status.history.observed_at) if status.history else None]
+        if status.unresolved_run is not None:
+            # An unresolved run is read an interval after it was recorded.
+            times.append(_at(status.unresolved_run.recorded_at))
+        known = [t for t in times if t is not None]
+        return max(known) if known else None
+    return None
+
+
+def _retry_at(ctx: PassContext) -> datetime | None:
+    status = ctx.status
+    failure = status.reading_failure if status else None
+    return _at(failure.retry_not_before) if failure else None
+
+
+def _schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | None) -> Facts:
+    source = status.source
+    digest = source.digest if source else None
+    verification = status.verification
+    observation = status.observation
+    read = observation is not None and observation.artifact_digest == digest
+    plan = status.plan
+    return Facts(
+        "schema",
+        resolved=source is not None,
+        verified=verification is not None and verification.artifact_digest == digest,
+        plan=plan is not None and plan.execution_binding_id == epoch,
+        apply_never=schema.spec.policy.apply == "Never",
+        needs_approval=approval_required(schema),
+        read=read,
+        changes=read and observation is not None and observation.drift,
+    )
+
+
+def _migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Facts:
+    artifact = status.artifact
+    verification = status.verification
+    history = status.history
+    record = status.unresolved_run
+    refuses = history is not None and bool(
+        history.dirty or history.modified_versions or history.out_of_order_versions
+    )
+    return Facts(
+        "migration",
+        resolved=artifact is not None,
+        verified=verification is not None
+        and artifact is not None
+        and verification.artifact_digest == artifact.digest,
+        run_unresolved=record is not None,
+        plan=status.plan is not None,
+        apply_never=migration.spec.policy.apply == "Never",
+        needs_approval=migration.spec.policy.apply != "Always",
+        read=history is not None,
+        changes=history is not None and history.pending_count > 0,
+        refuses=refuses,
+    )
+
+
+def facts_of(ctx: PassContext) -> Facts:
+    """The records of the resource, reduced to what the machine decides from."""
+    subject = ctx.subject
+    status = ctx.status
+    binding = ctx.binding
+    epoch = binding.epoch if binding else None
+    if isinstance(subject, PtahSchema):
+        assert isinstance(status, PtahSchemaStatus)
+        facts = _schema_facts(subject, status, epoch)
+    else:
+        assert isinstance(status, PtahMigrationStatus)
+        facts = _migration_facts(subject, status)
+    now = ctx.now()
+    retry_at = _retry_at(ctx)
+    last = last_reading(ctx)
+    return replace(
+        facts,
+        suspended=subject.spec.suspend,
+        spec_changed=subject.metadata.generation != status.observed_generation,
+        retry_not_due=retry_at is not None and now < retry_at,
+        reading_due=last is not None and now >= last + timedelta(seconds=_interval(ctx)),
+    )
+
+
+def due_at(ctx: PassContext, decision: Decision) -> datetime | None:
+    """When the next pass is due for a decision that claims nothing."""
+    if decision.wait is Wait.RETRY:
+        return _retry_at(ctx)
+    if decision.wait is Wait.INTERVAL:
+        last = last_reading(ctx)
+        return last + timedelta(seconds=_interval(ctx)) if last else None
+    return None
+
+
+def _decided(ctx: PassContext) -> tuple[Decision, Approval | None, Stop | None]:
+    facts = facts_of(ctx)
+    decision = decide(facts)
+    if decision.event not in _PLAN_EVENTS:
+        return decision, None, None
+    # The plan stands: the family re-reads it and the approvals uncached.
+    wanted = ctx.family.next_claim(ctx)
+    if isinstance(wanted, tuple):
+        return decide(replace(facts, approval_found=True)), wanted[1], None
+    if decision.claim is not None:
+        # The machine would apply, the family's re-read refuses: say why, claim nothing.
+        return decision, None, wanted or Stop("the plan cannot be applied now")
+    return decision, None, None
+
+
+def advance(ctx: PassContext) -> Stop:
+    """Decide what comes next for a resource with no claim, and write it."""
+    status = ctx.status
+    assert status is not None
+    decision, approval, refused = _decided(ctx)
+    if refused is not None:
+        return refused
+    due = due_at(ctx, decision)
+    update: dict[str, Any] = {
+        "phase": decision.phase,
+        "next_reconciliation_time": timestamp(due) if due else None,
+    }
+    if decision.discard_plan and status.plan is not None:
+        marked = mark_plan_approvals_stale(
+            ctx,
+            status.plan.uid,
+            reason="PlanInputsMoved",
+            message="the spec changed after the plan was made; the plan was discarded",
+        )
+        ctx.crossed("PlanDiscarded", f"plan {status.plan.name} was discarded ({marked} stale)")
+        update["plan"] = None
+    update["conditions"] = conditions_for(
+        ctx.subject, status.model_copy(update=update), decision, now=timestamp(ctx.now())
+    )
+    if decision.claim is not None:
+        return claim_operation(ctx, decision.claim, approval, update=update)
+    published = status.model_copy(update=update)
+    if published != status:
+        ctx.write_status(published)
+    wait = (due - ctx.now()).total_seconds() if due else None
+    reason = f"nothing to claim: {decision.event.value}"
+    if decision.event is Event.AWAITING_APPROVAL:
+        reason = "the plan awaits an approval"
+    return Stop(
+        reason,
+        requeue_after=max(0.0, wait) if wait is not None else None,
+    )

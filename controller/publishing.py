@@ -1,0 +1,175 @@
+"""Publishing a plan from a reading's result: the PtahSchemaPlan and its chunks from a
+Plan Job's frame, the PtahMigrationPlan from a History Job's frame.
+
+The objects are built by the same functions the webhook rebuilds them with
+(``jobclaim.build_schema_plan``, ``build_plan_chunk``, ``build_migration_plan``), so
+the controller's publication is the one the webhook admits, and nothing here decides
+a field the rebuild could disagree with. A plan's name is derived from its
+fingerprint, so publishing is idempotent: a pass that stopped after a create finds
+the object under the same name, holds it to the rebuild (``published_plan_problem``)
+and goes on. An object under that name that is not the rebuild refuses the
+publication (``PublishRefused``): nothing can make it the plan, and nothing may run
+from it.
+
+Durable order: the plan and its chunks are created while the claim is still live
+and before the status patch that records ``status.plan`` and retires the claim. A
+stop in between leaves the claim, whose next pass reads the same terminal Job's
+frame and finds the objects it published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from controller.passcontext import PassContext, timestamp
+from controller.runner.result import MigrationHistorySection, PlanSection
+from jobclaim import (
+    SchemaPlanContent,
+    build_migration_plan,
+    build_plan_chunk,
+    build_schema_plan,
+    manager_record_of,
+    published_plan_problem,
+    sha256_digest,
+)
+from jobclaim.api import CurrentPlanStatus, ObjectReference, PtahMigration, PtahSchema
+from jobclaim.api.migration import MigrationSequenceEntry
+from jobclaim.api.schema import PtahSchemaPlan
+from jobclaim.apiserver import (
+    PTAHMIGRATIONPLANS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    AlreadyExists,
+    Object,
+    Resource,
+)
+from jobclaim.errors import InvalidInput, PtahError
+
+CHUNK_BYTES: Final = 512 * 1024
+MAX_CHUNKS: Final = 16
+
+
+class PublishRefused(PtahError):
+    """The reading cannot become a plan: its text, or an object under the plan's name."""
+
+
+def split_chunks(text: bytes) -> list[bytes]:
+    """The plan's bytes in chunks of at most 512 KiB. Pure."""
+    chunks = [text[i : i + CHUNK_BYTES] for i in range(0, len(text), CHUNK_BYTES)]
+    if not 1 <= len(chunks) <= MAX_CHUNKS:
+        raise PublishRefused(
+            f"a plan of {len(text)} bytes does not fit 1 to {MAX_CHUNKS} chunks of 512 KiB"
+        )
+    return chunks
+
+
+def _create_or_hold(ctx: PassContext, resource: Resource, built: Mapping[str, Any]) -> Object:
+    """Create ``built``; an object already under its name must be exactly it."""
+    try:
+        return ctx.api.create(resource, ctx.namespace, dict(built))
+    except AlreadyExists:
+        found = ctx.api.get(resource, ctx.namespace, built["metadata"]["name"])
+    problem = published_plan_problem(found, built, what=resource.kind)
+    if problem is not None:
+        raise PublishRefused(problem)
+    return found
+
+
+def schema_plan_content(section: PlanSection) -> tuple[SchemaPlanContent, list[bytes]]:
+    """What only the Plan Job's reading knows, with the bytes it stores. Pure.
+
+    The plan text must be the content the frame's digest names: the digest is what
+    the Apply is later held to, so bytes that differ from it would be SQL nobody
+    reviewed under that name.
+    """
+    text = section.stdout.encode("utf-8")
+    if sha256_digest(text) != section.plan_content_digest:
+        raise PublishRefused("the plan text is not the content its frame's digest names")
+    chunks = split_chunks(text)
+    content = SchemaPlanContent(
+        content_digest=section.plan_content_digest,
+        statement_count=section.statement_count,
+        destructive=section.destructive,
+        # The runner's frame reports no privilege changes yet; none are claimed.
+        privilege_changes=(),
+        chunks=tuple((sha256_digest(c), len(c)) for c in chunks),
+    )
+    return content, chunks
+
+
+def publish_schema_plan(ctx: PassContext, section: PlanSection, job: Object) -> CurrentPlanStatus:
+    """Publish the active Plan claim's plan and chunks; the ``status.plan`` naming it."""
+    schema = ctx.subject
+    assert isinstance(schema, PtahSchema)
+    status = schema.status
+    binding = ctx.binding
+    if status is None or binding is None:
+        raise PublishRefused("the schema records no execution binding to publish under")
+    content, chunks = schema_plan_content(section)
+    try:
+        record = manager_record_of(job)
+        built = build_schema_plan(schema, binding=binding, dispatched_by=record, content=content)
+    except InvalidInput as error:
+        raise PublishRefused(f"the reading cannot form a plan: {error}") from error
+    plan = PtahSchemaPlan.model_validate(_create_or_hold(ctx, PTAHSCHEMAPLANS, built))
+    for chunk in plan.spec.chunks:
+        _create_or_hold(
+            ctx, PTAHSCHEMAPLANCHUNKS, build_plan_chunk(plan, chunk, chunks[chunk.index])
+        )
+    spec = plan.spec
+    verification = status.verification
+    source = status.source
+    return CurrentPlanStatus(
+        name=plan.metadata.name or "",
+        uid=plan.metadata.uid or "",
+        fingerprint=spec.fingerprint,
+        content_digest=spec.content_digest,
+        artifact_digest=source.digest if source else None,
+        coordination_digest=spec.coordination_digest,
+        target_identity_digest=spec.target_identity_digest,
+        verification_policy_uid=verification.policy_uid if verification else None,
+        verification_policy_digest=verification.policy_digest if verification else None,
+        execution_binding_id=spec.execution_binding_id,
+        controller_image=record.controller_image,
+        controller_revision=record.controller_revision,
+        controller_state_version=spec.controller_state_version,
+        ptah_version=spec.ptah_version,
+        executor_image=spec.executor_image,
+        runner_image=record.runner_image,
+        runner_protocol_version=spec.runner_protocol_version,
+        destructive=spec.destructive,
+        privilege_changes=list(spec.privilege_changes),
+        statement_count=spec.statement_count,
+        chunk_count=len(spec.chunks),
+        created_at=timestamp(ctx.now()),
+    )
+
+
+def publish_migration_plan(ctx: PassContext, section: MigrationHistorySection) -> ObjectReference:
+    """Publish the plan the History reading recorded in status derives; its reference.
+
+    The sequence is the reading's pending list, which lives only in the frame; the
+    rest comes from ``status.history`` and ``status.artifact``, which the caller has
+    made durable first (the webhook rebuilds the plan from them).
+    """
+    migration = ctx.subject
+    assert isinstance(migration, PtahMigration)
+    history = migration.status.history if migration.status else None
+    entries = tuple(
+        MigrationSequenceEntry(version=p.version, name=p.name, digest=p.digest)
+        for p in section.pending
+    )
+    try:
+        built = build_migration_plan(
+            migration,
+            migrations=entries,
+            # Derived from the recorded reading, so a repeated publication rebuilds
+            # the same object.
+            created_at=history.observed_at if history else None,
+        )
+    except InvalidInput as error:
+        raise PublishRefused(f"the reading cannot form a plan: {error}") from error
+    stored = _create_or_hold(ctx, PTAHMIGRATIONPLANS, built)
+    meta = stored["metadata"]
+    return ObjectReference(name=meta["name"], uid=meta["uid"])

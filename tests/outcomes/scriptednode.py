@@ -1,0 +1,178 @@
+"""A scripted node for the API double: every operation Job becomes a Pod that ran, with
+the result frame its runner would have written, from a tiny model of the database.
+
+The double runs no Pods, so this plays the Job controller, the kubelet and the
+executor together. ``run_jobs`` finds each Job that has no Pod yet, reads what it
+is asked to do the way the runner does (``PTAH_OPERATION`` in its container's
+environment, its operation ID from the claim that names it), and answers from
+``Database``: a schema's drift, a migration's pending versions. An Apply changes the
+model as a real one changes the database, so the readings after it see the change.
+Frames are encoded by the runner's own protocol module (``podworld.frame_log``), so
+they follow whatever the runner writes.
+
+``fail`` makes the next Job of an operation report the executor's error instead,
+which is how a reading fails on a real node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.reconciler import Key
+from controller.runner.result import RunnerResult
+from jobclaim import sha256_digest
+from jobclaim.apiserver import CONFIGMAPS, PODS, Object
+from tests.controller.dispatchworld import NS, Rig
+from tests.outcomes.podworld import TARGET, finish_job, frame_log, start_pod
+
+ARTIFACT = "sha256:" + "7" * 64
+POLICY = '{"requireSignature": true}'
+PLAN_TEXT = "CREATE TABLE orders (id bigint primary key);\n"
+
+
+@dataclass
+class Database:
+    """What the executor would find: drift for a schema, pending versions for a migration."""
+
+    drift: bool = True
+    plan_text: str = PLAN_TEXT
+    pending: list[str] = field(default_factory=lambda: ["20260101000000"])
+    applied: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScriptedNode:
+    rig: Rig
+    db: Database = field(default_factory=Database)
+    # runner operation -> the (code, message) its next Job reports
+    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
+
+    def fail(self, runner_op: str, code: str, message: str) -> None:
+        self.failures[runner_op] = (code, message)
+
+    def run_jobs(self) -> int:
+        """Run every Job that has no Pod yet to its end; how many ran."""
+        pods = self.rig.api.list(PODS, NS)
+        owners = {
+            ref.get("uid") for pod in pods for ref in pod["metadata"].get("ownerReferences", [])
+        }
+        count = 0
+        for job in self.rig.jobs():
+            if job["metadata"]["uid"] in owners or job.get("status", {}).get("conditions"):
+                continue
+            result = self._result(job)
+            start_pod(self.rig, job, log=frame_log(result))
+            finish_job(self.rig, job["metadata"]["name"])
+            self.ran.append(result.operation)
+            count += 1
+        return count
+
+    # -- what the executor answers -------------------------------------------------
+
+    def _claim(self, job: Object) -> dict[str, Any]:
+        owner = job["metadata"]["ownerReferences"][0]
+        return self.rig.claim(Key(owner["kind"], NS, owner["name"]))
+
+    def _result(self, job: Object) -> RunnerResult:
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        runner_op = str(env["PTAH_OPERATION"])
+        claim = self._claim(job)
+        wire: dict[str, Any] = {
+            "protocolVersion": 5,
+            "operation": runner_op,
+            "operationId": claim["id"],
+            "childExitCode": 0,
+        }
+        if runner_op not in ("resolve", "verify"):
+            wire["coordinationDigest"] = claim["coordinationDigest"]
+            wire["targetIdentityDigest"] = TARGET
+        failure = self.failures.pop(runner_op, None)
+        if failure is not None:
+            wire.pop("targetIdentityDigest", None)
+            wire.update(childExitCode=1, error={"code": failure[0], "message": failure[1]})
+            if runner_op in ("apply", "migration-apply"):
+                wire.update(mutationStarted=False, uncertain=False)
+            return RunnerResult.from_wire(wire)
+        wire.update(self._answer(runner_op))
+        return RunnerResult.from_wire(wire)
+
+    def _answer(self, runner_op: str) -> dict[str, Any]:
+        db = self.db
+        if runner_op == "resolve":
+            return {
+                "resolve": {
+                    "resolvedDigest": ARTIFACT,
+                    "resolvedReference": "registry.example.com/shop/orders-schema@" + ARTIFACT,
+                    "resolvedMediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "resolvedSize": 1234,
+                }
+            }
+        if runner_op == "verify":
+            policy = self.rig.api.peek(CONFIGMAPS, NS, "orders-schema-policy")
+            text = (policy or {}).get("data", {}).get("policy.json", POLICY)
+            return {"verify": {"verificationPolicyDigest": sha256_digest(text.encode())}}
+        if runner_op == "observe":
+            findings = 1 if db.drift else 0
+            observe: dict[str, Any] = {
+                "observedDialect": "postgresql-16",
+                "observedDrift": db.drift,
+                "driftFindingCount": findings,
+                "driftReportDigest": "sha256:" + "c" * 64,
+            }
+            if db.drift:
+                observe["highestDriftSeverity"] = "warning"
+                observe["driftFindings"] = [
+                    {"kind": "table", "object": "orders", "severity": "warning"}
+                ]
+            return {"observe": observe}
+        if runner_op == "plan":
+            if not db.drift:
+                return {
+                    "plan": {
+                        "planOutcome": "NoChanges",
+                        "planContentDigest": sha256_digest(b""),
+                        "statementCount": 0,
+                    }
+                }
+            return {
+                "plan": {
+                    "planOutcome": "Changes",
+                    "planContentDigest": sha256_digest(db.plan_text.encode()),
+                    "statementCount": 1,
+                    "stdout": db.plan_text,
+                }
+            }
+        if runner_op == "apply":
+            db.drift = False
+            return {
+                "mutationStarted": True,
+                "uncertain": False,
+                "apply": {
+                    "planContentDigest": sha256_digest(db.plan_text.encode()),
+                    "statementCount": 1,
+                },
+            }
+        if runner_op == "migration-history":
+            return {
+                "migrationHistory": {
+                    "contractVersion": 1,
+                    "appliedCount": len(db.applied),
+                    "pendingCount": len(db.pending),
+                    "pending": [
+                        {"version": v, "digest": sha256_digest(v.encode())} for v in db.pending
+                    ],
+                    "fingerprint": sha256_digest(",".join(db.applied).encode()),
+                }
+            }
+        if runner_op == "migration-apply":
+            applied, db.pending = list(db.pending), []
+            db.applied += applied
+            return {
+                "mutationStarted": True,
+                "uncertain": False,
+                "migrationRun": {"outcome": "Applied", "appliedVersions": applied},
+            }
+        raise AssertionError(f"the scripted node has no answer for {runner_op}")

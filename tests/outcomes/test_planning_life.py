@@ -1,0 +1,277 @@
+"""Both families from a new resource to InSync, with no claim asked for by a test.
+
+The controller claims every reading itself (the phase machine), each through the
+dispatch sequence with its own Job, and a scripted node runs each Job with the frame
+a runner would write. What a test does is what a person does: create the resource,
+approve a plan, change the spec; and what time does: an interval passing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from controller import lifecyclepass
+from controller.reconciler import Key, Reconciler
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    LEASES,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+)
+from jobclaim.projection import decode_chunk
+from tests.controller.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
+from tests.jobclaim.world import example
+from tests.outcomes.scriptednode import POLICY, ScriptedNode
+from tests.outcomes.support import status_of
+
+Status = dict[str, Any]
+APPROVER = {
+    "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
+    "approvedAt": "2026-12-02T11:59:00Z",
+    "mutationRequestUID": "admission-request-1",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_requested_claims(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every claim here is the controller's own: asking for one fails the test."""
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a test asked for a claim")
+
+    monkeypatch.setattr(lifecyclepass, "request_claim", refuse)
+    monkeypatch.setattr(Reconciler, "claim", refuse)
+    yield
+
+
+def new_schema(rig: Rig) -> Key:
+    rig.api.create(
+        CONFIGMAPS,
+        NS,
+        {
+            "metadata": {"name": "orders-schema-policy", "namespace": NS},
+            "data": {"policy.json": POLICY},
+        },
+    )
+    raw = example("ptahschema.yaml")
+    rig.api.create(PTAHSCHEMAS, NS, raw)
+    return Key("PtahSchema", NS, raw["metadata"]["name"])
+
+
+def new_migration(rig: Rig) -> Key:
+    raw = example("ptahmigration.yaml")
+    rig.api.create(PTAHMIGRATIONS, NS, raw)
+    return Key("PtahMigration", NS, raw["metadata"]["name"])
+
+
+def drive(rig: Rig, node: ScriptedNode, key: Key, until: Callable[[Status], bool]) -> Status:
+    """Passes and node steps until ``until`` holds of the status (bounded)."""
+    for _ in range(40):
+        rig.settle(key, limit=40)
+        status = status_of(rig, key)
+        if until(status):
+            return status
+        if node.run_jobs() == 0:
+            rig.settle(key, limit=40)
+            if until(status_of(rig, key)):
+                return status_of(rig, key)
+            raise AssertionError(f"stuck at {status.get('phase')}: nothing runs, ran {node.ran}")
+    raise AssertionError(f"no progress to the wanted state; ran {node.ran}")
+
+
+def phase(name: str) -> Callable[[Status], bool]:
+    return lambda status: status.get("phase") == name and "activeOperation" not in status
+
+
+def approve(rig: Rig, key: Key) -> str:
+    resource = rig.resource(key)
+    status = resource["status"]
+    plan = status["plan"]
+    schema = key.kind == "PtahSchema"
+    ref = {"name": key.name, "uid": resource["metadata"]["uid"]}
+    fingerprint = (
+        plan["fingerprint"]
+        if schema
+        else rig.api.get(PTAHMIGRATIONPLANS, NS, plan["name"])["spec"]["fingerprint"]
+    )
+    name = f"{key.name}-approval-{len(rig.api.list(approvals(key), NS))}"
+    rig.api.create(
+        approvals(key),
+        NS,
+        {
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                ("schemaRef" if schema else "migrationRef"): ref,
+                "planRef": {"name": plan["name"], "uid": plan["uid"]},
+                "planFingerprint": fingerprint,
+                "executionBindingID": status["executionBinding"]["epoch"],
+                **APPROVER,
+            },
+        },
+    )
+    return name
+
+
+def approvals(key: Key) -> Any:
+    return PTAHSCHEMAAPPROVALS if key.kind == "PtahSchema" else PTAHMIGRATIONAPPROVALS
+
+
+def apply_jobs(rig: Rig) -> list[str]:
+    return [j["metadata"]["name"] for j in rig.jobs() if "-apply-" in j["metadata"]["name"]]
+
+
+def lease_free(rig: Rig) -> bool:
+    return all(not lease["spec"].get("holderIdentity") for lease in rig.api.list(LEASES, LEASE_NS))
+
+
+def test_a_new_schema_reads_plans_and_after_approval_applies_to_in_sync() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_schema(rig)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran == ["resolve", "verify", "observe", "plan"]
+    assert status["observedGeneration"] == rig.resource(key)["metadata"]["generation"]
+    plan = rig.api.get(PTAHSCHEMAPLANS, NS, status["plan"]["name"])
+    chunk = rig.api.get(PTAHSCHEMAPLANCHUNKS, NS, plan["spec"]["chunks"][0]["name"])
+    assert decode_chunk(chunk["spec"]["data"]) == node.db.plan_text.encode()
+    assert status["plan"]["uid"] == plan["metadata"]["uid"]
+    assert status["verification"]["policyDigest"] == plan_policy(status)
+    found = conditions(rig.resource(key))
+    assert found["ApprovalRequired"] == "True" and found["PlanReady"] == "True"
+    assert (found["Ready"], found["Reconciling"], found["Stalled"]) == ("False", "False", "False")
+    assert lease_free(rig) and apply_jobs(rig) == []
+
+    approve(rig, key)
+    status = drive(rig, node, key, phase("InSync"))
+    assert node.ran[4:] == ["apply", "observe", "plan"]  # the Apply, then its proof
+    assert status["applied"]["name"] == plan["metadata"]["name"]
+    assert "pendingObservation" not in status and lease_free(rig)
+    found = conditions(rig.resource(key))
+    assert (found["Ready"], found["Reconciling"], found["InSync"]) == ("True", "False", "True")
+    assert status["nextReconciliationTime"]
+
+
+def plan_policy(status: Status) -> str:
+    return str(status["plan"]["verificationPolicyDigest"])
+
+
+def in_sync_schema(rig: Rig, node: ScriptedNode) -> Key:
+    key = new_schema(rig)
+    drive(rig, node, key, phase("AwaitingApproval"))
+    approve(rig, key)
+    drive(rig, node, key, phase("InSync"))
+    return key
+
+
+def test_an_in_sync_schema_is_observed_each_interval_and_a_new_drift_is_planned() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = in_sync_schema(rig, node)
+    first = status_of(rig, key)["applied"]["name"]
+    ran = len(node.ran)
+    # Quiet: before the interval nothing is claimed and nothing is written.
+    rig.clocks.advance(300)
+    rig.api.clear_calls()
+    rig.settle(key)
+    assert node.run_jobs() == 0 and rig.api.writes() == []
+    # The interval passes with the database unchanged: one Observe, still InSync.
+    rig.clocks.advance(301)
+    drive(rig, node, key, phase("InSync"))
+    assert node.ran[ran:] == ["observe"]
+    # Someone changes the database: the next interval's Observe finds drift, and a
+    # new plan is published for approval.
+    node.db.drift = True
+    node.db.plan_text = "ALTER TABLE orders ADD COLUMN note text;\n"
+    rig.clocks.advance(601)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran[ran + 1 :] == ["observe", "plan"]
+    assert status["plan"]["name"] != first
+    assert len(apply_jobs(rig)) == 1  # the first plan's; the new one waits for approval
+
+
+def test_a_spec_change_resolves_again_and_discards_the_plan_with_its_approvals() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_schema(rig)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    old_plan = status["plan"]["uid"]
+    # An approval lands together with a spec edit: the edit wins.
+    rig.api.patch_spec(PTAHSCHEMAS, NS, key.name, {"interval": "1h"})
+    approval = approve(rig, key)
+    rig.reconcile(key)
+    status = status_of(rig, key)
+    assert status["activeOperation"]["type"] == "Resolve"
+    assert "plan" not in status
+    stale = conditions(rig.api.get(PTAHSCHEMAAPPROVALS, NS, approval))
+    assert stale.get("Stale") == "True"
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran.count("resolve") == 2 and apply_jobs(rig) == []
+    assert status["observedGeneration"] == rig.resource(key)["metadata"]["generation"]
+    # The republished plan (same content, same name) is not authorized by the stale
+    # approval: it waits for a new one.
+    assert status["plan"]["uid"] == old_plan
+    rig.settle(key)
+    assert "activeOperation" not in status_of(rig, key)
+
+
+def test_a_failed_reading_is_retried_after_its_interval_with_backoff_and_never_applies() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_schema(rig)
+    node.fail("verify", "policy_denied", "cannot open postgres://app:hunter2@db/orders: denied")
+    status = drive(rig, node, key, lambda s: "readingFailure" in s and "activeOperation" not in s)
+    failure = status["readingFailure"]
+    assert failure["operation"] == "Verify" and failure["failures"] == 1
+    assert "hunter2" not in failure["message"] and "postgres://app:***@db" in failure["message"]
+    assert status["nextReconciliationTime"] == failure["retryNotBefore"]
+    found = {c["type"]: c for c in rig.resource(key)["status"]["conditions"]}
+    assert found["Stalled"]["status"] == "True" and "hunter2" not in found["Stalled"]["message"]
+    assert found["ReconciliationFailed"]["message"] == failure["message"]
+    # Nothing is claimed before the retry time (30s, the default interval).
+    rig.clocks.advance(29)
+    rig.settle(key)
+    assert "activeOperation" not in status_of(rig, key)
+    # It fails again: the next retry waits twice as long.
+    node.fail("verify", "policy_denied", "still denied")
+    rig.clocks.advance(2)
+    status = drive(rig, node, key, lambda s: s.get("readingFailure", {}).get("failures") == 2)
+    rig.clocks.advance(59)
+    rig.settle(key)
+    assert "activeOperation" not in status_of(rig, key)
+    rig.clocks.advance(2)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert "readingFailure" not in status
+    assert node.ran == ["resolve", "verify", "verify", "verify", "observe", "plan"]
+    assert apply_jobs(rig) == []
+
+
+def test_a_new_migration_reads_history_plans_and_after_approval_verifies_its_history() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_migration(rig)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran == ["resolve", "verify", "migration-history"]
+    plan = rig.api.get(PTAHMIGRATIONPLANS, NS, status["plan"]["name"])
+    assert [m["version"] for m in plan["spec"]["migrations"]] == ["20260101000000"]
+    assert plan["spec"]["historyFingerprint"] == status["history"]["fingerprint"]
+    assert apply_jobs(rig) == []
+    approve(rig, key)
+    status = drive(rig, node, key, phase("InSync"))
+    assert node.ran[3:] == ["migration-apply", "migration-history"]
+    assert status["lastRun"]["appliedVersions"] == ["20260101000000"]
+    assert status["history"]["pendingCount"] == 0 and lease_free(rig)
+    # A version published later is read at the next interval and planned anew.
+    node.db.pending = ["20260201000000"]
+    rig.clocks.advance(601)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran[5:] == ["migration-history"]
+    assert status["plan"]["name"] != plan["metadata"]["name"]
+    assert len(apply_jobs(rig)) == 1

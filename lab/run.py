@@ -7,10 +7,12 @@ registers it by ``url`` and ``caBundle``, runs the controller, then applies the
 example PtahSchema and its approval from ``examples/`` and prints the resource's
 progress (phase, claim, Job) until its Job is recorded. Ctrl-C tears it all down.
 
-There is no kubelet, so no Pod ever runs: a Plan Job could never publish its plan.
-``seed_plan`` writes what a Plan Job would have published instead (the plan, its
-chunks and ``status.plan``) and says so; everything after it is the real controller,
-the real webhook and the real API server.
+There is no kubelet, so no Pod ever runs: the controller claims its first reading
+(Resolve) and its Job never starts. ``seed_plan`` stands in for the readings Resolve,
+Verify, Observe and Plan: it withdraws that claim and writes what they would have
+recorded (the plan, its chunks, ``status.source``, ``verification``, ``observation``
+and ``status.plan``) and says so; everything after it is the real controller, the
+real webhook and the real API server.
 
 The pieces are importable so the real-API tests (tests/realapi) set up exactly
 what this command sets up.
@@ -57,6 +59,7 @@ from jobclaim.api import (
     PtahSchemaStatus,
 )
 from jobclaim.apiserver import (
+    JOBS,
     NAMESPACES,
     PTAHSCHEMAAPPROVALS,
     PTAHSCHEMAPLANCHUNKS,
@@ -93,6 +96,7 @@ __all__ = [
     "progress_line",
     "register_webhooks",
     "seed_plan",
+    "stood_in_line",
     "webhook_configurations",
 ]
 
@@ -648,6 +652,36 @@ def example_schema(namespace: str, name: str = "orders") -> Object:
     return dict(raw)
 
 
+# The readings no Pod can run here, in the order the controller claims them.
+STOOD_IN: Final = ("Resolve", "Verify", "Observe", "Plan")
+SEEDED_ARTIFACT: Final = "sha256:" + "5" * 64
+
+
+def stood_in_line(plan: str) -> str:
+    """What ``make run`` says about the readings it stands in for."""
+    return (
+        f"# STAND-IN for the readings {', '.join(STOOD_IN)}: there is no kubelet here, so "
+        "the controller's Resolve Job never runs; its claim and Job were withdrawn and "
+        "what the four readings would have recorded (status.source, verification, "
+        f"observation, and plan {plan} with its chunks) was written directly"
+    )
+
+
+def _first_reading(admin: KubeApi, namespace: str, name: str) -> Object:
+    """Wait until the controller claimed its first reading and recorded its Job: the
+    Job then waits for a node that does not exist, and the controller for the Job."""
+
+    def claimed() -> Object | None:
+        schema = admin.get(PTAHSCHEMAS, namespace, name)
+        claim = (schema.get("status") or {}).get("activeOperation") or {}
+        return schema if claim.get("type") == "Resolve" and claim.get("jobUID") else None
+
+    until(lambda: claimed() is not None, f"the controller to claim Resolve for {name}")
+    found = claimed()
+    assert found is not None
+    return found
+
+
 def seed_plan(
     admin: KubeApi,
     manager: KubeApi,
@@ -655,19 +689,30 @@ def seed_plan(
     name: str,
     *,
     statements: Sequence[bytes] = (EXAMPLE_STATEMENTS,),
+    await_reading: bool = True,
 ) -> CurrentPlanStatus:
-    """Stand in for the Plan Job: publish the plan it would have published.
+    """Stand in for the readings a node would run: Resolve, Verify, Observe and Plan.
 
-    On a cluster a Plan Job reads the database, the manager publishes the plan it
-    computed (a PtahSchemaPlan and its PtahSchemaPlanChunks) and records it in
-    ``status.plan``. Here no Pod ever runs, so this writes the same three things
-    directly: the plan and its chunks by the admin (the webhook admits a manager's
-    plan only from a harvested Plan Job, which cannot exist here), and ``status.plan``
-    by the manager, the only identity allowed to write status. The plan is bound to
-    the execution epoch the controller installed, so the schema must have been seen
-    by the controller first (its ``status.executionBinding`` set).
+    On a cluster the controller claims each reading, its Job runs, and the harvest
+    records what it found; the Plan's harvest publishes the plan (a PtahSchemaPlan and
+    its chunks) and records it in ``status.plan``. Here no Pod ever runs, so the
+    controller's first reading (Resolve) waits forever for its Job. This waits for
+    that claim, then writes what the four readings would have left: the plan and its
+    chunks by the admin (the webhook admits a manager's plan only from a harvested
+    Plan Job, which cannot exist here), and by the manager (the only identity allowed
+    to write status) ``status.source``, ``verification``, ``observation`` (drift),
+    ``observedGeneration`` and ``status.plan``, in the write that withdraws the
+    Resolve claim. The Resolve Job is then deleted, as its cleanup TTL would once
+    harvested. Everything after this is the real controller deciding from the records.
+
+    ``await_reading=False`` is for a caller that runs the controller's passes itself:
+    it need not wait for a claim, and withdraws any reading claimed by then.
     """
-    schema = admin.get(PTAHSCHEMAS, namespace, name)
+    schema = (
+        _first_reading(admin, namespace, name)
+        if await_reading
+        else admin.get(PTAHSCHEMAS, namespace, name)
+    )
     binding = (schema.get("status") or {}).get("executionBinding")
     if not binding:
         raise ValueError(f"PtahSchema {namespace}/{name} has no execution binding yet")
@@ -711,35 +756,53 @@ def seed_plan(
         )
     plan = stored_plan.metadata.name
     plan_uid = stored_plan.metadata.uid
-    fingerprint = stored_plan.spec.fingerprint
-    content = stored_plan.spec.content_digest
     assert plan is not None and plan_uid is not None
     current = CurrentPlanStatus(
         name=plan,
         uid=plan_uid,
-        fingerprint=fingerprint,
-        content_digest=content,
+        fingerprint=stored_plan.spec.fingerprint,
+        content_digest=stored_plan.spec.content_digest,
+        artifact_digest=SEEDED_ARTIFACT,
         execution_binding_id=epoch,
         controller_state_version=binding["controllerStateVersion"],
         ptah_version=binding["ptahVersion"],
         statement_count=len(data),
         chunk_count=len(data),
     )
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ref = parsed.spec.desired.oci_ref
+    readings = {
+        "source": {"reference": ref, "digest": SEEDED_ARTIFACT},
+        "verification": {"artifactDigest": SEEDED_ARTIFACT, "verifiedAt": now},
+        "observation": {"observedAt": now, "artifactDigest": SEEDED_ARTIFACT, "drift": True},
+        "plan": current.to_wire(),
+    }
     # The controller may write status meanwhile; a Conflict means re-read and retry.
     while True:
         stored = manager.get(PTAHSCHEMAS, namespace, name)
+        written = dict(stored.get("status") or {})
+        job = (written.pop("activeOperation", None) or {}).get("jobName")
         try:
             manager.patch_status(
                 PTAHSCHEMAS,
                 namespace,
                 name,
                 # patch_status replaces status whole: keep what the controller wrote.
-                {**(stored.get("status") or {}), "plan": current.to_wire()},
+                {
+                    **written,
+                    **readings,
+                    "observedGeneration": stored["metadata"]["generation"],
+                    "phase": "Pending",
+                },
                 resource_version=stored["metadata"]["resourceVersion"],
             )
         except Conflict:
             continue
-        return current
+        break
+    if job:
+        with contextlib.suppress(NotFound):
+            admin.delete(JOBS, namespace, job)
+    return current
 
 
 def approval_for(schema: Object, *, template: Path | None = None) -> Object:
@@ -995,15 +1058,12 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
             admin,
             namespace,
             name,
-            lambda s: bool((s.get("status") or {}).get("executionBinding")),
+            lambda s: bool(((s.get("status") or {}).get("activeOperation") or {}).get("jobUID")),
             report=report,
             stopping=stopping,
         )
         plan = seed_plan(admin, manager, namespace, name)
-        _say(
-            f"# SEEDED plan {plan.name}: there is no kubelet here, so no Plan Job can run; "
-            "its published result (plan, chunks, status.plan) was written directly"
-        )
+        _say(stood_in_line(plan.name))
         approval = approve(admin, namespace, name)
         approved = approval["metadata"]["name"]
         _say(f"# applied examples/templates/ptahschemaapproval.yaml as {approved}")

@@ -120,7 +120,9 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
         key = Key("PtahSchema", namespace, "orders")
         operator.admin.create(PTAHSCHEMAS, namespace, localrun.example_schema(namespace))
         reconcile(key)  # installs the execution binding
-        localrun.seed_plan(operator.admin, operator.manager, namespace, "orders")
+        localrun.seed_plan(
+            operator.admin, operator.manager, namespace, "orders", await_reading=False
+        )
         localrun.approve(operator.admin, namespace, "orders")
 
         stops = _pass_until(reconcile, key, lambda s: bool(counting_manager.job_creates))

@@ -66,7 +66,7 @@ def test_make_run_once_takes_the_example_to_a_recorded_job(tmp_path: Path) -> No
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert f"export KUBECONFIG={workdir}" in output
-    assert "# SEEDED plan" in output
+    assert "# STAND-IN for the readings Resolve, Verify, Observe, Plan" in output
     assert "# recorded: Job shop/ptah-apply-orders-" in output
     assert _processes_mentioning(str(workdir)) == []
 

@@ -76,103 +76,123 @@ class ScriptedNode:
         return self.rig.claim(Key(owner["kind"], NS, owner["name"]))
 
     def _result(self, job: Object) -> RunnerResult:
-        container = job["spec"]["template"]["spec"]["containers"][0]
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        runner_op = str(env["PTAH_OPERATION"])
-        claim = self._claim(job)
-        wire: dict[str, Any] = {
-            "protocolVersion": 5,
-            "operation": runner_op,
-            "operationId": claim["id"],
-            "childExitCode": 0,
-        }
-        if runner_op not in ("resolve", "verify"):
-            wire["coordinationDigest"] = claim["coordinationDigest"]
-            wire["targetIdentityDigest"] = TARGET
-        failure = self.failures.pop(runner_op, None)
-        if failure is not None:
-            wire.pop("targetIdentityDigest", None)
-            wire.update(childExitCode=1, error={"code": failure[0], "message": failure[1]})
-            if runner_op in ("apply", "migration-apply"):
-                wire.update(mutationStarted=False, uncertain=False)
-            return RunnerResult.from_wire(wire)
-        wire.update(self._answer(runner_op))
-        return RunnerResult.from_wire(wire)
+        policy = self.rig.api.peek(CONFIGMAPS, NS, "orders-schema-policy")
+        text = (policy or {}).get("data", {}).get("policy.json", POLICY)
+        runner_op = runner_operation_of(job)
+        return result_for_job(
+            job, self._claim(job), self.db, policy=text, failure=self.failures.pop(runner_op, None)
+        )
 
-    def _answer(self, runner_op: str) -> dict[str, Any]:
-        db = self.db
-        if runner_op == "resolve":
-            return {
-                "resolve": {
-                    "resolvedDigest": ARTIFACT,
-                    "resolvedReference": "registry.example.com/shop/orders-schema@" + ARTIFACT,
-                    "resolvedMediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "resolvedSize": 1234,
-                }
+
+def runner_operation_of(job: Object) -> str:
+    """What the Job's runner is told to do, read as the runner reads it."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    return str(env["PTAH_OPERATION"])
+
+
+def result_for_job(
+    job: Object,
+    claim: dict[str, Any],
+    db: Database,
+    *,
+    policy: str = POLICY,
+    failure: tuple[str, str] | None = None,
+) -> RunnerResult:
+    """The result the runner of ``job`` reports, answered from ``db``."""
+    runner_op = runner_operation_of(job)
+    wire: dict[str, Any] = {
+        "protocolVersion": 5,
+        "operation": runner_op,
+        "operationId": claim["id"],
+        "childExitCode": 0,
+    }
+    if runner_op not in ("resolve", "verify"):
+        wire["coordinationDigest"] = claim["coordinationDigest"]
+        wire["targetIdentityDigest"] = TARGET
+    if failure is not None:
+        wire.pop("targetIdentityDigest", None)
+        wire.update(childExitCode=1, error={"code": failure[0], "message": failure[1]})
+        if runner_op in ("apply", "migration-apply"):
+            wire.update(mutationStarted=False, uncertain=False)
+        return RunnerResult.from_wire(wire)
+    wire.update(answer(runner_op, db, policy))
+    return RunnerResult.from_wire(wire)
+
+
+def answer(runner_op: str, db: Database, policy: str = POLICY) -> dict[str, Any]:
+    """The section an executor reading ``db`` reports for ``runner_op``; an Apply
+    changes ``db`` as it would change the database."""
+    if runner_op == "resolve":
+        return {
+            "resolve": {
+                "resolvedDigest": ARTIFACT,
+                "resolvedReference": "registry.example.com/shop/orders-schema@" + ARTIFACT,
+                "resolvedMediaType": "application/vnd.oci.image.manifest.v1+json",
+                "resolvedSize": 1234,
             }
-        if runner_op == "verify":
-            policy = self.rig.api.peek(CONFIGMAPS, NS, "orders-schema-policy")
-            text = (policy or {}).get("data", {}).get("policy.json", POLICY)
-            return {"verify": {"verificationPolicyDigest": sha256_digest(text.encode())}}
-        if runner_op == "observe":
-            findings = 1 if db.drift else 0
-            observe: dict[str, Any] = {
-                "observedDialect": "postgresql-16",
-                "observedDrift": db.drift,
-                "driftFindingCount": findings,
-                "driftReportDigest": "sha256:" + "c" * 64,
-            }
-            if db.drift:
-                observe["highestDriftSeverity"] = "warning"
-                observe["driftFindings"] = [
-                    {"kind": "table", "object": "orders", "severity": "warning"}
-                ]
-            return {"observe": observe}
-        if runner_op == "plan":
-            if not db.drift:
-                return {
-                    "plan": {
-                        "planOutcome": "NoChanges",
-                        "planContentDigest": sha256_digest(b""),
-                        "statementCount": 0,
-                    }
-                }
+        }
+    if runner_op == "verify":
+        return {"verify": {"verificationPolicyDigest": sha256_digest(policy.encode())}}
+    if runner_op == "observe":
+        findings = 1 if db.drift else 0
+        observe: dict[str, Any] = {
+            "observedDialect": "postgresql-16",
+            "observedDrift": db.drift,
+            "driftFindingCount": findings,
+            "driftReportDigest": "sha256:" + "c" * 64,
+        }
+        if db.drift:
+            observe["highestDriftSeverity"] = "warning"
+            observe["driftFindings"] = [
+                {"kind": "table", "object": "orders", "severity": "warning"}
+            ]
+        return {"observe": observe}
+    if runner_op == "plan":
+        if not db.drift:
             return {
                 "plan": {
-                    "planOutcome": "Changes",
-                    "planContentDigest": sha256_digest(db.plan_text.encode()),
-                    "statementCount": 1,
-                    "stdout": db.plan_text,
+                    "planOutcome": "NoChanges",
+                    "planContentDigest": sha256_digest(b""),
+                    "statementCount": 0,
                 }
             }
-        if runner_op == "apply":
-            db.drift = False
-            return {
-                "mutationStarted": True,
-                "uncertain": False,
-                "apply": {
-                    "planContentDigest": sha256_digest(db.plan_text.encode()),
-                    "statementCount": 1,
-                },
+        return {
+            "plan": {
+                "planOutcome": "Changes",
+                "planContentDigest": sha256_digest(db.plan_text.encode()),
+                "statementCount": 1,
+                "stdout": db.plan_text,
             }
-        if runner_op == "migration-history":
-            return {
-                "migrationHistory": {
-                    "contractVersion": 1,
-                    "appliedCount": len(db.applied),
-                    "pendingCount": len(db.pending),
-                    "pending": [
-                        {"version": v, "digest": sha256_digest(v.encode())} for v in db.pending
-                    ],
-                    "fingerprint": sha256_digest(",".join(db.applied).encode()),
-                }
+        }
+    if runner_op == "apply":
+        db.drift = False
+        return {
+            "mutationStarted": True,
+            "uncertain": False,
+            "apply": {
+                "planContentDigest": sha256_digest(db.plan_text.encode()),
+                "statementCount": 1,
+            },
+        }
+    if runner_op == "migration-history":
+        return {
+            "migrationHistory": {
+                "contractVersion": 1,
+                "appliedCount": len(db.applied),
+                "pendingCount": len(db.pending),
+                "pending": [
+                    {"version": v, "digest": sha256_digest(v.encode())} for v in db.pending
+                ],
+                "fingerprint": sha256_digest(",".join(db.applied).encode()),
             }
-        if runner_op == "migration-apply":
-            applied, db.pending = list(db.pending), []
-            db.applied += applied
-            return {
-                "mutationStarted": True,
-                "uncertain": False,
-                "migrationRun": {"outcome": "Applied", "appliedVersions": applied},
-            }
-        raise AssertionError(f"the scripted node has no answer for {runner_op}")
+        }
+    if runner_op == "migration-apply":
+        applied, db.pending = list(db.pending), []
+        db.applied += applied
+        return {
+            "mutationStarted": True,
+            "uncertain": False,
+            "migrationRun": {"outcome": "Applied", "appliedVersions": applied},
+        }
+    raise AssertionError(f"the scripted node has no answer for {runner_op}")

@@ -1,0 +1,259 @@
+"""The planning half on a real API server: the controller claims its own readings, its
+Jobs are admitted, its plan is published through the webhook, and an approval leads
+to the Apply Job.
+
+No kubelet runs here, so each reading's Job is run by a stand-in node: the Pod the
+real Job controller created for it is marked Succeeded with its runner container
+terminated (an admin's write to ``pods/status``, as a kubelet's would be), the real
+Job controller then completes the Job, and the Pod's log, which only a kubelet can
+serve, is answered for the manager by ``NodeLogs`` with the frame the runner would
+have written (encoded by the runner's own protocol module). Everything else is the
+product: the chart's CRDs and RBAC, the webhook served over TLS and registered, the
+controller's passes as the manager.
+
+While the controller publishes, the same manager identity tries what must be
+refused: a plan before its Plan Job is harvested, a plan naming another Job's
+manager record, and a chunk whose bytes are not the plan's.
+
+Waiting on the Job controller is a bounded poll: it acts on its own time.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller import localrun
+from controller.events import RecordingSink
+from controller.kubeapi import KubeApi
+from controller.reconciler import Key
+from controller.runner import LOG_BUDGET_BYTES
+from jobclaim import SchemaPlanContent, build_schema_plan, manager_record_of, sha256_digest
+from jobclaim.api import PtahSchema
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAS,
+    ApiError,
+    Object,
+    Resource,
+)
+from tests.outcomes.podworld import frame_log
+from tests.outcomes.scriptednode import POLICY, Database, result_for_job
+from tests.realapi.operator import (  # noqa: F401
+    Operator,
+    operator,
+    registered_webhook,
+)
+
+pytestmark = pytest.mark.controlplane
+
+OTHER_RECORD = {
+    "controllerImage": "registry.example.com/other@sha256:" + "9" * 64,
+    "controllerRevision": "someone-else",
+    "runnerImage": "registry.example.com/other-runner@sha256:" + "9" * 64,
+}
+
+
+class NodeLogs(KubeApi):
+    """The manager's adapter, with Pod logs answered by the stand-in node and the
+    publication of a plan shadowed by the attempts the webhook must refuse."""
+
+    logs: dict[str, str]
+    refused: list[str]
+    shadow: bool
+
+    def read_pod_log(self, namespace: str, name: str, *, container: str, limit_bytes: int) -> str:
+        if name in self.logs:
+            return self.logs[name][-limit_bytes:]
+        return super().read_pod_log(namespace, name, container=container, limit_bytes=limit_bytes)
+
+    def create(self, resource: Resource, namespace: str | None, obj: Object) -> Object:
+        if self.shadow and resource == PTAHSCHEMAPLANS:
+            forged = copy.deepcopy(obj)
+            forged["spec"]["dispatchedBy"] = OTHER_RECORD
+            self._must_refuse("a plan naming another Job's manager record", resource, forged)
+        if self.shadow and resource == PTAHSCHEMAPLANCHUNKS:
+            forged = copy.deepcopy(obj)
+            forged["spec"]["data"] = base64.b64encode(b"DROP TABLE orders;\n").decode()
+            self._must_refuse("a chunk whose bytes are not the plan's", resource, forged)
+        return super().create(resource, namespace, obj)
+
+    def _must_refuse(self, what: str, resource: Resource, forged: Object) -> None:
+        try:
+            super().create(resource, forged["metadata"]["namespace"], forged)
+        except ApiError as error:
+            self.refused.append(f"{what}: {error}")
+            return
+        raise AssertionError(f"the webhook admitted {what}")
+
+
+@pytest.fixture
+def node_logs(operator: Operator) -> Iterator[NodeLogs]:  # noqa: F811
+    api = NodeLogs.from_kubeconfig(operator.plane.kubeconfig("manager"))
+    api.logs, api.refused, api.shadow = {}, [], True
+    with api:
+        yield api
+
+
+def _status(operator: Operator, namespace: str) -> dict[str, Any]:  # noqa: F811
+    return dict(operator.admin.get(PTAHSCHEMAS, namespace, "orders").get("status") or {})
+
+
+def _run_on_stand_in_node(
+    operator: Operator,  # noqa: F811
+    logs: NodeLogs,
+    namespace: str,
+    claim: dict[str, Any],
+    db: Database,
+) -> None:
+    """Run the claim's recorded Job: its Pod succeeds with the runner's frame."""
+    admin = operator.admin
+    job = admin.get(JOBS, namespace, claim["jobName"])
+
+    def pod() -> Object | None:
+        for found in admin.list(PODS, namespace):
+            refs = found["metadata"].get("ownerReferences") or []
+            if any(r.get("uid") == job["metadata"]["uid"] for r in refs):
+                return found
+        return None
+
+    localrun.until(lambda: pod() is not None, f"the Job controller to start {claim['jobName']}")
+    started = pod()
+    assert started is not None
+    name = started["metadata"]["name"]
+    logs.logs[name] = frame_log(result_for_job(job, claim, db, policy=POLICY))
+    assert len(logs.logs[name]) < LOG_BUDGET_BYTES
+    admin.patch_status(
+        PODS,
+        namespace,
+        name,
+        {
+            **(started.get("status") or {}),
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": "ptah",
+                    "image": started["spec"]["containers"][0]["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                }
+            ],
+        },
+        resource_version=started["metadata"]["resourceVersion"],
+    )
+    localrun.until(
+        lambda: any(
+            c.get("type") == "Complete" and c.get("status") == "True"
+            for c in (admin.get(JOBS, namespace, claim["jobName"]).get("status") or {}).get(
+                "conditions", []
+            )
+        ),
+        f"the Job controller to complete {claim['jobName']}",
+    )
+
+
+def _unharvested_plan_is_refused(
+    operator: Operator,  # noqa: F811
+    logs: NodeLogs,
+    namespace: str,
+    db: Database,
+) -> None:
+    """The Plan Job ran but is not harvested (no cleanup TTL yet): a plan from it is
+    not one the webhook admits, even built exactly as the controller would."""
+    schema = PtahSchema.model_validate(operator.admin.get(PTAHSCHEMAS, namespace, "orders"))
+    assert schema.status is not None and schema.status.execution_binding is not None
+    claim = schema.status.active_operation
+    assert claim is not None and claim.type == "Plan"
+    job = operator.admin.get(JOBS, namespace, claim.job_name)
+    text = db.plan_text.encode()
+    built = build_schema_plan(
+        schema,
+        binding=schema.status.execution_binding,
+        dispatched_by=manager_record_of(job),
+        content=SchemaPlanContent(
+            content_digest=sha256_digest(text),
+            statement_count=1,
+            destructive=False,
+            privilege_changes=(),
+            chunks=((sha256_digest(text), len(text)),),
+        ),
+    )
+    try:
+        KubeApi.create(logs, PTAHSCHEMAPLANS, namespace, built)
+    except ApiError as error:
+        logs.refused.append(f"a plan from a Job not harvested: {error}")
+        return
+    raise AssertionError("the webhook admitted a plan from a Plan Job nobody harvested")
+
+
+def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_approved(
+    operator: Operator,  # noqa: F811
+    node_logs: NodeLogs,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    db = Database()
+    with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, _):
+        namespace = staged.namespace
+        controller = localrun.LocalController(node_logs, namespace, events=RecordingSink())
+        reconcile = controller.reconciler.reconcile
+        key = Key("PtahSchema", namespace, "orders")
+        operator.admin.create(
+            CONFIGMAPS,
+            namespace,
+            {"metadata": {"name": "orders-schema-policy"}, "data": {"policy.json": POLICY}},
+        )
+        operator.admin.create(PTAHSCHEMAS, namespace, localrun.example_schema(namespace))
+        ran: list[str] = []
+        for _ in range(80):
+            reconcile(key)
+            status = _status(operator, namespace)
+            claim = status.get("activeOperation") or {}
+            if status.get("phase") == "AwaitingApproval" and not claim:
+                break
+            if claim.get("jobUID") and claim["type"] not in ran[-1:]:
+                # The Job the controller created for its own claim was admitted.
+                _run_on_stand_in_node(operator, node_logs, namespace, claim, db)
+                if claim["type"] == "Plan":
+                    _unharvested_plan_is_refused(operator, node_logs, namespace, db)
+                ran.append(claim["type"])
+        else:
+            raise AssertionError(f"no plan was published; readings run: {ran}")
+        assert ran == ["Resolve", "Verify", "Observe", "Plan"]
+        plan = operator.admin.get(PTAHSCHEMAPLANS, namespace, status["plan"]["name"])
+        assert plan["metadata"]["uid"] == status["plan"]["uid"]
+        refused = dict(entry.split(": ", 1) for entry in node_logs.refused)
+        assert len(refused) == 3, node_logs.refused
+        assert (
+            "not the exact harvested successful operation instance"
+            in (refused["a plan from a Job not harvested"])
+        )
+        assert (
+            "is not the plan its Plan operation publishes"
+            in (refused["a plan naming another Job's manager record"])
+        )
+        assert "is not the one its plan stores" in refused["a chunk whose bytes are not the plan's"]
+
+        node_logs.shadow = False
+        localrun.approve(operator.admin, namespace, "orders")
+        for _ in range(20):
+            reconcile(key)
+            claim = _status(operator, namespace).get("activeOperation") or {}
+            if claim.get("type") == "Apply" and claim.get("jobUID"):
+                break
+        else:
+            raise AssertionError(
+                f"the approval led to no Apply Job: {_status(operator, namespace)}"
+            )
+        jobs = [j["metadata"]["name"] for j in operator.admin.list(JOBS, namespace)]
+        assert claim["jobName"] in jobs
+        assert sum("-apply-" in name for name in jobs) == 1

@@ -282,6 +282,26 @@ def _printer_columns(schema: Schema) -> list[Schema]:
         columns.append(
             {"name": "Operation", "type": "string", "jsonPath": ".status.activeOperation.type"}
         )
+    if "name" in status.get("plan", {}).get("properties", {}):
+        columns.append({"name": "Plan", "type": "string", "jsonPath": ".status.plan.name"})
+    if "phase" in status and "conditions" in status:
+        # kstatus conditions, read the way kubectl wait and GitOps tools read them.
+        for name, kind in (("Approval Needed", "ApprovalRequired"), ("Ready", "Ready")):
+            columns.append(
+                {
+                    "name": name,
+                    "type": "string",
+                    "jsonPath": f'.status.conditions[?(@.type=="{kind}")].status',
+                }
+            )
+    if "name" in status.get("applied", {}).get("properties", {}):
+        columns.append(
+            {"name": "Last Applied", "type": "string", "jsonPath": ".status.applied.name"}
+        )
+    if "finishedAt" in status.get("lastRun", {}).get("properties", {}):
+        columns.append(
+            {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRun.finishedAt"}
+        )
     # Declaring any column removes the default Age column, so it is declared too.
     columns.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
     return columns

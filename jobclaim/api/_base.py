@@ -42,6 +42,9 @@ class WireModel(BaseModel):
         validate_default=True,
         # NaN and infinities have no JSON spelling, so no digest could cover them.
         allow_inf_nan=False,
+        # A field's docstring is its description in the CRD, so `kubectl explain`
+        # says what the model says, from one text.
+        use_attribute_docstrings=True,
     )
 
     def to_wire(self) -> dict[str, Any]:

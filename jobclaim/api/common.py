@@ -26,10 +26,17 @@ class DatabaseTargetSpec(WireModel):
     """Which database. Exactly one of coordinationKey and realmRef names its realm."""
 
     engine: Engine
+    """The database engine: PostgreSQL or MySQL."""
     coordination_key: str | None = Field(default=None, min_length=1, max_length=253)
+    """Names the database realm: resources with equal keys (and engine) share one Lease, so their
+    work never overlaps. Exactly one of coordinationKey and realmRef."""
     realm_ref: NamedReference | None = None
+    """A cluster PtahRealm naming the database realm instead of a coordination key."""
     shared_realm: bool = False
+    """Whether this resource may share its realm with others in a Shared PtahRealm."""
     url_from: SecretKeySelector
+    """The Secret key holding the database URL; only the operation Pod reads it, never the
+    controller."""
 
     @model_validator(mode="after")
     def _one_realm(self) -> DatabaseTargetSpec:
@@ -40,13 +47,20 @@ class DatabaseTargetSpec(WireModel):
 
 class OCIArtifactSourceSpec(WireModel):
     oci_ref: str = Field(min_length=1, max_length=512)
+    """The OCI artifact (tag or digest) holding the desired schema or the migrations; the Resolve
+    reading pins it to a digest."""
     registry_auth_from: NamedReference | None = None
+    """A Secret with registry credentials for pulling the artifact."""
     verification_policy_from: ConfigMapKeySelector | None = None
+    """The ConfigMap key holding the verification policy the Verify reading checks the artifact
+    against; a plan is bound to its UID and digest."""
 
 
 class ResourceRequirements(WireModel):
     limits: dict[str, str] | None = None
+    """Resource limits of the operation Pod's containers."""
     requests: dict[str, str] | None = None
+    """Resource requests of the operation Pod's containers."""
 
     def to_wire(self) -> dict[str, Any]:
         # Exactly what the inherited model_dump writes for two optional maps of strings
@@ -64,26 +78,41 @@ class PodMetadataSpec(WireModel):
     """Metadata a user declares for the operation Pods (for third-party admission)."""
 
     labels: dict[str, str] = Field(default_factory=dict, max_length=16)
+    """Labels added to the operation Pods (for third-party admission); they cannot replace the ones
+    the operator sets."""
     annotations: dict[str, str] = Field(default_factory=dict, max_length=16)
+    """Annotations added to the operation Pods; they cannot replace the ones the operator sets."""
 
 
 class ExecutionSpec(WireModel):
     active_deadline_seconds: int = Field(default=900, ge=30, le=86400)
+    """How long one operation Job may run (30 to 86400 seconds)."""
     failure_retry_interval: str = "30s"
+    """How long after a failed reading it is tried again; doubled for each repeat, up to an hour."""
     connect_timeout: str = "10s"
+    """How long the executor waits to connect to the database."""
     resources: ResourceRequirements | None = None
+    """Resources of the operation Pod's containers."""
     service_account_name: str | None = None
+    """The ServiceAccount the operation Pod runs as (default: default); it mounts no token."""
     image_pull_secrets: list[NamedReference] | None = None
+    """Pull secrets for the runner and executor images."""
     node_selector: dict[str, str] | None = None
+    """Node selector of the operation Pod."""
     tolerations: list[Toleration] | None = None
+    """Tolerations of the operation Pod."""
     # Affinity is Kubernetes' own deep type; it is carried verbatim into the Pod.
     affinity: dict[str, Any] | None = None
+    """Affinity of the operation Pod, carried verbatim."""
     # Unlike every other empty value here, an empty runtimeClassName is not the same as
     # none: the API server keeps it (a pointer) and then refuses the Job as invalid, so
     # it is refused here, where the user can be told, and by the CRD.
     runtime_class_name: str | None = Field(default=None, min_length=1)
+    """RuntimeClass of the operation Pod."""
     priority_class_name: str | None = None
+    """PriorityClass of the operation Pod."""
     pod_metadata: PodMetadataSpec | None = None
+    """Labels and annotations declared for the operation Pods."""
 
 
 class ExecutionBindingStatus(WireModel):

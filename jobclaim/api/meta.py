@@ -59,18 +59,25 @@ class ObjectReference(WireModel):
 
 class NamedReference(WireModel):
     name: str
+    """The referenced object's name."""
 
 
 class SecretKeySelector(WireModel):
     name: str
+    """The Secret's name, in the resource's namespace."""
     key: str
+    """The key within the Secret."""
     optional: bool | None = None
+    """Kubernetes' optional flag; the operator treats a missing key as an error."""
 
 
 class ConfigMapKeySelector(WireModel):
     name: str
+    """The ConfigMap's name, in the resource's namespace."""
     key: str
+    """The key within the ConfigMap."""
     optional: bool | None = None
+    """Kubernetes' optional flag; the operator treats a missing key as an error."""
 
 
 class Condition(WireModel):

@@ -53,17 +53,26 @@ RunOutcome = Literal["UpToDate", "Applied", "Failed", "Partial", "Unknown"]
 
 class MigrationPolicy(WireModel):
     apply: ApplyPolicy = "OnApproval"
+    """When a migration plan is applied: Never, OnApproval (the default) or Always."""
     lock_timeout: str = "5m"
+    """The database lock timeout the executor sets."""
     transaction_mode: TransactionMode = "all"
+    """How migrations are grouped into transactions: all, file or none."""
 
 
 class PtahMigrationSpec(WireModel):
     target: DatabaseTargetSpec
+    """The database the migrations run against."""
     artifact: OCIArtifactSourceSpec
+    """The OCI artifact holding the ordered migrations, and how it is verified."""
     policy: MigrationPolicy = Field(default_factory=MigrationPolicy)
+    """When a migration plan is applied."""
     interval: str = "10m"
+    """How often the history is read again (Go duration, default 10m)."""
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    """How the operation Jobs run."""
     suspend: bool = False
+    """Stop claiming new work; a dispatched Apply is still accounted for."""
 
 
 class MigrationHistoryStatus(WireModel):
@@ -163,6 +172,7 @@ class PtahMigration(WireModel):
     kind: Literal["PtahMigration"] = "PtahMigration"
     metadata: ObjectMeta
     spec: PtahMigrationSpec
+    """Which database runs which ordered migrations, and under which policy."""
     status: PtahMigrationStatus | None = None
 
 

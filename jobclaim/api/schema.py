@@ -52,21 +52,35 @@ SCHEMA_FINALIZER = "operator.ptah.run/active-operation"
 
 class SchemaPolicy(WireModel):
     apply: ApplyPolicy = "OnApproval"
+    """When a plan is applied: Never (plans only), OnApproval (a PtahSchemaApproval of the exact
+    plan, the default) or Always (only a plan that destroys nothing and changes no privilege)."""
     allow_destructive: bool = False
+    """Whether a plan may contain destructive statements."""
     drift_severity: Literal["all", "destructive"] = "all"
+    """Which drift starts a plan: all, or only destructive drift."""
     exclude: list[str] = Field(default_factory=list)
+    """Objects the drift reading ignores."""
     lock_timeout: str = "30s"
+    """The database lock timeout the executor sets."""
     transaction_mode: TransactionMode = "all"
+    """How statements are grouped into transactions: all, file or none."""
     protected_tables: list[str] = Field(default_factory=list)
+    """Tables no plan may change."""
 
 
 class PtahSchemaSpec(WireModel):
     target: DatabaseTargetSpec
+    """The database the schema converges."""
     desired: OCIArtifactSourceSpec
+    """The OCI artifact holding the desired schema, and how it is verified."""
     policy: SchemaPolicy = Field(default_factory=SchemaPolicy)
+    """How drift is read and when a plan is applied."""
     interval: str = "10m"
+    """How often an in-sync schema is observed again (Go duration, default 10m)."""
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    """How the operation Jobs run."""
     suspend: bool = False
+    """Stop claiming new work; a dispatched Apply is still accounted for."""
 
 
 class CurrentPlanStatus(WireModel):
@@ -207,6 +221,7 @@ class PtahSchema(WireModel):
     kind: Literal["PtahSchema"] = "PtahSchema"
     metadata: ObjectMeta
     spec: PtahSchemaSpec
+    """Which database converges to which schema artifact, and under which policy."""
     status: PtahSchemaStatus | None = None
 
 

@@ -34,10 +34,15 @@ class LimitRangeBinding(WireModel):
 
 class Toleration(WireModel):
     key: str | None = None
+    """The taint key the toleration matches."""
     operator: Literal["Exists", "Equal"] | None = None
+    """Exists or Equal."""
     value: str | None = None
+    """The taint value to match with Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint effect to match."""
     toleration_seconds: int | None = None
+    """How long a NoExecute taint is tolerated."""
 
 
 class RuntimeClassBinding(WireModel):

@@ -308,12 +308,15 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
     operation = ctx.operation.type
     if info.mutating or (ctx.proof_outstanding and info.serves_proof):
         return None
-    if isinstance(status, PtahMigrationStatus) and status.unresolved_run is not None:
-        return (
-            None
-            if operation == "History" and _has_history(harvested)
-            else _fail_or_none(ctx, harvested)
-        )
+    if (
+        isinstance(status, PtahMigrationStatus)
+        and status.unresolved_run is not None
+        and operation == "History"
+        and _has_history(harvested)
+    ):
+        # migration_records.settle_by_history records it, and settles the run when
+        # the reading shows nothing pending on the same database.
+        return None
     recorder = _RECORDERS.get((ctx.family.name, operation))
     if recorder is None:
         return None
@@ -339,18 +342,6 @@ def _has_history(harvested: Harvest) -> bool:
         and frame is not None
         and frame.result.migration_history is not None
     )
-
-
-def _fail_or_none(ctx: PassContext, harvested: Harvest) -> Stop | None:
-    """While a run is unresolved only History is claimed; one that read nothing fails."""
-    if ctx.operation.type != "History":
-        return None
-    account = harvested.account
-    frame = account.frame if account else None
-    error = frame.result.error if frame else None
-    if error is not None:
-        return fail(ctx, error.code, error.message)
-    return fail(ctx, None, harvested.reason or "the reading gave no account")
 
 
 __all__ = [

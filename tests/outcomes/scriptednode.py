@@ -39,6 +39,8 @@ class Database:
     plan_text: str = PLAN_TEXT
     pending: list[str] = field(default_factory=lambda: ["20260101000000"])
     applied: list[str] = field(default_factory=list)
+    # The next migration Apply loses its connection after applying: its run is Unknown.
+    uncertain: bool = False
 
 
 @dataclass
@@ -190,6 +192,15 @@ def answer(runner_op: str, db: Database, policy: str = POLICY) -> dict[str, Any]
     if runner_op == "migration-apply":
         applied, db.pending = list(db.pending), []
         db.applied += applied
+        if db.uncertain:
+            db.uncertain = False
+            return {
+                "childExitCode": 1,
+                "error": {"code": "connection_lost", "message": "the connection dropped"},
+                "mutationStarted": True,
+                "uncertain": True,
+                "migrationRun": {"outcome": "Unknown"},
+            }
         return {
             "mutationStarted": True,
             "uncertain": False,

@@ -275,3 +275,25 @@ def test_a_new_migration_reads_history_plans_and_after_approval_verifies_its_his
     assert node.ran[5:] == ["migration-history"]
     assert status["plan"]["name"] != plan["metadata"]["name"]
     assert len(apply_jobs(rig)) == 1
+
+
+def test_an_unresolved_run_blocks_until_a_history_read_an_interval_later_settles_it() -> None:
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_migration(rig)
+    drive(rig, node, key, phase("AwaitingApproval"))
+    node.db.uncertain = True
+    approve(rig, key)
+    status = drive(rig, node, key, phase("Blocked"))
+    assert status["unresolvedRun"]["outcome"] == "Unknown"
+    # A spec edit meanwhile resolves and verifies again; the run still blocks.
+    rig.api.patch_spec(PTAHMIGRATIONS, NS, key.name, {"policy": {"lockTimeout": "6m"}})
+    status = drive(rig, node, key, phase("Blocked"))
+    assert node.ran[-2:] == ["resolve", "verify"] and "unresolvedRun" in status
+    assert status["observedGeneration"] == rig.resource(key)["metadata"]["generation"]
+    # An interval after the record, a History read finds nothing pending: settled.
+    rig.clocks.advance(601)
+    status = drive(rig, node, key, phase("InSync"))
+    assert node.ran[-1] == "migration-history"
+    assert "unresolvedRun" not in status and status["resolvedRun"]["resolution"] == "HistoryRead"
+    assert len(apply_jobs(rig)) == 1

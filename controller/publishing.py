@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.passcontext import PassContext, timestamp
-from controller.runner.result import MigrationHistorySection, PlanSection
 from jobclaim import (
     SchemaPlanContent,
     build_migration_plan,
@@ -45,6 +44,7 @@ from jobclaim.apiserver import (
     Resource,
 )
 from jobclaim.errors import InvalidInput, PtahError
+from runner.result import MigrationHistorySection, PlanSection
 
 CHUNK_BYTES: Final = 512 * 1024
 MAX_CHUNKS: Final = 16

@@ -39,8 +39,6 @@ from controller.passcontext import PassContext, timestamp
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.retirement import retire_migration_claim, retire_schema_claim
-from controller.runner.harvest import Outcome
-from controller.runner.result import RunnerResult
 from jobclaim import finished
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
 from jobclaim.api.common import (
@@ -52,6 +50,8 @@ from jobclaim.api.meta import ConfigMapKeySelector
 from jobclaim.api.schema import DriftObservationStatus
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
+from runner.harvest import Outcome
+from runner.result import RunnerResult
 
 MAX_BACKOFF_SECONDS: Final = 3600.0
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.reconciler import Key
-from controller.runner.result import RunnerResult
 from jobclaim import sha256_digest
 from jobclaim.apiserver import CONFIGMAPS, PODS, Object
+from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
 from tests.outcomes.podworld import TARGET, finish_job, frame_log, start_pod
 

@@ -27,11 +27,8 @@ from typing import Any
 
 import pytest
 
-from controller import localrun
 from controller.events import RecordingSink
-from controller.kubeapi import KubeApi
 from controller.reconciler import Key
-from controller.runner import LOG_BUDGET_BYTES
 from jobclaim import SchemaPlanContent, build_schema_plan, manager_record_of, sha256_digest
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import (
@@ -45,6 +42,9 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
+from kube.client import KubeApi
+from lab import run as localrun
+from runner import LOG_BUDGET_BYTES
 from tests.outcomes.podworld import frame_log
 from tests.outcomes.scriptednode import POLICY, Database, result_for_job
 from tests.realapi.operator import (  # noqa: F401

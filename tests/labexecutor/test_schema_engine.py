@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from lab.executor.catalog import fingerprint
-from lab.executor.schema import live_catalog
-from lab.executor.schema import Target
+from lab.executor.db import SCHEMA_LOCK
+from lab.executor.schema import Target, live_catalog
 from tests.labexecutor.conftest import Lab, subprocess_argv, subprocess_env
 
 pytestmark = pytest.mark.postgres
@@ -48,14 +49,17 @@ CORPUS = [
     (
         "defaults-and-nullability",
         "create table t (id bigint primary key, a integer default 1, b text not null, c text);",
-        "create table t (id bigint primary key, a integer default 2, b text, c text not null default 'x');",
+        "create table t (id bigint primary key, a integer default 2, b text,"
+        " c text not null default 'x');",
         False,
     ),
     (
         "primary-key-change-under-a-foreign-key",
-        "create table a (x integer not null, y integer not null, constraint a_pkey primary key (x));"
+        "create table a (x integer not null, y integer not null,"
+        " constraint a_pkey primary key (x));"
         "create table b (id integer primary key, ax integer references a(x));",
-        "create table a (x integer not null, y integer not null, constraint a_pkey primary key (x, y));"
+        "create table a (x integer not null, y integer not null,"
+        " constraint a_pkey primary key (x, y));"
         "create table b (id integer primary key, ax integer, ay integer,"
         " foreign key (ax, ay) references a(x, y) on delete cascade);",
         True,
@@ -218,8 +222,6 @@ def test_two_applies_at_once_are_serialized_by_the_lock(lab: Lab) -> None:
     env = subprocess_env(lab.env())
     # Hold the lock so both children are queued on it before either runs.
     with psycopg.connect(lab.db, autocommit=True) as holder:
-        from lab.executor.db import SCHEMA_LOCK
-
         holder.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         children = [
             subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -238,8 +240,6 @@ def test_two_applies_at_once_are_serialized_by_the_lock(lab: Lab) -> None:
 
 
 def _wait_for_lock_waiters(conn: psycopg.Connection[tuple[object, ...]], count: int) -> None:
-    import time
-
     # The children connect on their own time; poll pg_locks with a deadline until both wait.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -255,9 +255,8 @@ def _wait_for_lock_waiters(conn: psycopg.Connection[tuple[object, ...]], count: 
 def test_lock_timeout_bounds_the_wait_and_nothing_runs(lab: Lab) -> None:
     setup_live(lab.db, USERS)
     code, _, path = plan(lab, lab.schema_file(ORDERS))
+    assert code == 0
     before = fingerprint(live_catalog(Target(lab.db, 5), ()))
-    from lab.executor.db import SCHEMA_LOCK
-
     with psycopg.connect(lab.db, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         result = lab.ptah(
@@ -298,6 +297,7 @@ def test_mode_none_says_exactly_which_statements_ran(lab: Lab) -> None:
     )
     schema = lab.schema_file(USERS.replace("name text", "name text, age integer not null"))
     code, _, path = plan(lab, schema)
+    assert code == 0
     document = json.loads(path.read_text())
     sqls = [s["sql"] for s in document["statements"]]
     assert sqls[0] == 'DROP INDEX "users_name"' and len(sqls) == 2
@@ -311,6 +311,7 @@ def test_mode_none_says_exactly_which_statements_ran(lab: Lab) -> None:
 
 def test_dry_run_checks_and_runs_nothing(lab: Lab) -> None:
     code, _, path = plan(lab, lab.schema_file(USERS))
+    assert code == 0
     before = fingerprint(live_catalog(Target(lab.db, 5), ()))
     result = lab.ptah(
         "schema", "apply", "--plan", str(path), "--auto-approve", "--json", "--dry-run"

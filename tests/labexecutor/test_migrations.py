@@ -17,9 +17,12 @@ pytestmark = pytest.mark.postgres
 
 FILES = {
     "1_users.sql": "create table users (id bigint primary key, email text not null);",
-    "2_orders.sql": "create table orders (id bigint primary key, user_id bigint references users(id));",
-    "3_index.sql": "create index orders_user on orders (user_id);\ninsert into users values (1, 'a');",
-    "4_note.sql": "alter table orders add column note text; alter table users add column name text;",
+    "2_orders.sql": "create table orders (id bigint primary key,"
+    " user_id bigint references users(id));",
+    "3_index.sql": "create index orders_user on orders (user_id);\n"
+    "insert into users values (1, 'a');",
+    "4_note.sql": "alter table orders add column note text;\n"
+    "alter table users add column name text;",
 }
 
 

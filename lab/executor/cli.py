@@ -281,6 +281,10 @@ def _dev(values: Mapping[str, Any], command: str) -> schema.Target:
     return schema.Target(url, parse_duration(values["connect_timeout"], "connect-timeout"))
 
 
+def _migrations_dir(values: Mapping[str, Any], command: str) -> str:
+    return _need(values, "migrations_dir", f"{command} needs --migrations-dir DIR")
+
+
 def _format(values: Mapping[str, Any]) -> bool:
     fmt = str(values["format"]).lower()
     if fmt not in ("text", "json"):
@@ -332,22 +336,18 @@ def _dispatch(
     if (noun, verb) == ("migrations", "status"):
         return migrations.status(
             target=_target(values, command),
-            directory=_need(
-                values, "migrations_dir", "migrations status needs --migrations-dir DIR"
-            ),
+            directory=_migrations_dir(values, command),
         )
     if (noun, verb) == ("migrations", "up"):
         return migrations.up(
             target=_target(values, command),
-            directory=_need(values, "migrations_dir", "migrations up needs --migrations-dir DIR"),
+            directory=_migrations_dir(values, command),
             expect_sequence=values["expect_sequence"],
             tx_mode=values["tx_mode"],
             lock_timeout=parse_duration(values["lock_timeout"], "lock-timeout"),
         )
     if (noun, verb) == ("migrations", "hash"):
-        return migrations.hash_directory(
-            _need(values, "migrations_dir", "migrations hash needs --migrations-dir DIR")
-        ), 0
+        return migrations.hash_directory(_migrations_dir(values, command)), 0
     plain = bool(values.get("plain_http"))
     if (noun, verb) == ("schema", "pull"):
         out = _need(values, "out", "schema pull needs --out FILE")

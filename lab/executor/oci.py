@@ -154,31 +154,32 @@ def _layers(fetched: Fetched) -> list[dict[str, Any]]:
     return layers
 
 
-def resolve(text: str, plain_http: bool, as_json: bool) -> str:
-    ref = parse_reference(text)
+def _fetch(text: str, plain_http: bool) -> Fetched:
     with _client() as client:
-        fetched = fetch_manifest(client, ref, plain_http)
-    report = ResolveReport(
-        reference=text,
-        pinned_reference=ref.pinned(fetched.digest),
-        digest=fetched.digest,
-        media_type=fetched.media_type,
-        size=len(fetched.body),
-    )
+        return fetch_manifest(client, parse_reference(text), plain_http)
+
+
+def _descriptor(fetched: Fetched) -> dict[str, Any]:
+    """The fields resolve and inspect share: what was asked, and the content it names."""
+    return {
+        "reference": fetched.ref.text,
+        "pinned_reference": fetched.ref.pinned(fetched.digest),
+        "digest": fetched.digest,
+        "media_type": fetched.media_type,
+        "size": len(fetched.body),
+    }
+
+
+def resolve(text: str, plain_http: bool, as_json: bool) -> str:
+    report = ResolveReport(**_descriptor(_fetch(text, plain_http)))
     return render(report) if as_json else f"{report.pinned_reference}\n"
 
 
 def inspect(text: str, plain_http: bool, as_json: bool) -> str:
-    ref = parse_reference(text)
-    with _client() as client:
-        fetched = fetch_manifest(client, ref, plain_http)
+    fetched = _fetch(text, plain_http)
     annotations = fetched.manifest.get("annotations") or {}
     report = InspectReport(
-        reference=text,
-        pinned_reference=ref.pinned(fetched.digest),
-        digest=fetched.digest,
-        media_type=fetched.media_type,
-        size=len(fetched.body),
+        **_descriptor(fetched),
         artifact_type=_artifact_type(fetched.manifest),
         annotations={str(k): str(v) for k, v in dict(annotations).items()},
         layers=[
@@ -232,9 +233,8 @@ def load_policy(path: str) -> None:
 
 def verify(text: str, policy_path: str, plain_http: bool, as_json: bool) -> tuple[str, int]:
     load_policy(policy_path)
-    ref = parse_reference(text)
-    with _client() as client:
-        fetched = fetch_manifest(client, ref, plain_http)
+    fetched = _fetch(text, plain_http)
+    ref = fetched.ref
     satisfied: list[str] = []
     findings: list[VerificationFinding] = []
     if ref.digest:

@@ -12,6 +12,7 @@ runs, and the revision table is left untouched.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import itertools
 import re
@@ -310,7 +311,9 @@ def up(
                 outcome=outcome, planned=planned, applied=applied, error=failure, status=after
             ), exit_code
         finally:
-            if not conn.closed and not conn.broken:
+            # A session that ends releases its advisory locks; an unlock that cannot be
+            # sent after a signal or a lost connection loses nothing.
+            with contextlib.suppress(psycopg.Error):
                 advisory_unlock(conn, MIGRATION_LOCK)
 
 

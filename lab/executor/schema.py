@@ -8,6 +8,7 @@ of one moment.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -114,8 +115,14 @@ def load_desired(dev: Target, ddl: str, exclude: tuple[str, ...]) -> Catalog:
             ) from error
 
 
-def read_live(conn: psycopg.Connection[Any], exclude: tuple[str, ...]) -> Catalog:
+def read_live(
+    conn: psycopg.Connection[Any], exclude: tuple[str, ...], *, own_transaction: bool = True
+) -> Catalog:
+    """The managed catalog; in a repeatable-read transaction of its own, or in the one the
+    caller has open (an apply reads the fingerprint in the transaction it then writes in)."""
     try:
+        if not own_transaction:
+            return read_catalog(conn, MANAGED_SCHEMA, exclude, strict_objects=False)
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             return read_catalog(conn, MANAGED_SCHEMA, exclude, strict_objects=False)
@@ -232,47 +239,53 @@ def apply(
         except LockTimeout as error:
             return ApplyReport(outcome="failed", error=str(error), **base), FAILED
         try:
-            live = fingerprint(read_live(conn, tuple(document.exclude or ())))
+            conn.execute(f"SET search_path TO {quote_ident(MANAGED_SCHEMA)}")
+            # In mode all the fingerprint is read inside the transaction the statements run
+            # in, so nothing but a writer ignoring the lock fits between check and write.
+            one_transaction = tx_mode == "all" and bool(sqls) and not dry_run
+            if one_transaction:
+                conn.execute("BEGIN")
+            exclude = tuple(document.exclude or ())
+            live = fingerprint(read_live(conn, exclude, own_transaction=not one_transaction))
             if live != document.from_fingerprint:
-                refusal = Refusal(
-                    code="stale-plan",
-                    changed="schema",
-                    plan_fingerprint=document.from_fingerprint,
-                    database_fingerprint=live,
-                )
-                return (
-                    ApplyReport(
-                        outcome="refused",
-                        refusal=refusal,
-                        error="the database moved since the plan was made; nothing was run",
-                        **base,
-                    ),
-                    FAILED,
-                )
+                if one_transaction:
+                    conn.execute("ROLLBACK")
+                return _stale(document, live, base), FAILED
             if not sqls:
                 return ApplyReport(outcome="no-changes", **base), OK
             if dry_run:
                 return ApplyReport(outcome="dry-run", statements=sqls, **base), OK
-            return _execute(conn, sqls, tx_mode, base)
+            if one_transaction:
+                return _execute_all(conn, sqls, base)
+            return _execute_each(conn, sqls, base)
         finally:
-            advisory_unlock(conn, SCHEMA_LOCK)
+            # A session that ends releases its advisory locks, so an unlock that cannot be
+            # sent (the connection is gone or mid-query after a signal) loses nothing.
+            with contextlib.suppress(psycopg.Error):
+                advisory_unlock(conn, SCHEMA_LOCK)
 
 
-def _execute(
-    conn: psycopg.Connection[Any], sqls: list[str], tx_mode: str, base: dict[str, str]
-) -> tuple[ApplyReport, int]:
-    conn.execute(f"SET search_path TO {quote_ident(MANAGED_SCHEMA)}")
-    if tx_mode == "all":
-        return _execute_all(conn, sqls, base)
-    return _execute_each(conn, sqls, base)
+def _stale(document: PlanFile, live: str, base: dict[str, str]) -> ApplyReport:
+    refusal = Refusal(
+        code="stale-plan",
+        changed="schema",
+        plan_fingerprint=document.from_fingerprint,
+        database_fingerprint=live,
+    )
+    return ApplyReport(
+        outcome="refused",
+        refusal=refusal,
+        error="the database moved since the plan was made; nothing was run",
+        **base,
+    )
 
 
 def _execute_all(
     conn: psycopg.Connection[Any], sqls: list[str], base: dict[str, str]
 ) -> tuple[ApplyReport, int]:
     """One transaction. Until COMMIT is sent, any ending is a rollback: nothing reached
-    the target. Once it is sent, only the server's answer says whether it committed."""
-    conn.execute("BEGIN")
+    the target. Once it is sent, only the server's answer says whether it committed.
+    The caller has sent BEGIN and checked the fingerprint in this transaction."""
     try:
         for sql in sqls:
             conn.execute(sql.encode())

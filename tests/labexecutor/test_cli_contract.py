@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from lab.executor.catalog import fingerprint
+from lab.executor.db import SCHEMA_LOCK
 from lab.executor.schema import Target, live_catalog
 from tests.labexecutor.conftest import Lab, subprocess_argv, subprocess_env
 
@@ -211,6 +212,25 @@ def test_sigterm_during_apply_rolls_back_and_exits_143(lab: Lab) -> None:
     assert child.returncode == 128 + signal.SIGTERM
     assert json.loads(out)["outcome"] == "canceled"
     assert fingerprint(live_catalog(Target(lab.db, 5), ())) == before
+
+
+def test_sigterm_while_waiting_for_the_lock_cancels_with_nothing_run(lab: Lab) -> None:
+    plan = lab.ptah(*_plan_argv(lab, lab.schema_file(GOOD)))
+    assert plan.code == 0
+    argv = [*subprocess_argv(), "schema", "apply", "--plan", str(lab.work / "p.json")]
+    argv += ["--auto-approve", "--json"]
+    with psycopg.connect(lab.db, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        env = subprocess_env(lab.env())
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _wait_for(
+            holder, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory'"
+        )
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=30)
+    assert child.returncode == 128 + signal.SIGTERM
+    assert json.loads(out)["outcome"] == "canceled"
+    assert live_catalog(Target(lab.db, 5), ()).tables == ()
 
 
 def _wait_for(conn: psycopg.Connection[tuple[object, ...]], query: str) -> None:

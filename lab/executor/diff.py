@@ -72,6 +72,31 @@ def widens(old: str, new: str) -> bool:
     return False
 
 
+_NUMBERS = re.compile(r"(smallint|integer|bigint|real|double precision|numeric(\(.*\))?)$")
+_TEXTS = re.compile(r"(text|character varying(\(\d+\))?|character(\(\d+\))?)$")
+
+
+def conversion(column: str, old: str, new: str) -> str:
+    """The USING expression of a type change.
+
+    A direct cast where PostgreSQL has one for sure (number to number, anything to or
+    from text, one base type with another modifier); otherwise through text, which is
+    every type's input and output form: it converts the values that mean the same in
+    both types and fails, rolled back, on any that do not, where a missing cast would
+    fail the plan even on an empty table.
+    """
+    base_old, base_new = old.split("(", maxsplit=1)[0], new.split("(", maxsplit=1)[0]
+    direct = (
+        (_NUMBERS.match(old) and _NUMBERS.match(new))
+        or _TEXTS.match(old)
+        or _TEXTS.match(new)
+        or base_old == base_new
+    )
+    if direct:
+        return f"{_q(column)}::{new}"
+    return f"{_q(column)}::text::{new}"
+
+
 def _stmt(sql: str, severity: str, reason: str, table: str, category: str) -> Statement:
     return Statement(sql, severity, reason, table, category)
 
@@ -292,7 +317,7 @@ def _alter_column(table: str, old: Column, new: Column) -> list[Statement]:
             )
         out.append(
             _stmt(
-                f"{prefix} TYPE {new.type} USING {_q(new.name)}::{new.type}",
+                f"{prefix} TYPE {new.type} USING {conversion(new.name, old.type, new.type)}",
                 severity,
                 reason,
                 table,

@@ -48,6 +48,9 @@ class Flag:
     default: str | None = None
     env: bool = True
     help: str = ""
+    # Other spellings ptah accepts on argv (``--save`` for ``--output``); the env twin is
+    # the canonical name's.
+    aliases: tuple[str, ...] = ()
 
     @property
     def dest(self) -> str:
@@ -78,7 +81,7 @@ COMMANDS: dict[tuple[str, str], tuple[list[Flag], bool]] = {
             EXCLUDE,
             Flag("protected-table", "list"),
             Flag("name", default="schema"),
-            Flag("output"),
+            Flag("output", aliases=("save",)),
             JSON,
             CONNECT_TIMEOUT,
         ],
@@ -160,7 +163,8 @@ def _parser() -> _Parser:
                     f"--{flag.name}", dest=flag.dest, action="append", default=None, help=flag.help
                 )
             else:
-                command.add_argument(f"--{flag.name}", dest=flag.dest, default=None, help=flag.help)
+                names = [f"--{flag.name}", *(f"--{alias}" for alias in flag.aliases)]
+                command.add_argument(*names, dest=flag.dest, default=None, help=flag.help)
     return root
 
 

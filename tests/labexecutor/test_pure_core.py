@@ -132,6 +132,8 @@ def test_env_twins() -> None:
         "exclude"
     ] == ("x", "y", "z")
     assert _values(["migrations", "up"], {})["tx_mode"] == "file"
+    assert _values([*plan, "--save", "f"], {"PTAH_OUTPUT": "g"})["output"] == "f"
+    assert _values(plan, {"PTAH_OUTPUT": "g"})["output"] == "g"
     with pytest.raises(UsageError):
         _values(apply, {"PTAH_DRY_RUN": "maybe"})
 

@@ -106,8 +106,13 @@ def write_sum(directory: Path) -> None:
 
 
 def read_directory(directory: Path) -> list[Migration]:
-    """The directory's migrations in version order, after its sum file has vouched for them."""
+    """The directory's migrations in version order, after its sum file has vouched for them.
+
+    An empty directory needs no sum file: there is nothing for one to vouch for.
+    """
     files = _sql_files(directory)
+    if not files and not (directory / SUM_FILE).exists():
+        return []
     try:
         recorded = (directory / SUM_FILE).read_text()
     except OSError as error:

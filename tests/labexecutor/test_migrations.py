@@ -216,3 +216,14 @@ def test_a_directory_that_does_not_match_its_sum_is_refused(lab: Lab) -> None:
     assert result.code == 2 and "does not match its ptah.sum" in result.stderr
     assert json.loads(result.stdout)["outcome"] == "failed"
     assert revisions(lab) == []
+
+
+def test_an_empty_directory_is_up_to_date(lab: Lab) -> None:
+    empty = lab.work / "empty"
+    empty.mkdir()
+    report = status(lab, str(empty))
+    assert (report["total_migrations"], report["has_pending_changes"]) == (0, False)
+    code, run = up(lab, str(empty), "--expect-sequence", sequence(lab, []))
+    assert (code, run["outcome"]) == (0, "up-to-date")
+    code, run = up(lab, str(empty), "--expect-sequence", sequence(lab, [4]))
+    assert (code, run["outcome"]) == (2, "failed")

@@ -49,9 +49,14 @@ def table(draw: st.DrawFn, name: str, earlier: list[str]) -> str:
         target = draw(st.sampled_from(earlier))
         action = draw(st.sampled_from(["", " on delete cascade", " on delete set null"]))
         columns.append(f"ref integer references {target}(id){action}")
+    if len(names) >= 2 and draw(st.integers(0, 3)) == 0:
+        columns.append(f"unique ({names[0]}, {names[1]})")
     ddl = f"create table {name} ({', '.join(columns)});"
     if names and draw(st.booleans()):
-        ddl += f" create index {name}_idx on {name} ({draw(st.sampled_from(names))});"
+        indexed = draw(st.lists(st.sampled_from(names), unique=True, min_size=1))
+        unique = draw(st.sampled_from(["", "unique "]))
+        partial = draw(st.sampled_from(["", f" where {indexed[0]} is not null"]))
+        ddl += f" create {unique}index {name}_idx on {name} ({', '.join(indexed)}){partial};"
     return ddl
 
 

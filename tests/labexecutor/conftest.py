@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lab.executor.cli import main
+from tests.labexecutor.pgcluster import Cluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """One cluster for the session; it fails (never skips) when PostgreSQL cannot start."""
+    pg = Cluster()
+    try:
+        pg.start()
+    except Exception:
+        pg.stop()
+        raise
+    yield pg
+    pg.stop()
+    assert not pg.root.exists()
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Lab:
+    cluster: Cluster
+    db: str
+    dev: str
+    work: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            "PTAH_DB_URL": self.db,
+            "PTAH_DEV_URL": self.dev,
+            "PTAH_CONNECT_TIMEOUT": "7s",
+            "PTAH_LOCK_TIMEOUT": "12s",
+        }
+        env.update(extra)
+        return env
+
+    def ptah(self, *argv: str, env: dict[str, str] | None = None) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), self.env() if env is None else env, out, err)
+        return Result(code, out.getvalue(), err.getvalue())
+
+    def schema_file(self, ddl: str, name: str = "schema.sql") -> str:
+        path = self.work / name
+        path.write_text(ddl)
+        return str(path)
+
+
+@pytest.fixture(scope="session")
+def dev_url(cluster: Cluster) -> str:
+    return cluster.create_database("dev")
+
+
+@pytest.fixture
+def lab(cluster: Cluster, dev_url: str, tmp_path: Path) -> Lab:
+    return Lab(cluster, cluster.create_database(), dev_url, tmp_path)
+
+
+def subprocess_argv() -> list[str]:
+    return [sys.executable, "-m", "lab.executor"]
+
+
+def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTAH_")}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env

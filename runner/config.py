@@ -8,13 +8,20 @@ can be bound to anything, so the runner writes none (``ConfigurationError``). An
 other problem is a ``Refusal``: a frame that says, before any child ran, why it did
 not run; the controller then knows for certain that nothing changed.
 
-The database URL is read only to hand it to the executor through the environment and
-to know what to redact. It is never put on a command line (which any process on the
-node can list) and never into a sentence.
+The names are the original runner's (``../shared/reference/ptah-cli.md``). Every
+``PTAH_*`` name here is the runner's own, and none reaches ptah: ptah reads every flag
+from a ``PTAH_<FLAG>`` twin, so a runner input left in the child's environment would
+be a flag nobody put on its command line (``ptahcli.child_environment``).
+
+The database URL (``PTAH_DB_URL``, ptah's own twin of ``--db-url``) is read only to
+know what to redact and which database the run opens; it reaches ptah through the
+environment, never a command line (which any process on the node can list).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,25 +40,89 @@ from runner.result import (
 )
 from runner.summary import TERMINATION_LOG
 
-ENV_DATABASE_URL: Final = "PTAH_DATABASE_URL"
-ENV_ENGINE: Final = "PTAH_ENGINE"
-ENV_EXECUTOR: Final = "PTAH_EXECUTOR"
+# ptah's own variables: they stay in the child's environment.
+ENV_DB_URL: Final = "PTAH_DB_URL"
+ENV_DEV_URL: Final = "PTAH_DEV_URL"
+ENV_SCHEMA_FILE: Final = "PTAH_SCHEMA_FILE"
+ENV_TX_MODE: Final = "PTAH_TX_MODE"
+ENV_CONNECT_TIMEOUT: Final = "PTAH_CONNECT_TIMEOUT"
+ENV_LOCK_TIMEOUT: Final = "PTAH_LOCK_TIMEOUT"
+
+# The runner's inputs: stripped from the child's environment.
 ENV_OPERATION: Final = "PTAH_OPERATION"
 ENV_OPERATION_ID: Final = "PTAH_OPERATION_ID"
-ENV_PROTOCOL: Final = "PTAH_RUNNER_PROTOCOL"
-ENV_NOT_AFTER: Final = "PTAH_EXECUTION_NOT_AFTER"
+ENV_PROTOCOL: Final = "PTAH_RUNNER_PROTOCOL_VERSION"
+ENV_PTAH_BINARY: Final = "PTAH_BINARY"
+ENV_PTAH_VERSION: Final = "PTAH_VERSION"
+ENV_ENGINE: Final = "PTAH_EXPECTED_DATABASE_ENGINE"
+ENV_COORDINATION_DIGEST: Final = "PTAH_COORDINATION_DIGEST"
+ENV_EXPECTED_TARGET: Final = "PTAH_EXPECTED_TARGET_IDENTITY_DIGEST"
+ENV_REQUESTED_REFERENCE: Final = "PTAH_REQUESTED_REFERENCE"
+ENV_RESOLVED_REFERENCE: Final = "PTAH_RESOLVED_REFERENCE"
+ENV_VERIFICATION_POLICY: Final = "PTAH_VERIFICATION_POLICY"
+ENV_EXPECTED_ARTIFACT_TYPE: Final = "PTAH_EXPECTED_ARTIFACT_TYPE"
 ENV_PLAN_DIR: Final = "PTAH_PLAN_DIR"
-ENV_PLAN_DIGEST: Final = "PTAH_PLAN_CONTENT_DIGEST"
-ENV_EXPECT_SEQUENCE: Final = "PTAH_EXPECT_SEQUENCE"
+ENV_PLAN_DIGEST: Final = "PTAH_EXPECTED_PLAN_CONTENT_DIGEST"
+ENV_NOT_AFTER: Final = "PTAH_EXECUTION_NOT_AFTER"
+ENV_SEQUENCE: Final = "PTAH_EXPECTED_MIGRATION_SEQUENCE"
+ENV_SEQUENCE_DIGEST: Final = "PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST"
+ENV_MIGRATIONS_DIR: Final = "PTAH_MIGRATIONS_DIR"
+ENV_TRANSACTION_MODE: Final = "PTAH_TRANSACTION_MODE"
+ENV_EXCLUDE: Final = "PTAH_EXCLUDE"
+ENV_PROTECTED_TABLES: Final = "PTAH_PROTECTED_TABLES"
+ENV_WORK_DIR: Final = "PTAH_RUNNER_WORK_DIR"
 # Tuning, not set by the Job builder: where the summary goes and how long to wait.
 ENV_TERMINATION_LOG: Final = "PTAH_TERMINATION_LOG"
 ENV_KILL_GRACE: Final = "PTAH_KILL_GRACE_SECONDS"
 ENV_DRAIN: Final = "PTAH_DRAIN_SECONDS"
 
+RUNNER_KEYS: Final = frozenset(
+    {
+        ENV_OPERATION,
+        ENV_OPERATION_ID,
+        ENV_PROTOCOL,
+        ENV_PTAH_BINARY,
+        ENV_PTAH_VERSION,
+        ENV_ENGINE,
+        ENV_COORDINATION_DIGEST,
+        ENV_EXPECTED_TARGET,
+        ENV_REQUESTED_REFERENCE,
+        ENV_RESOLVED_REFERENCE,
+        ENV_VERIFICATION_POLICY,
+        ENV_EXPECTED_ARTIFACT_TYPE,
+        ENV_PLAN_DIR,
+        ENV_PLAN_DIGEST,
+        ENV_NOT_AFTER,
+        ENV_SEQUENCE,
+        ENV_SEQUENCE_DIGEST,
+        ENV_MIGRATIONS_DIR,
+        ENV_TRANSACTION_MODE,
+        ENV_EXCLUDE,
+        ENV_PROTECTED_TABLES,
+        ENV_WORK_DIR,
+        ENV_TERMINATION_LOG,
+        ENV_KILL_GRACE,
+        ENV_DRAIN,
+    }
+)
+
 ENGINES: Final = ("PostgreSQL", "MySQL")
+# The URL schemes ptah reads for each engine the operator claims.
+ENGINE_SCHEMES: Final[dict[str, frozenset[str]]] = {
+    "PostgreSQL": frozenset({"postgres", "postgresql"}),
+    "MySQL": frozenset({"mysql", "mariadb"}),
+}
+DEFAULT_PORTS: Final = {"PostgreSQL": 5432, "MySQL": 3306}
+# The oldest ptah build whose plan, apply and migration commands print the
+# contract_version 1 --json documents this runner reads: the build the original
+# operator's lifecycle suite verified (v0.3.0-201-g00fc362c9).
+MINIMUM_PTAH_BUILD: Final = (0, 3, 0, 201)
+MINIMUM_PTAH_DESCRIBE: Final = "v0.3.0-201"
 DEFAULT_KILL_GRACE: Final = 10.0
 DEFAULT_DRAIN: Final = 2.0
+DEFAULT_WORK_DIR: Final = "/tmp"
 MAX_TUNING_SECONDS: Final = 30.0
+MAX_SEQUENCE_BYTES: Final = 64 * 1024
 REDACTED: Final = "[redacted]"
 # A shorter password would redact ordinary words out of every message it appears in.
 MIN_REDACTED_SECRET: Final = 6
@@ -60,9 +131,11 @@ _RFC3339: Final = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
 )
 _DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
-_VERSION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _DSN_PASSWORD: Final = re.compile(r"^[^:/@\s]+:([^@\s]+)@")
+_BUILD: Final = re.compile(r"^v?(\d{1,6})\.(\d{1,6})\.(\d{1,6})(?:-(\d{1,6})-g[0-9a-f]{4,40})?$")
+_KEY_VERSION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_LIST_ITEM: Final = re.compile(r"^[A-Za-z0-9_.*\"$-]{1,256}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,33 +170,95 @@ class Redactor:
             value = value.replace(secret, REDACTED.encode("ascii"))
         return value
 
+    def holds(self, value: str) -> bool:
+        return any(secret in value for secret in self._text)
+
+
+def password_of(url: str) -> str | None:
+    try:
+        if "://" in url:
+            return urlsplit(url).password
+        match = _DSN_PASSWORD.match(url)
+        return match.group(1) if match else None
+    except ValueError:
+        return None
+
 
 def secrets_of(url: str) -> tuple[str, ...]:
     """The URL and, when one can be found, its password (raw and percent-decoded)."""
     found = [url]
-    password: str | None = None
-    try:
-        if "://" in url:
-            password = urlsplit(url).password
-        else:
-            match = _DSN_PASSWORD.match(url)
-            password = match.group(1) if match else None
-    except ValueError:
-        password = None
+    password = password_of(url)
     if password:
         found.extend(p for p in (password, unquote(password)) if len(p) >= MIN_REDACTED_SECRET)
     return tuple(found)
+
+
+def target_identity_digest(engine: str, url: str) -> str | None:
+    """Which database a URL routes to, without its credential; None if it names none.
+
+    The runner derives it (ptah prints no such thing) from what routes a connection:
+    the engine, host, port, database and user. The password and the query (TLS
+    files, timeouts) are left out, so a rotated password is still the same database.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(engine)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ENGINE_SCHEMES.get(engine, frozenset()) or not parts.hostname:
+        return None
+    identity = {
+        "database": unquote(parts.path.lstrip("/")),
+        "engine": engine,
+        "host": parts.hostname.lower(),
+        "port": port,
+        "user": unquote(parts.username or ""),
+    }
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def build_problem(version: str) -> str | None:
+    """Why a declared ptah build is not one whose documents this runner reads, or None."""
+    match = _BUILD.fullmatch(version)
+    if match is None:
+        return f"the ptah build {version!r} is not a version this runner can compare"
+    build = tuple(int(part or 0) for part in match.groups())
+    if build < MINIMUM_PTAH_BUILD:
+        first = MINIMUM_PTAH_DESCRIBE
+        return f"ptah {version} predates {first}, the first build with --json documents"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceEntry:
+    version: int
+    version_key: str
 
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
     operation: str
     operation_id: str
-    executor: str
+    ptah: str
+    engine: str
+    work_dir: str = DEFAULT_WORK_DIR
+    target_identity_digest: str | None = None
+    coordination_digest: str | None = None
+    expected_target_identity_digest: str | None = None
     execution_not_after: datetime | None = None
-    plan_dir: str | None = None
-    plan_content_digest: str | None = None
-    expect_sequence: tuple[str, ...] = ()
+    requested_reference: str = ""
+    resolved_reference: str = ""
+    verification_policy: str = ""
+    expected_artifact_type: str = ""
+    plan_dir: str = ""
+    plan_content_digest: str = ""
+    sequence_document: bytes = b""
+    sequence: tuple[SequenceEntry, ...] = ()
+    migrations_dir: str = ""
+    transaction_mode: str = "all"
+    exclude: tuple[str, ...] = ()
+    protected_tables: tuple[str, ...] = ()
     kill_grace_seconds: float = DEFAULT_KILL_GRACE
     drain_seconds: float = DEFAULT_DRAIN
     redactor: Redactor = field(default_factory=lambda: Redactor(()))
@@ -131,6 +266,10 @@ class RunConfig:
     @property
     def mutating(self) -> bool:
         return MUTATING[self.operation]
+
+    @property
+    def database(self) -> bool:
+        return self.operation not in ("resolve", "verify")
 
 
 def _clean(value: str) -> bool:
@@ -191,30 +330,168 @@ def _protocol(env: Mapping[str, str]) -> Refusal | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Inputs:
-    plan_dir: str | None = None
-    plan_content_digest: str | None = None
-    expect_sequence: tuple[str, ...] = ()
+def _invalid(message: str) -> Refusal:
+    return Refusal("configuration_invalid", message)
 
 
-def _operation_inputs(operation: str, env: Mapping[str, str]) -> _Inputs | Refusal:
-    if operation == "apply":
-        plan_dir, digest = env.get(ENV_PLAN_DIR, ""), env.get(ENV_PLAN_DIGEST, "")
-        if not plan_dir.startswith("/") or not _clean(plan_dir):
-            return Refusal("configuration_invalid", f"an apply needs {ENV_PLAN_DIR}")
-        if not _DIGEST.fullmatch(digest):
-            return Refusal("configuration_invalid", f"{ENV_PLAN_DIGEST} is not a sha256 digest")
-        return _Inputs(plan_dir=plan_dir, plan_content_digest=digest)
-    if operation == "migration-apply":
-        sequence = tuple(env.get(ENV_EXPECT_SEQUENCE, "").split(","))
-        if not all(_VERSION.fullmatch(v) for v in sequence) or len(set(sequence)) != len(sequence):
+def reference_problem(reference: str, what: str) -> str | None:
+    """Why an OCI reference may not go on ptah's command line, or None."""
+    if not _clean(reference) or reference.startswith("-") or " " in reference:
+        return f"{what} is not one clean word"
+    if password_of(reference if "://" in reference else "oci://" + reference):
+        return f"{what} carries a credential, and a command line is readable by the whole node"
+    return None
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | Refusal:
+    raw = env.get(name, "")
+    items = tuple(item for item in raw.split(",") if item) if raw else ()
+    if not all(_LIST_ITEM.fullmatch(item) for item in items):
+        return _invalid(f"{name} must be a comma-separated list of object names")
+    return items
+
+
+def parse_sequence(raw: str, digest: str) -> tuple[bytes, tuple[SequenceEntry, ...]] | Refusal:
+    """The approved sequence ptah's --expect-sequence file holds, checked against its digest.
+
+    The document is ptah's own shape, ``{"migrations":[{"version":N,"version_key":"…"}]}``,
+    written by the controller and sealed by its digest; the runner passes the same bytes.
+    """
+    data = raw.encode("utf-8")
+    if len(data) > MAX_SEQUENCE_BYTES:
+        return _invalid(f"{ENV_SEQUENCE} is longer than {MAX_SEQUENCE_BYTES} bytes")
+    if not _DIGEST.fullmatch(digest):
+        return _invalid(f"{ENV_SEQUENCE_DIGEST} is not a sha256 digest")
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        return Refusal(
+            "migration_sequence_mismatch",
+            "the approved migration sequence does not have the digest the claim sealed",
+        )
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        return _invalid(f"{ENV_SEQUENCE} is not JSON")
+    migrations = document.get("migrations") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or set(document) != {"migrations"} or not migrations:
+        return _invalid(f"{ENV_SEQUENCE} must hold exactly a non-empty migrations list")
+    entries: list[SequenceEntry] = []
+    for item in migrations:
+        if not isinstance(item, dict) or set(item) != {"version", "version_key"}:
+            return _invalid(f"{ENV_SEQUENCE} entries hold exactly version and version_key")
+        version, key = item["version"], item["version_key"]
+        if type(version) is not int or version <= 0 or not isinstance(key, str):
+            return _invalid(f"{ENV_SEQUENCE} versions are positive integers with a key")
+        if not _KEY_VERSION.fullmatch(key):
+            return _invalid(f"{ENV_SEQUENCE} holds a version key that is not one word")
+        entries.append(SequenceEntry(version, key))
+    if len({e.version for e in entries}) != len(entries):
+        return _invalid(f"{ENV_SEQUENCE} names a version twice")
+    return data, tuple(entries)
+
+
+def _absolute(env: Mapping[str, str], name: str) -> str | Refusal:
+    value = env.get(name, "")
+    if not value.startswith("/") or not _clean(value):
+        return _invalid(f"{name} must be an absolute path")
+    return value
+
+
+def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, object] | Refusal:
+    found: dict[str, object] = {}
+    if operation in ("resolve", "verify"):
+        reference = env.get(
+            ENV_REQUESTED_REFERENCE if operation == "resolve" else ENV_RESOLVED_REFERENCE, ""
+        )
+        name = ENV_REQUESTED_REFERENCE if operation == "resolve" else ENV_RESOLVED_REFERENCE
+        problem = reference_problem(reference, name)
+        if problem:
             return Refusal(
-                "configuration_invalid",
-                f"{ENV_EXPECT_SEQUENCE} must list distinct migration versions, comma-separated",
+                "configuration_invalid" if "credential" not in problem else "credential_in_argv",
+                problem,
             )
-        return _Inputs(expect_sequence=sequence)
-    return _Inputs()
+        found["requested_reference" if operation == "resolve" else "resolved_reference"] = reference
+    if operation == "verify":
+        policy = _absolute(env, ENV_VERIFICATION_POLICY)
+        if isinstance(policy, Refusal):
+            return policy
+        artifact_type = env.get(ENV_EXPECTED_ARTIFACT_TYPE, "")
+        if not _clean(artifact_type):
+            return _invalid(f"{ENV_EXPECTED_ARTIFACT_TYPE} must name the artifact type")
+        found.update(verification_policy=policy, expected_artifact_type=artifact_type)
+    if operation == "apply":
+        plan_dir = _absolute(env, ENV_PLAN_DIR)
+        if isinstance(plan_dir, Refusal):
+            return plan_dir
+        digest = env.get(ENV_PLAN_DIGEST, "")
+        if not _DIGEST.fullmatch(digest):
+            return _invalid(f"{ENV_PLAN_DIGEST} is not a sha256 digest")
+        found.update(plan_dir=plan_dir, plan_content_digest=digest)
+    if operation in ("observe", "plan") and not env.get(ENV_SCHEMA_FILE, "").startswith("/"):
+        return _invalid(f"{operation} needs {ENV_SCHEMA_FILE}, the schema the fetch step pulled")
+    if operation == "plan":
+        for name, key in ((ENV_EXCLUDE, "exclude"), (ENV_PROTECTED_TABLES, "protected_tables")):
+            listed = _list(env, name)
+            if isinstance(listed, Refusal):
+                return listed
+            found[key] = listed
+    if operation in ("migration-history", "migration-apply"):
+        directory = _absolute(env, ENV_MIGRATIONS_DIR)
+        if isinstance(directory, Refusal):
+            return directory
+        found["migrations_dir"] = directory
+    if operation == "migration-apply":
+        sequence = parse_sequence(env.get(ENV_SEQUENCE, ""), env.get(ENV_SEQUENCE_DIGEST, ""))
+        if isinstance(sequence, Refusal):
+            return sequence
+        mode = env.get(ENV_TRANSACTION_MODE, "all")
+        if mode not in ("all", "file", "none"):
+            return _invalid(f"{ENV_TRANSACTION_MODE} must be all, file or none")
+        found.update(sequence_document=sequence[0], sequence=sequence[1], transaction_mode=mode)
+    return found
+
+
+def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, object] | Refusal:
+    """The database a database operation opens, as the runner may state it."""
+    url = env.get(ENV_DB_URL, "")
+    if operation in ("resolve", "verify"):
+        # Resolve and Verify talk to a registry; a Job that holds a database
+        # credential for them holds one nobody needs.
+        if url:
+            return _invalid(f"{operation} reads an artifact and must not hold {ENV_DB_URL}")
+        return {}
+    if not url:
+        return _invalid(f"{ENV_DB_URL} is not set")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ENGINE_SCHEMES[engine]:
+        return Refusal(
+            "dialect_mismatch",
+            f"the database URL is not a {engine} URL, and the claim was made for {engine}",
+        )
+    identity = target_identity_digest(engine, url)
+    if identity is None:
+        return _invalid("the database URL names no host")
+    expected = env.get(ENV_EXPECTED_TARGET) or None
+    if expected is not None and not _DIGEST.fullmatch(expected):
+        return _invalid(f"{ENV_EXPECTED_TARGET} is not a sha256 digest")
+    if expected is not None and expected != identity:
+        # The plan was made against another database than this URL opens now.
+        return Refusal(
+            "target_identity_mismatch",
+            "the database URL routes to another database than the one the plan was made for",
+        )
+    coordination = env.get(ENV_COORDINATION_DIGEST) or None
+    if coordination is not None and not _DIGEST.fullmatch(coordination):
+        return _invalid(f"{ENV_COORDINATION_DIGEST} is not a sha256 digest")
+    secrets = list(secrets_of(url))
+    dev_url = env.get(ENV_DEV_URL, "")
+    if dev_url:
+        secrets.extend(secrets_of(dev_url))
+    return {
+        "target_identity_digest": identity,
+        "coordination_digest": coordination,
+        "expected_target_identity_digest": expected,
+        "redactor": Redactor(secrets),
+    }
 
 
 def prepare(
@@ -224,24 +501,28 @@ def prepare(
     refusal = _protocol(env)
     if refusal:
         return refusal
-    executor = env.get(ENV_EXECUTOR, "")
-    if not executor.startswith("/") or not _clean(executor):
-        return Refusal("configuration_invalid", f"{ENV_EXECUTOR} must be an absolute path")
-    if env.get(ENV_ENGINE) not in ENGINES:
-        return Refusal("configuration_invalid", f"{ENV_ENGINE} must be PostgreSQL or MySQL")
-    url = env.get(ENV_DATABASE_URL, "")
-    if not url:
-        return Refusal("configuration_invalid", f"{ENV_DATABASE_URL} is not set")
+    ptah = env.get(ENV_PTAH_BINARY, "")
+    if not ptah.startswith("/") or not _clean(ptah):
+        return _invalid(f"{ENV_PTAH_BINARY} must be an absolute path")
+    problem = build_problem(env.get(ENV_PTAH_VERSION, ""))
+    if problem:
+        return Refusal("ptah_build_unsupported", problem)
+    engine = env.get(ENV_ENGINE, "")
+    if engine not in ENGINES:
+        return Refusal("dialect_mismatch", f"{ENV_ENGINE} must be PostgreSQL or MySQL")
     raw_deadline = env.get(ENV_NOT_AFTER)
     deadline = parse_time(raw_deadline) if raw_deadline is not None else None
     if raw_deadline is not None and deadline is None:
-        return Refusal("configuration_invalid", f"{ENV_NOT_AFTER} is not an RFC 3339 time")
+        return _invalid(f"{ENV_NOT_AFTER} is not an RFC 3339 time")
     if deadline is None and MUTATING[operation]:
         # Without a deadline nothing stops the child before the Lease lapses, and a
         # mutation running past it would share the database with the next claimant.
         return Refusal("execution_deadline_missing", "a mutating operation needs a deadline")
     if deadline is not None and deadline <= now:
         return Refusal("execution_deadline_passed", "the claim's execution deadline has passed")
+    database = _database(operation, env, engine)
+    if isinstance(database, Refusal):
+        return database
     inputs = _operation_inputs(operation, env)
     if isinstance(inputs, Refusal):
         return inputs
@@ -251,42 +532,18 @@ def prepare(
     drain = _seconds(env, ENV_DRAIN, DEFAULT_DRAIN)
     if isinstance(drain, Refusal):
         return drain
+    work_dir = env.get(ENV_WORK_DIR, DEFAULT_WORK_DIR)
+    if not work_dir.startswith("/") or not _clean(work_dir):
+        return _invalid(f"{ENV_WORK_DIR} must be an absolute path")
     return RunConfig(
         operation=operation,
         operation_id=operation_id,
-        executor=executor,
+        ptah=ptah,
+        engine=engine,
+        work_dir=work_dir,
         execution_not_after=deadline,
-        plan_dir=inputs.plan_dir,
-        plan_content_digest=inputs.plan_content_digest,
-        expect_sequence=inputs.expect_sequence,
         kill_grace_seconds=grace,
         drain_seconds=drain,
-        redactor=Redactor(secrets_of(url)),
+        **database,  # type: ignore[arg-type]
+        **inputs,  # type: ignore[arg-type]
     )
-
-
-def executor_argv(config: RunConfig) -> list[str]:
-    """The executor's command line. Everything else it reads from the environment."""
-    arguments: dict[str, list[str]] = {
-        "resolve": ["resolve"],
-        "verify": ["verify"],
-        "observe": ["observe"],
-        "plan": ["plan"],
-        "apply": [
-            "apply",
-            "--plan-dir",
-            config.plan_dir or "",
-            "--plan-content-digest",
-            config.plan_content_digest or "",
-        ],
-        "migration-history": ["migrations", "history"],
-        # ptah compares the approved sequence with what it selects under its own
-        # migration lock, and refuses before changing anything when history moved.
-        "migration-apply": [
-            "migrations",
-            "up",
-            "--expect-sequence",
-            ",".join(config.expect_sequence),
-        ],
-    }
-    return [config.executor, *arguments[config.operation], "--output", "json"]

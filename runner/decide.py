@@ -1,28 +1,53 @@
-"""From what the child did to the account the runner gives: one pure function.
+"""From what ptah did to the account the runner gives: pure functions, one per operation.
 
-The executor reports on its stdout one JSON object: the result's fields the runner
-cannot know itself (the database it opened, whether its mutation started, its error,
-its operation's section). The runner adds what only it knows (the protocol version,
-the operation and attempt, the child's exit status) and holds the two together.
+ptah prints its own documents (``documents``); the runner states everything a frame
+carries that ptah does not: the protocol, the operation and attempt, the child's exit
+status, the database it opened (``targetIdentityDigest``, derived from the URL) and the
+realm. A frame says what ptah's documents and exit codes mean together:
 
-Whenever the runner cannot establish what a mutating child did, the account is
-``uncertain``, never ``failed``: a child killed at the deadline, one that crashed,
-one whose output was cut or garbled, one whose exit status contradicts its report,
-may each have changed the database, and a "failed" would let the controller plan
-again over a change nobody recorded. Only a child that never started, or one that
-reported in full that it refused before changing anything, failed for certain.
+* exit 0 is success, 1 an expected negative (drift found, a verification finding), 2
+  a usage or runtime error, 128+n a death by signal n (ptah's exit-code contract);
+* for Apply and migration Apply, a document that says nothing reached the target
+  (``refused``, ``failed``) is a certain failure that never started, and so is a
+  usage error that printed no document (cobra refuses a command line before any of
+  it runs). Whenever the runner cannot establish what a mutating child did, the
+  account is ``uncertain``, never ``failed``: a child killed at the deadline, one that
+  crashed, one whose output was cut, garbled or contradicts its exit status, may each
+  have changed the database, and a "failed" would let the controller plan again over
+  a change nobody recorded.
+
+Messages quote ptah's own error text only for the commands that cannot quote SQL:
+``schema plan`` and ``schema apply`` put statements (and their row values) in errors,
+so their frames name a code and never ptah's sentence.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
 from runner.config import Redactor, Refusal, RunConfig
+from runner.documents import (
+    ApplyReport,
+    Document,
+    DocumentError,
+    DriftDocument,
+    InspectDocument,
+    PlanReport,
+    ResolveDocument,
+    RunDocument,
+    StatusDocument,
+    VerifyDocument,
+    decode,
+)
+from runner.planfile import PlanRefused, decode_plan, dialect_matches
 from runner.result import (
     MAX_MESSAGE,
     MUTATING,
@@ -31,12 +56,19 @@ from runner.result import (
     RunnerResult,
     first_problem,
     runner_operation,
-    strict_json,
 )
 
-# The fields only the runner may state; an executor that states them is not believed.
-RUNNER_FIELDS: Final = ("protocolVersion", "operation", "operationId", "childExitCode")
+_D = TypeVar("_D", bound=Document)
 _WHITESPACE: Final = re.compile(r"[\x00-\x20\x7f]+")
+_VERSION_WORD: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+# What a Go program prints when its runtime, not its code, ends it: a panic exits 2
+# like a usage error does, and may have happened in the middle of a statement.
+GO_CRASH: Final = (b"panic:", b"fatal error:", b"goroutine ")
+EXIT_NEGATIVE: Final = 1
+EXIT_ERROR: Final = 2
+MAX_FINDINGS: Final = 64
+INVALID: Final = "executor_report_invalid"
+INCONSISTENT: Final = "executor_inconsistent"
 
 
 class Stop(enum.Enum):
@@ -49,15 +81,22 @@ class Stop(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ChildOutcome:
-    """What supervising the child established. ``returncode`` is Popen's (-n: signal n)."""
+    """What supervising one ptah run established. ``returncode`` is Popen's (-n: signal n)."""
 
     started: bool
     start_error: str | None = None
     stop: Stop = Stop.EXITED
     returncode: int | None = None
     stdout: bytes = b""
+    # The head of the child's stderr, kept in memory to tell a usage error from a
+    # crash; it is never printed for a command whose stderr is discarded.
+    stderr: bytes = b""
     # Why the child's stdout cannot be taken as its whole report, or None.
     output_problem: str | None = None
+
+    @property
+    def code(self) -> int:
+        return exit_code(self.returncode)
 
 
 def exit_code(returncode: int | None) -> int:
@@ -71,6 +110,14 @@ def one_line(text: str, redactor: Redactor, limit: int = MAX_MESSAGE) -> str:
     """Redacted, on one line, and short enough for a frame."""
     text = _WHITESPACE.sub(" ", redactor.text(text)).strip() or "no message"
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def refused(operation: str, operation_id: str, refusal: Refusal) -> RunnerResult:
@@ -87,81 +134,68 @@ def refused(operation: str, operation_id: str, refusal: Refusal) -> RunnerResult
     )
 
 
+def _identity(config: RunConfig) -> dict[str, Any]:
+    if not config.database:
+        return {}
+    return {
+        "target_identity_digest": config.target_identity_digest,
+        "coordination_digest": config.coordination_digest,
+    }
+
+
+def account(
+    config: RunConfig,
+    code: int,
+    *,
+    error: tuple[str, str] | None = None,
+    started: bool = False,
+    uncertain: bool = False,
+    **section: Any,
+) -> RunnerResult:
+    """A frame of this run: the runner's fields, the outcome, and the operation's section.
+
+    A section built from ptah's values that a frame may not carry (a plan longer than
+    a frame holds, a version no frame can name) makes the account one of a report
+    that cannot be believed, never a runner that dies without a frame.
+    """
+    flag = config.mutating
+    fields: dict[str, Any] = {
+        "protocol_version": RUNNER_PROTOCOL_VERSION,
+        "operation": runner_operation(config.operation),
+        "operation_id": config.operation_id,
+        "child_exit_code": code,
+        "mutation_started": started if flag else None,
+        "uncertain": uncertain if flag else None,
+        **_identity(config),
+    }
+    if error:
+        fields["error"] = ErrorReport(code=error[0], message=one_line(error[1], config.redactor))
+    try:
+        return RunnerResult(**fields, **section)
+    except ValidationError as problem:
+        message = f"ptah's report cannot be framed: {first_problem(problem)}"
+        fields.update(
+            error=ErrorReport(code=INVALID, message=one_line(message, config.redactor)),
+            mutation_started=True if flag else None,
+            uncertain=True if flag else None,
+        )
+        return RunnerResult(**fields)
+
+
+def failed(config: RunConfig, code: int, error: str, message: str, **section: Any) -> RunnerResult:
+    """A certain failure: nothing reached the database (or a read-only run failed)."""
+    return account(config, code, error=(error, message), **section)
+
+
 def unaccounted(config: RunConfig, code: int, error: str, message: str) -> RunnerResult:
     """The frame of a run whose effect the runner cannot establish."""
-    flag = True if config.mutating else None
-    return RunnerResult(
-        protocol_version=RUNNER_PROTOCOL_VERSION,
-        operation=runner_operation(config.operation),
-        operation_id=config.operation_id,
-        child_exit_code=code,
-        mutation_started=flag,
-        uncertain=flag,
-        error=ErrorReport(code=error, message=one_line(message, config.redactor)),
-    )
+    if not config.mutating:
+        return failed(config, code, error, message)
+    return account(config, code, error=(error, message), started=True, uncertain=True)
 
 
-def _redacted(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor.text(value)
-    if isinstance(value, list):
-        return [_redacted(item, redactor) for item in value]
-    if isinstance(value, dict):
-        return {key: _redacted(item, redactor) for key, item in value.items()}
-    return value
-
-
-INVALID: Final = "executor_report_invalid"
-INCONSISTENT: Final = "executor_inconsistent"
-
-
-def _report(config: RunConfig, code: int, stdout: bytes) -> RunnerResult | tuple[str, str]:
-    """The child's report joined with what the runner knows, or the code and reason why not."""
-    try:
-        report = strict_json(stdout)
-    except ValueError as error:
-        return INVALID, f"the executor's report is not JSON: {error}"
-    if not isinstance(report, dict):
-        return INVALID, "the executor's report is not a JSON object"
-    named = sorted(set(report) & set(RUNNER_FIELDS))
-    if named:
-        return INVALID, f"the executor's report states {', '.join(named)}, which the runner states"
-    if report.get("error") is None and code != 0:
-        return INCONSISTENT, f"the executor exited {code} and reported success"
-    if report.get("error") is not None and code == 0:
-        return INCONSISTENT, "the executor exited 0 and reported an error"
-    # Nothing the child wrote reaches the log unredacted, whatever field it hid it in.
-    report = _redacted(report, config.redactor)
-    reported = report.get("error")
-    if isinstance(reported, dict) and isinstance(reported.get("message"), str):
-        report["error"] = {**reported, "message": one_line(reported["message"], config.redactor)}
-    report.update(
-        protocolVersion=RUNNER_PROTOCOL_VERSION,
-        operation=config.operation,
-        operationId=config.operation_id,
-        childExitCode=code,
-    )
-    try:
-        return RunnerResult.from_wire(report)
-    except ValidationError as problem:
-        return INVALID, f"the executor's report is invalid: {first_problem(problem)}"
-
-
-def _disagreement(config: RunConfig, result: RunnerResult) -> str | None:
-    """Why a well-formed report still cannot be believed, or None."""
-    applied = result.apply
-    if applied is not None and applied.plan_content_digest != config.plan_content_digest:
-        return "the executor reports applying another plan than the one it was given"
-    run = result.migration_run
-    if run is not None:
-        versions = tuple(run.applied_versions)
-        if versions != config.expect_sequence[: len(versions)]:
-            return "the executor reports applying versions outside the approved sequence"
-    return None
-
-
-def decide(config: RunConfig, child: ChildOutcome) -> RunnerResult:
-    """The account of one run."""
+def interrupted(config: RunConfig, child: ChildOutcome) -> RunnerResult | None:
+    """The account of a run that did not end on its own with whole output, or None."""
     if not child.started:
         reason = child.start_error or "it could not be started"
         return refused(
@@ -169,38 +203,444 @@ def decide(config: RunConfig, child: ChildOutcome) -> RunnerResult:
             config.operation_id,
             Refusal("executor_unavailable", f"the executor did not start: {reason}"),
         )
-    code = exit_code(child.returncode)
+    code = child.code
     if child.stop is Stop.DEADLINE:
-        return unaccounted(
-            config,
-            code,
-            "deadline_exceeded",
-            "the executor was stopped at the claim's execution deadline",
-        )
+        message = "the executor was stopped at the claim's execution deadline"
+        return unaccounted(config, code, "deadline_exceeded", message)
     if child.stop is Stop.TERMINATED:
-        return unaccounted(
-            config,
-            code,
-            "runner_terminated",
-            "the runner was told to stop and stopped the executor before it finished",
-        )
+        message = "the runner was told to stop and stopped the executor before it finished"
+        return unaccounted(config, code, "runner_terminated", message)
     if child.output_problem is not None:
+        # Truncated output is never parsed: a cut document can read as a whole one.
         return unaccounted(config, code, "executor_output_unreadable", child.output_problem)
     if child.returncode is not None and child.returncode < 0:
-        return unaccounted(
-            config, code, "executor_crashed", f"the executor was killed by signal {code - 128}"
+        message = f"the executor was killed by signal {code - 128}"
+        return unaccounted(config, code, "executor_crashed", message)
+    return None
+
+
+def usage_error(child: ChildOutcome) -> bool:
+    """Whether ptah refused its command line: exit 2, no document, no Go crash.
+
+    A usage error is raised while the command line is parsed, before anything runs;
+    a Go panic also exits 2 and prints no document, but says so on stderr.
+    """
+    return (
+        child.code == EXIT_ERROR
+        and not child.stdout.strip()
+        and bool(child.stderr.strip())
+        and not any(marker in child.stderr for marker in GO_CRASH)
+    )
+
+
+def _no_document(config: RunConfig, child: ChildOutcome, problem: DocumentError) -> RunnerResult:
+    if usage_error(child):
+        return failed(config, child.code, "executor_usage_error", "ptah refused its command line")
+    return unaccounted(config, child.code, INVALID, str(problem))
+
+
+def _decode_or_account(config: RunConfig, child: ChildOutcome, kind: type[_D]) -> _D | RunnerResult:
+    try:
+        return decode(kind, child.stdout)
+    except DocumentError as problem:
+        return _no_document(config, child, problem)
+
+
+# -- resolve and verify ------------------------------------------------------------
+
+
+def resolve_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:
+    if child.code != 0:
+        return failed(config, child.code, "resolve_failed", f"ptah oci resolve exited {child.code}")
+    doc = _decode_or_account(config, child, ResolveDocument)
+    if isinstance(doc, RunnerResult):
+        return doc
+    if doc.reference != config.requested_reference:
+        return failed(config, 0, INCONSISTENT, "ptah resolved another reference than it was given")
+    return account(
+        config,
+        0,
+        resolve={
+            "resolved_digest": doc.digest,
+            "resolved_reference": doc.pinned_reference,
+            "resolved_media_type": doc.media_type,
+            "resolved_size": doc.size,
+        },
+    )
+
+
+def verify_account(
+    config: RunConfig,
+    verify: ChildOutcome,
+    inspect: ChildOutcome | None,
+    policy_digest: str,
+) -> RunnerResult:
+    if verify.code not in (0, EXIT_NEGATIVE):
+        return failed(config, verify.code, "verify_failed", f"ptah oci verify exited {verify.code}")
+    doc = _decode_or_account(config, verify, VerifyDocument)
+    if isinstance(doc, RunnerResult):
+        return doc
+    if doc.reference != config.resolved_reference:
+        return failed(config, verify.code, INCONSISTENT, "ptah verified another reference")
+    if (verify.code == EXIT_NEGATIVE) != bool(doc.findings):
+        message = f"ptah oci verify exited {verify.code} and reported {len(doc.findings)} findings"
+        return failed(config, verify.code, INCONSISTENT, message)
+    if doc.findings:
+        names = ", ".join(f.requirement for f in doc.findings)
+        return failed(config, verify.code, "verification_failed", f"unsatisfied: {names}")
+    if inspect is None:
+        return failed(config, -1, INCONSISTENT, "the artifact was not inspected")
+    stopped = interrupted(config, inspect)
+    if stopped is not None:
+        return stopped
+    if inspect.code != 0:
+        return failed(
+            config, inspect.code, "inspect_failed", f"ptah oci inspect exited {inspect.code}"
         )
-    result = _report(config, code, child.stdout)
-    if isinstance(result, tuple):
-        return unaccounted(config, code, *result)
-    problem = _disagreement(config, result)
-    if problem:
-        return unaccounted(config, code, INCONSISTENT, problem)
-    return result
+    described = _decode_or_account(config, inspect, InspectDocument)
+    if isinstance(described, RunnerResult):
+        return described
+    if described.digest != doc.digest:
+        return failed(config, 0, INCONSISTENT, "ptah inspected another artifact than it verified")
+    if described.artifact_type != config.expected_artifact_type:
+        found, wanted = described.artifact_type, config.expected_artifact_type
+        message = f"the artifact is a {found!r}, not a {wanted!r}"
+        return failed(config, 0, "artifact_type_mismatch", message)
+    return account(
+        config,
+        0,
+        verify={
+            "verification_policy_digest": policy_digest,
+            "verification_requirements": list(doc.satisfied),
+        },
+    )
+
+
+# -- observe -----------------------------------------------------------------------
+
+
+def drift_report_digest(doc: DriftDocument) -> str:
+    """What one comparison found, for audit: not a schema fingerprint (only a plan's is)."""
+    return sha256_digest(
+        canonical(
+            {
+                "dialect": doc.dialect.strip().lower(),
+                "ignored_tables": list(doc.ignored_tables),
+                "diff": doc.diff,
+            }
+        )
+    )
+
+
+def observe_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:
+    if child.code not in (0, EXIT_NEGATIVE):
+        return failed(config, child.code, "drift_failed", f"ptah schema drift exited {child.code}")
+    doc = _decode_or_account(config, child, DriftDocument)
+    if isinstance(doc, RunnerResult):
+        return doc
+    if doc.error:
+        return failed(config, child.code, "drift_failed", doc.error)
+    if doc.failed != (child.code == EXIT_NEGATIVE):
+        message = f"ptah schema drift exited {child.code} and reported failed={doc.failed}"
+        return failed(config, child.code, INCONSISTENT, message)
+    if not isinstance(doc.diff, dict):
+        return failed(config, child.code, INVALID, "the drift report carries no comparison")
+    if not dialect_matches(config.engine, doc.dialect):
+        message = f"ptah observed a {doc.dialect!r} database, and the claim is for {config.engine}"
+        return failed(config, child.code, "dialect_mismatch", message)
+    findings = [f.model_dump() for f in doc.findings]
+    return account(
+        config,
+        child.code,
+        observe={
+            "observed_dialect": doc.dialect,
+            "observed_drift": doc.drift,
+            "highest_drift_severity": doc.highest_severity if doc.drift else None,
+            "drift_finding_count": len(findings),
+            "drift_findings": findings[:MAX_FINDINGS],
+            "drift_findings_truncated": len(findings) > MAX_FINDINGS,
+            "drift_report_digest": drift_report_digest(doc),
+        },
+    )
+
+
+# -- plan --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRun:
+    """One ``schema plan`` run and the bytes of the file it saved (None: none read)."""
+
+    child: ChildOutcome
+    saved: bytes | None = None
+
+
+def _plan_refusal(config: RunConfig, code: int, report: PlanReport) -> RunnerResult:
+    refusal = report.refusal
+    if refusal is None:
+        return failed(config, code, "plan_failed", "ptah could not make the plan")
+    tables = f" ({', '.join(refusal.tables)})" if refusal.tables else ""
+    return failed(config, code, "plan_refused", f"ptah refused the plan: {refusal.code}{tables}")
+
+
+def plan_report(config: RunConfig, run: PlanRun) -> PlanReport | RunnerResult:
+    """The first look at a plan run: its report, or the account that ends the run."""
+    stopped = interrupted(config, run.child)
+    if stopped is not None:
+        return stopped
+    report = _decode_or_account(config, run.child, PlanReport)
+    if isinstance(report, RunnerResult):
+        return report
+    success = report.outcome in ("changes", "no-changes")
+    if success != (run.child.code == 0):
+        message = f"ptah schema plan exited {run.child.code} and reported {report.outcome}"
+        return failed(config, run.child.code, INCONSISTENT, message)
+    if not success:
+        return _plan_refusal(config, run.child.code, report)
+    return report
+
+
+def plan_account(
+    config: RunConfig,
+    first: PlanRun,
+    second: PlanRun | None,
+    validation: ChildOutcome | None,
+) -> RunnerResult:
+    report = plan_report(config, first)
+    if isinstance(report, RunnerResult):
+        return report
+    again = plan_report(config, second) if second is not None else None
+    if isinstance(again, RunnerResult):
+        return again
+    if again is None or again.outcome != report.outcome:
+        return failed(config, 0, "plan_unstable", "two plans of the same inputs disagree")
+    if report.outcome == "no-changes":
+        return account(
+            config,
+            0,
+            plan={
+                "plan_outcome": "NoChanges",
+                "plan_content_digest": sha256_digest(b""),
+                "statement_count": 0,
+            },
+        )
+    content, repeated = first.saved, second.saved if second else None
+    if content is None or repeated is None:
+        return failed(config, 0, INVALID, "ptah reported a saved plan the runner cannot read")
+    if content != repeated:
+        return failed(
+            config, 0, "plan_unstable", "two plans of the same inputs differ in their bytes"
+        )
+    digest = sha256_digest(content)
+    if report.plan_digest != digest or again.plan_digest != digest:
+        return failed(
+            config, 0, INCONSISTENT, "ptah's plan digest is not the digest of its plan file"
+        )
+    try:
+        plan = decode_plan(content, config.engine)
+    except PlanRefused as refusal:
+        return failed(config, 0, refusal.code, str(refusal))
+    checked = _validation_problem(config, validation, digest)
+    if checked is not None:
+        return checked
+    return account(
+        config,
+        0,
+        plan={
+            "plan_outcome": "Changes",
+            "plan_content_digest": digest,
+            "statement_count": len(plan.statements),
+            "destructive": plan.any_destructive,
+            "stdout": content.decode("utf-8"),
+        },
+    )
+
+
+def _validation_problem(
+    config: RunConfig, validation: ChildOutcome | None, digest: str
+) -> RunnerResult | None:
+    """Why ptah's own dry run of the saved plan does not vouch for it, or None."""
+    if validation is None:
+        return failed(config, -1, INCONSISTENT, "the plan was not validated")
+    stopped = interrupted(config, validation)
+    if stopped is not None:
+        return stopped
+    report = _decode_or_account(config, validation, ApplyReport)
+    if isinstance(report, RunnerResult):
+        return report
+    code = validation.code
+    if report.outcome != "dry-run" or code != 0:
+        detail = f": {report.refusal.code}" if report.refusal else ""
+        message = f"ptah's dry run of the plan reported {report.outcome}{detail}"
+        return failed(config, code, "plan_validation_failed", message)
+    if report.plan_digest and report.plan_digest != digest:
+        return failed(config, code, INCONSISTENT, "ptah dry-ran another plan than it saved")
+    return None
+
+
+# -- apply -------------------------------------------------------------------------
+
+
+def apply_account(config: RunConfig, child: ChildOutcome, statement_count: int) -> RunnerResult:
+    stopped = interrupted(config, child)
+    if stopped is not None:
+        return stopped
+    report = _decode_or_account(config, child, ApplyReport)
+    if isinstance(report, RunnerResult):
+        return report
+    code, outcome = child.code, report.outcome
+    if report.plan_digest and report.plan_digest != config.plan_content_digest:
+        return unaccounted(config, code, INCONSISTENT, "ptah reports applying another plan")
+    if outcome == "applied":
+        if code != 0:
+            return unaccounted(
+                config, code, INCONSISTENT, f"ptah reported applied and exited {code}"
+            )
+        section = {
+            "plan_content_digest": config.plan_content_digest,
+            "statement_count": len(report.statements) or statement_count,
+        }
+        return account(config, 0, started=True, apply=section)
+    if outcome in ("refused", "failed", "no-changes"):
+        # ptah's contract: nothing of the plan reached the target.
+        if code == 0:
+            return unaccounted(config, code, INCONSISTENT, f"ptah reported {outcome} and exited 0")
+        if outcome == "refused":
+            assert report.refusal is not None
+            refusal = report.refusal
+            moved = f" ({refusal.changed} moved)" if refusal.changed else ""
+            return failed(
+                config, code, "apply_refused", f"ptah refused the plan: {refusal.code}{moved}"
+            )
+        if outcome == "no-changes":
+            return failed(
+                config, code, "apply_no_changes", "ptah found nothing to apply in the plan"
+            )
+        return failed(config, code, "apply_failed", "ptah could not apply the plan; nothing ran")
+    if outcome == "dry-run":
+        return unaccounted(config, code, INCONSISTENT, "ptah reported a dry run of a real apply")
+    if outcome == "canceled":
+        return unaccounted(config, code, "apply_canceled", "ptah's apply was canceled part way")
+    return unaccounted(
+        config, code, "apply_outcome_unknown", "ptah sent the plan and cannot say what ran"
+    )
+
+
+# -- migrations --------------------------------------------------------------------
+
+
+def _key(version: int, records: Sequence[Any]) -> str:
+    for record in records:
+        if record.version == version and _VERSION_WORD.fullmatch(record.version_key or ""):
+            return str(record.version_key)
+    return str(version)
+
+
+def history_section(doc: StatusDocument) -> dict[str, Any]:
+    """The frame's history section from ptah's status document."""
+    records = doc.migrations
+    pending = doc.versions_in("pending", "out-of-order")
+    fingerprint = sha256_digest(canonical(doc.model_dump(mode="json")))
+    return {
+        "contract_version": doc.contract_version,
+        "current_version": _key(doc.current_version, records) if doc.current_version else None,
+        "checkpoint_version": _key(doc.checkpoint_version, records)
+        if doc.checkpoint_version
+        else None,
+        "applied_count": len(doc.versions_in("applied", "modified", "dirty", "checkpoint-covered")),
+        "pending_count": len(pending),
+        "pending": [
+            {
+                "version": _key(m.version, records),
+                "name": m.description or None,
+                "digest": sha256_digest(canonical([m.version, m.version_key, m.checksum])),
+            }
+            for m in pending[:256]
+        ],
+        "fingerprint": fingerprint,
+        "dirty": doc.dirty_revision is not None or bool(doc.versions_in("dirty")),
+        "modified_versions": [_key(m.version, records) for m in doc.versions_in("modified")][:256],
+        "out_of_order_versions": [
+            _key(m.version, records) for m in doc.versions_in("out-of-order")
+        ][:256],
+    }
+
+
+def history_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:
+    if child.code not in (0, EXIT_NEGATIVE):
+        message = f"ptah migrations status exited {child.code}"
+        return failed(config, child.code, "history_failed", message)
+    doc = _decode_or_account(config, child, StatusDocument)
+    if isinstance(doc, RunnerResult):
+        return doc
+    if child.code == EXIT_NEGATIVE and not doc.has_pending_changes:
+        message = "ptah migrations status exited 1 without pending migrations"
+        return failed(config, child.code, INCONSISTENT, message)
+    try:
+        return account(config, child.code, migration_history=history_section(doc))
+    except ValidationError as error:
+        return failed(config, child.code, INVALID, first_problem(error))
+
+
+_RUN_OUTCOMES: Final = {
+    "up-to-date": "UpToDate",
+    "applied": "Applied",
+    "failed": "Failed",
+    "partial": "Partial",
+    "unknown": "Unknown",
+}
+
+
+def migration_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:
+    stopped = interrupted(config, child)
+    if stopped is not None:
+        return stopped
+    doc = _decode_or_account(config, child, RunDocument)
+    if isinstance(doc, RunnerResult):
+        return doc
+    code, approved = child.code, [entry.version for entry in config.sequence]
+    keys = {entry.version: entry.version_key for entry in config.sequence}
+    if doc.applied != approved[: len(doc.applied)]:
+        return unaccounted(config, code, INCONSISTENT, "ptah reports versions outside the approval")
+    versions = [keys[v] for v in doc.applied]
+    outcome = doc.outcome
+    error_text = one_line(doc.error, config.redactor) if doc.error else ""
+    if outcome == "applied":
+        if code != 0 or doc.applied != approved:
+            return unaccounted(
+                config, code, INCONSISTENT, "ptah's applied run is not the approved one"
+            )
+        run = {"outcome": "Applied", "applied_versions": versions}
+        return account(config, 0, started=True, migration_run=run)
+    if outcome == "failed":
+        if code == 0 or doc.applied:
+            return unaccounted(config, code, INCONSISTENT, "ptah's failed run contradicts itself")
+        run = {"outcome": "Failed", "applied_versions": []}
+        message = error_text or "ptah ran no migration"
+        return account(config, code, error=("migration_failed", message), migration_run=run)
+    if outcome == "partial" and code != 0 and doc.applied:
+        run = {"outcome": "Partial", "applied_versions": versions}
+        message = error_text or "ptah applied some of the approved migrations"
+        return account(
+            config, code, error=("migration_partial", message), started=True, migration_run=run
+        )
+    if outcome == "unknown":
+        run = {"outcome": "Unknown", "applied_versions": versions}
+        message = error_text or "ptah cannot say what the run applied"
+        return account(
+            config,
+            code,
+            error=("migration_outcome_unknown", message),
+            started=True,
+            uncertain=True,
+            migration_run=run,
+        )
+    # up-to-date under an approved sequence is what ptah's plan guard makes impossible,
+    # and a dry run is not what it was told to do: neither can be believed.
+    return unaccounted(config, code, INCONSISTENT, f"ptah reported {outcome} for the approved run")
 
 
 def too_large(config: RunConfig, result: RunnerResult) -> RunnerResult:
     """The account that replaces one too large for a frame; it keeps no section."""
-    # For a mutating run this is uncertain: what it reported is lost with the rest.
     message = "the executor's result is larger than a result frame may carry"
     return unaccounted(config, result.child_exit_code, "result_too_large", message)

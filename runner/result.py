@@ -58,6 +58,8 @@ SECTION_OF: Final[dict[str, str]] = {
     "migration-history": "migration_history",
     "migration-apply": "migration_run",
 }
+# Where ptah's exit 1 is an answer, not a failure (``schema drift``, ``migrations status``).
+EXPECTED_NEGATIVE: Final = frozenset({"observe", "migration-history"})
 MAX_OPERATION_ID: Final = 253
 MAX_MESSAGE: Final = 1024
 MAX_PLAN_TEXT: Final = 1024 * 1024
@@ -85,7 +87,8 @@ OperationId = Annotated[
 ErrorCode = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")]
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
-Severity = Literal["info", "warning", "destructive"]
+# ptah's severities, as its drift and plan documents spell them.
+Severity = Literal["safe", "info", "warning", "error", "destructive"]
 RunOutcome = Literal["UpToDate", "Applied", "Failed", "Partial", "Unknown"]
 
 
@@ -132,8 +135,10 @@ class VerifySection(Model):
 
 
 class DriftFinding(Model):
-    kind: Line
-    object: Line
+    """One category of ptah's drift summary; the raw diff is never framed."""
+
+    category: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+    count: Annotated[int, Field(ge=1, le=2**31 - 1)]
     severity: Severity
 
 
@@ -148,8 +153,6 @@ class ObserveSection(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> ObserveSection:
-        if self.observed_drift != (self.drift_finding_count > 0):
-            raise ValueError("observedDrift must say whether any drift finding was counted")
         if (self.highest_drift_severity is None) == self.observed_drift:
             raise ValueError("a highest drift severity is reported exactly when there is drift")
         listed = len(self.drift_findings)
@@ -341,7 +344,9 @@ class RunnerResult(Model):
         if self.error_code == PROTOCOL_MISMATCH and self.child_exit_code != -1:
             return "a protocol refusal is made before any child runs"
         if self.error is None:
-            if self.child_exit_code != 0:
+            # ptah exits 1 for an expected negative: drift found, migrations pending.
+            allowed = (0, 1) if self.operation in EXPECTED_NEGATIVE else (0,)
+            if self.child_exit_code not in allowed:
                 return "a successful result comes from a child that exited 0"
             if own not in sections:
                 return f"a successful {self.operation} result carries its {own} section"

@@ -22,23 +22,47 @@ and a sentence that echoed "what was wrong with it" would publish it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from runner import ptahcli
 from runner.config import (
     Refusal,
     RunConfig,
     bind,
-    executor_argv,
     prepare,
     termination_log,
 )
-from runner.decide import decide, refused, too_large
+from runner.decide import (
+    ChildOutcome,
+    PlanRun,
+    apply_account,
+    history_account,
+    interrupted,
+    migration_account,
+    observe_account,
+    plan_account,
+    refused,
+    resolve_account,
+    sha256_digest,
+    too_large,
+    verify_account,
+)
 from runner.errors import ConfigurationError, FrameTooLarge, SummaryRefused
+from runner.planfile import (
+    MAX_PLAN_BYTES,
+    PlanRefused,
+    decode_plan,
+    reconstruct,
+    write_private,
+)
 from runner.protocol import Frame, encode_frame
 from runner.result import RunnerResult
 from runner.summary import encode_summary, summary_of, write_summary
@@ -48,38 +72,164 @@ EXIT_FRAME_WRITTEN: Final = 0
 EXIT_UNBOUND: Final = 2
 EXIT_FRAME_UNWRITTEN: Final = 3
 PREFIX: Final = "ptah-runner: "
+# What the runner echoes of an error to its own stderr (the frame carries less).
+MAX_ECHO: Final = 4096
+MAX_POLICY_BYTES: Final = 1024 * 1024
 
 
 def _say(fd: int) -> Callable[[str], None]:
     def say(sentence: str) -> None:
         # When stderr is gone there is nowhere left to say it.
         with contextlib.suppress(OSError):
-            write_all(fd, (PREFIX + sentence + "\n").encode("utf-8", "replace"))
+            data = (PREFIX + sentence).encode("utf-8", "replace")[:MAX_ECHO]
+            write_all(fd, data + b"\n")
 
     return say
 
 
-def run_child(config: RunConfig, env: Mapping[str, str], stderr_fd: int) -> RunnerResult:
-    """Run the executor under the deadline and decide its account."""
-    deadline: float | None = None
-    if config.execution_not_after is not None:
-        # The deadline is wall-clock; the wait is measured on the monotonic clock, so a
-        # clock step during the run neither shortens nor stretches it.
-        remaining = (config.execution_not_after - datetime.now(UTC)).total_seconds()
-        deadline = time.monotonic() + remaining
-    relay = Relay(lambda data: write_all(stderr_fd, data), config.redactor)
-    limits = Limits(kill_grace=config.kill_grace_seconds, drain=config.drain_seconds)
-    with stop_signals() as (stop_requested, stop_fd):
-        child = supervise(
-            executor_argv(config),
-            env=env,
-            deadline=deadline,
-            relay=relay,
-            limits=limits,
-            stop_fd=stop_fd,
-            stop_requested=stop_requested,
+class _Refused(Exception):
+    """The run stops before a child it has not started: nothing changed."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class _Session:
+    """One run's ptah children: each under the deadline, each checked before exec."""
+
+    def __init__(self, config: RunConfig, stderr_fd: int, stop: tuple[Callable[[], bool], int]):
+        self.config = config
+        self.relay = Relay(lambda data: write_all(stderr_fd, data), config.redactor)
+        self.stop_requested, self.stop_fd = stop
+        self.limits = Limits(kill_grace=config.kill_grace_seconds, drain=config.drain_seconds)
+
+    def run(self, step: ptahcli.Step) -> ChildOutcome:
+        config = self.config
+        problem = ptahcli.argv_problem(step.argv, config.redactor) or (
+            ptahcli.database_env_problem(step)
         )
-    return decide(config, child)
+        if problem:
+            raise _Refused(Refusal("credential_in_argv", problem))
+        deadline: float | None = None
+        if config.execution_not_after is not None:
+            # Checked again immediately before exec: preparing the run (the plan's
+            # chunks, an earlier step) takes time, and a child started after the
+            # deadline would run while the Lease may already be someone else's.
+            remaining = (config.execution_not_after - datetime.now(UTC)).total_seconds()
+            if remaining <= 0:
+                raise _Refused(
+                    Refusal(
+                        "execution_deadline_passed",
+                        "the claim's execution deadline passed before ptah ran",
+                    )
+                )
+            # The deadline is wall-clock; the wait is measured on the monotonic clock,
+            # so a clock step during the run neither shortens nor stretches it.
+            deadline = time.monotonic() + remaining
+        return supervise(
+            step.argv,
+            env=dict(step.env),
+            deadline=deadline,
+            relay=self.relay if step.relay_stderr else None,
+            limits=self.limits,
+            stop_fd=self.stop_fd,
+            stop_requested=self.stop_requested,
+        )
+
+
+def _read_bounded(path: str, limit: int) -> bytes | None:
+    try:
+        with Path(path).open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    return data if len(data) <= limit else None
+
+
+def _prepare_apply(config: RunConfig) -> int:
+    """Rebuild, check and write the approved plan; its statement count."""
+    try:
+        content = reconstruct(config.plan_dir, config.plan_content_digest)
+        plan = decode_plan(content, config.engine)
+        write_private(ptahcli.work_path(config, ptahcli.APPLY_PLAN), content)
+    except PlanRefused as error:
+        raise _Refused(Refusal(error.code, str(error))) from None
+    except OSError as error:
+        raise _Refused(
+            Refusal("plan_unreadable", f"the plan cannot be staged: {error.strerror}")
+        ) from None
+    return len(plan.statements)
+
+
+def _operate(config: RunConfig, env: Mapping[str, str], session: _Session) -> RunnerResult:
+    steps = ptahcli.steps(config, env)
+    operation = config.operation
+    if operation == "resolve":
+        child = session.run(steps[0])
+        return interrupted(config, child) or resolve_account(config, child)
+    if operation == "verify":
+        policy = _read_bounded(config.verification_policy, MAX_POLICY_BYTES)
+        if policy is None:
+            raise _Refused(
+                Refusal("configuration_invalid", "the verification policy cannot be read")
+            )
+        verified = session.run(steps[0])
+        stopped = interrupted(config, verified)
+        if stopped is not None:
+            return stopped
+        inspected = session.run(steps[1]) if verified.code == 0 else None
+        return verify_account(config, verified, inspected, sha256_digest(policy))
+    if operation == "observe":
+        child = session.run(steps[0])
+        return interrupted(config, child) or observe_account(config, child)
+    if operation == "plan":
+        return _plan(config, steps, session)
+    if operation == "apply":
+        count = _prepare_apply(config)
+        return apply_account(config, session.run(steps[0]), count)
+    if operation == "migration-history":
+        child = session.run(steps[0])
+        return interrupted(config, child) or history_account(config, child)
+    try:
+        write_private(ptahcli.work_path(config, ptahcli.SEQUENCE_FILE), config.sequence_document)
+    except OSError as error:
+        raise _Refused(
+            Refusal(
+                "configuration_invalid", f"the approved sequence cannot be staged: {error.strerror}"
+            )
+        ) from None
+    return migration_account(config, session.run(steps[0]))
+
+
+def _plan(config: RunConfig, steps: tuple[ptahcli.Step, ...], session: _Session) -> RunnerResult:
+    """Plan twice and compare, then have ptah dry-run the saved plan."""
+    runs: list[PlanRun] = []
+    for step, name in zip(steps[:2], (ptahcli.FIRST_PLAN, ptahcli.SECOND_PLAN), strict=True):
+        child = session.run(step)
+        saved = _read_bounded(ptahcli.work_path(config, name), MAX_PLAN_BYTES)
+        runs.append(PlanRun(child, saved))
+        if interrupted(config, child) is not None or child.code != 0:
+            break  # the account says why; a second plan would say nothing new
+    second = runs[1] if len(runs) > 1 else None
+    validation = None
+    if second is not None and second.saved is not None and runs[0].saved == second.saved:
+        validation = session.run(steps[2])
+    return plan_account(config, runs[0], second, validation)
+
+
+def run_child(config: RunConfig, env: Mapping[str, str], stderr_fd: int) -> RunnerResult:
+    """Run ptah for the operation under the deadline and decide its account."""
+    work = tempfile.mkdtemp(prefix="ptah-runner-", dir=config.work_dir)
+    try:
+        config = dataclasses.replace(config, work_dir=work)
+        with stop_signals() as stop:
+            try:
+                return _operate(config, env, _Session(config, stderr_fd, stop))
+            except _Refused as refusal:
+                return refused(config.operation, config.operation_id, refusal.refusal)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def describe(result: RunnerResult) -> str:

@@ -14,7 +14,8 @@ that is always the next instant something must happen.
   leader is still a zombie, so its process-group ID cannot have been reused.
 * The child's stderr is relayed line by line into the Pod log, every line prefixed,
   so nothing the child prints can be a frame header (a header is a whole line that
-  starts with the marker), and redacted, so the database URL never reaches the log.
+  starts with the marker), and redacted, so the database URL never reaches the log;
+  or, with no relay (``schema plan``/``schema apply``, which quote SQL), discarded.
 * A descendant that holds the child's pipes open after the child exited is noticed
   (the pipes do not close within the drain window) and reported, because its output
   and its writes are then unaccounted for.
@@ -42,6 +43,8 @@ MAX_STDOUT: Final = 8 * 1024 * 1024
 # it is always within what the controller reads.
 MAX_RELAY: Final = 1024 * 1024
 MAX_RELAY_LINE: Final = 4096
+# Kept, never printed, to tell a usage error from a crash (``decide.usage_error``).
+STDERR_HEAD: Final = 8192
 POLL_SECONDS: Final = 0.05
 _CHUNK: Final = 64 * 1024
 
@@ -166,7 +169,7 @@ class _Supervision:
         *,
         deadline: float | None,
         limits: Limits,
-        relay: Relay,
+        relay: Relay | None,
         stop_fd: int | None,
         stop_requested: Callable[[], bool],
         clock: Callable[[], float],
@@ -191,6 +194,7 @@ class _Supervision:
         self.exited = False
         self.drain_until = 0.0
         self.stdout = bytearray()
+        self.stderr = bytearray()
         self.problem: str | None = None
         self.open_pipes = 0
 
@@ -276,7 +280,9 @@ class _Supervision:
             chunk = b""
         if chunk:
             if pipe is self.proc.stderr:
-                self.relay.feed(chunk)
+                self.stderr += chunk[: max(0, STDERR_HEAD - len(self.stderr))]
+                if self.relay is not None:
+                    self.relay.feed(chunk)
             elif len(self.stdout) + len(chunk) <= self.limits.stdout_bytes:
                 self.stdout += chunk
             else:
@@ -286,7 +292,7 @@ class _Supervision:
             return
         self.selector.unregister(pipe)
         self.open_pipes -= 1
-        if pipe is self.proc.stderr:
+        if pipe is self.proc.stderr and self.relay is not None:
             self.relay.close()
 
     def _outcome(self) -> ChildOutcome:
@@ -302,6 +308,7 @@ class _Supervision:
             stop=self.stop,
             returncode=returncode,
             stdout=bytes(self.stdout),
+            stderr=bytes(self.stderr),
             output_problem=self.problem,
         )
 
@@ -316,7 +323,8 @@ class _Supervision:
             # Only on an unexpected error: never leave the group behind.
             _kill_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        self.relay.close()
+        if self.relay is not None:
+            self.relay.close()
 
 
 def supervise(
@@ -324,7 +332,7 @@ def supervise(
     *,
     env: Mapping[str, str],
     deadline: float | None,
-    relay: Relay,
+    relay: Relay | None,
     limits: Limits = Limits(),
     stop_fd: int | None = None,
     stop_requested: Callable[[], bool] = lambda: False,

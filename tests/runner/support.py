@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.result import RunnerResult
+from tests.runner.ptah_standin import plan_file
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE_EXECUTOR = Path(__file__).with_name("fake_executor.py")
+STANDIN = Path(__file__).with_name("ptah_standin.py")
 OP_ID = "sha256:" + "1" * 64
 OTHER_ID = "sha256:" + "2" * 64
 TARGET = "sha256:" + "a" * 64
@@ -118,10 +120,29 @@ class RunnerRun:
     summary: str
 
 
+# Another executor binary (the lab's) runs the same suite: PTAH_CONTRACT_EXECUTOR names
+# it, PTAH_CONTRACT_DB_URL the database it opens. Unset: the stand-in, which opens none.
+CONTRACT_EXECUTOR = os.environ.get("PTAH_CONTRACT_EXECUTOR", "")
+CONTRACT_DB_URL = os.environ.get("PTAH_CONTRACT_DB_URL", "")
+SEQUENCE_DOCUMENT = json.dumps(
+    {"migrations": [{"version": 4, "version_key": "004"}, {"version": 5, "version_key": "005"}]},
+    separators=(",", ":"),
+)
+SEQUENCE_DIGEST = "sha256:" + hashlib.sha256(SEQUENCE_DOCUMENT.encode()).hexdigest()
+ARTIFACT = "registry.example/shop/schema:v1"
+RESOLVED = "registry.example/shop/schema@sha256:" + "5" * 64
+
+
 def executor_wrapper(tmp_path: Path) -> Path:
-    """An executable that runs the stand-in executor under this interpreter."""
-    wrapper = tmp_path / "ptah"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_EXECUTOR}" "$@"\n')
+    """The ptah the suite runs: ``PTAH_CONTRACT_EXECUTOR``, or the stand-in."""
+    return Path(CONTRACT_EXECUTOR) if CONTRACT_EXECUTOR else standin_wrapper(tmp_path)
+
+
+def standin_wrapper(tmp_path: Path) -> Path:
+    """An executable that runs the stand-in ptah under this interpreter."""
+    wrapper = tmp_path / "bin" / "ptah"
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STANDIN}" "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 
@@ -131,30 +152,80 @@ def deadline_in(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def write_plan_chunks(directory: Path, content: bytes, *, parts: int = 2) -> None:
+    """The approved plan as a projected volume lays it out: chunks behind ..data."""
+    data = directory / "..2026_05_01_12_00_00.000000001"
+    data.mkdir(parents=True)
+    size = -(-len(content) // parts)
+    for index in range(parts):
+        (data / f"{index:03d}.plan").write_bytes(content[index * size : (index + 1) * size])
+    (directory / "..data").symlink_to(data.name)
+    for index in range(parts):
+        (directory / f"{index:03d}.plan").symlink_to(f"..data/{index:03d}.plan")
+
+
+def standin_plan(dialect: str = "postgres") -> bytes:
+    """The plan the stand-in writes, as the controller would have approved it."""
+    return plan_file(dialect, "")
+
+
 def runner_env(
     tmp_path: Path, operation: str, script: dict[str, Any], **overrides: str | None
 ) -> dict[str, str]:
+    """The environment the Job builder gives the runner for ``operation``, then overrides."""
     summary = tmp_path / "termination-log"
     summary.touch()
+    source = tmp_path / "source"
+    (source / "migrations").mkdir(parents=True, exist_ok=True)
+    (source / "schema.hcl").write_text('table "orders" {}\n')
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"require": ["signature"]}\n')
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PTAH_DATABASE_URL": SECRET_URL,
-        "PTAH_ENGINE": "PostgreSQL",
-        "PTAH_EXECUTOR": str(executor_wrapper(tmp_path)),
+        "PTAH_BINARY": str(executor_wrapper(tmp_path)),
+        "PTAH_VERSION": "v0.4.0",
+        "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
         "PTAH_OPERATION": operation,
         "PTAH_OPERATION_ID": OP_ID,
-        "PTAH_RUNNER_PROTOCOL": "5",
+        "PTAH_RUNNER_PROTOCOL_VERSION": "5",
         "PTAH_EXECUTION_NOT_AFTER": deadline_in(120),
+        "PTAH_RUNNER_WORK_DIR": str(work),
         "PTAH_TERMINATION_LOG": str(summary),
         "PTAH_KILL_GRACE_SECONDS": "0.5",
         "PTAH_DRAIN_SECONDS": "0.5",
-        "FAKE_EXECUTOR_SCRIPT": json.dumps(script),
+        "STANDIN_SCRIPT": json.dumps(script),
     }
+    if operation == "resolve":
+        env["PTAH_REQUESTED_REFERENCE"] = ARTIFACT
+    elif operation == "verify":
+        env["PTAH_RESOLVED_REFERENCE"] = RESOLVED
+        env["PTAH_VERIFICATION_POLICY"] = str(policy)
+        env["PTAH_EXPECTED_ARTIFACT_TYPE"] = "application/vnd.stokaro.ptah.schema.v1"
+    else:
+        env.update(
+            PTAH_DB_URL=CONTRACT_DB_URL or SECRET_URL,
+            PTAH_COORDINATION_DIGEST=COORD,
+            PTAH_CONNECT_TIMEOUT="7s",
+            PTAH_LOCK_TIMEOUT="12s",
+            PTAH_TX_MODE="all",
+        )
+    if operation in ("observe", "plan"):
+        env["PTAH_SCHEMA_FILE"] = str(source / "schema.hcl")
     if operation == "apply":
-        env["PTAH_PLAN_DIR"] = "/var/run/ptah/plan"
-        env["PTAH_PLAN_CONTENT_DIGEST"] = PLAN_DIGEST
+        plan_dir = tmp_path / "plan"
+        if not plan_dir.exists():
+            write_plan_chunks(plan_dir, standin_plan())
+        env["PTAH_PLAN_DIR"] = str(plan_dir)
+        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = (
+            "sha256:" + hashlib.sha256(standin_plan()).hexdigest()
+        )
+    if operation in ("migration-history", "migration-apply"):
+        env["PTAH_MIGRATIONS_DIR"] = str(source / "migrations")
     if operation == "migration-apply":
-        env["PTAH_EXPECT_SEQUENCE"] = "004,005"
+        env["PTAH_EXPECTED_MIGRATION_SEQUENCE"] = SEQUENCE_DOCUMENT
+        env["PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST"] = SEQUENCE_DIGEST
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)

@@ -2,40 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from runner.config import (
+    MINIMUM_PTAH_DESCRIBE,
     Refusal,
     RunConfig,
     bind,
-    executor_argv,
+    build_problem,
     parse_time,
     prepare,
     termination_log,
 )
 from runner.errors import ConfigurationError
-from runner.result import RUNNER_OPERATIONS
-from tests.runner.support import OP_ID, PLAN_DIGEST, SECRET_URL
-
-NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+from tests.runner.support import OP_ID, SEQUENCE_DIGEST
+from tests.runner.test_ptah_contract import NOW, environment
 
 
 def env(operation: str = "apply", /, **changes: str | None) -> dict[str, str]:
-    base = {
-        "PTAH_DATABASE_URL": SECRET_URL,
-        "PTAH_ENGINE": "PostgreSQL",
-        "PTAH_EXECUTOR": "/var/run/ptah/bin/ptah",
-        "PTAH_OPERATION": operation,
-        "PTAH_OPERATION_ID": OP_ID,
-        "PTAH_RUNNER_PROTOCOL": "5",
-        "PTAH_EXECUTION_NOT_AFTER": "2026-05-01T12:10:00Z",
-        "PTAH_PLAN_DIR": "/var/run/ptah/plan",
-        "PTAH_PLAN_CONTENT_DIGEST": PLAN_DIGEST,
-        "PTAH_EXPECT_SEQUENCE": "004,005",
-    }
+    base = environment(operation)
     for key, value in changes.items():
         if value is None:
             base.pop(key, None)
@@ -58,161 +46,154 @@ def env(operation: str = "apply", /, **changes: str | None) -> dict[str, str]:
 def test_bind(name: str, changes: dict[str, str | None], problem: str | None) -> None:
     if problem is None:
         assert bind(env(**changes)) == ("apply", OP_ID)
-        return
-    with pytest.raises(ConfigurationError, match=problem):
-        bind(env(**changes))
+    else:
+        with pytest.raises(ConfigurationError, match=problem):
+            bind(env(**changes))
 
 
-REFUSALS: list[tuple[str, str, dict[str, str | None], str | None, str]] = [
-    ("control: apply", "apply", {}, None, ""),
-    ("control: read-only without a deadline", "plan", {"PTAH_EXECUTION_NOT_AFTER": None}, None, ""),
+OTHER = "sha256:" + "9" * 64
+MYSQL_URL = "mysql://ptah:s3cret-Pa55word@db.internal:3306/orders"
+# Each row: the operation, one change to a valid environment, the refusal code.
+REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
+    ("control apply", "apply", {}, None),
+    ("control resolve", "resolve", {}, None),
+    ("control verify", "verify", {}, None),
+    ("control observe", "observe", {}, None),
+    ("control plan", "plan", {}, None),
+    ("control history", "migration-history", {}, None),
+    ("control migration apply", "migration-apply", {}, None),
     (
         "another protocol",
         "apply",
-        {"PTAH_RUNNER_PROTOCOL": "4"},
+        {"PTAH_RUNNER_PROTOCOL_VERSION": "4"},
         "runner_protocol_mismatch",
-        "asked for '4'",
     ),
-    ("no protocol", "plan", {"PTAH_RUNNER_PROTOCOL": None}, "runner_protocol_mismatch", "''"),
+    ("no ptah", "apply", {"PTAH_BINARY": "ptah"}, "configuration_invalid"),
+    ("an old ptah", "apply", {"PTAH_VERSION": "v0.3.0-12-gabcdef0"}, "ptah_build_unsupported"),
+    ("an unreadable ptah build", "apply", {"PTAH_VERSION": "latest"}, "ptah_build_unsupported"),
+    ("no engine", "apply", {"PTAH_EXPECTED_DATABASE_ENGINE": None}, "dialect_mismatch"),
+    ("a URL of another engine", "apply", {"PTAH_DB_URL": MYSQL_URL}, "dialect_mismatch"),
+    ("no database URL", "apply", {"PTAH_DB_URL": None}, "configuration_invalid"),
+    ("no deadline", "apply", {"PTAH_EXECUTION_NOT_AFTER": None}, "execution_deadline_missing"),
     (
-        "relative executor",
-        "plan",
-        {"PTAH_EXECUTOR": "ptah"},
-        "configuration_invalid",
-        "absolute path",
-    ),
-    ("unknown engine", "plan", {"PTAH_ENGINE": "Oracle"}, "configuration_invalid", "PTAH_ENGINE"),
-    ("no database URL", "plan", {"PTAH_DATABASE_URL": ""}, "configuration_invalid", "not set"),
-    (
-        "deadline not RFC 3339",
-        "plan",
-        {"PTAH_EXECUTION_NOT_AFTER": "2026-05-01 12:10"},
-        "configuration_invalid",
-        "RFC 3339",
-    ),
-    (
-        "mutation without a deadline",
+        "a deadline passed",
         "migration-apply",
-        {"PTAH_EXECUTION_NOT_AFTER": None},
-        "execution_deadline_missing",
-        "needs a deadline",
-    ),
-    (
-        "deadline passed",
-        "apply",
         {"PTAH_EXECUTION_NOT_AFTER": "2026-05-01T11:59:59Z"},
         "execution_deadline_passed",
-        "has passed",
     ),
+    ("a bad deadline", "apply", {"PTAH_EXECUTION_NOT_AFTER": "tomorrow"}, "configuration_invalid"),
+    ("no deadline, read-only", "plan", {"PTAH_EXECUTION_NOT_AFTER": None}, None),
     (
-        "apply without its plan",
+        "a plan made for another database",
         "apply",
-        {"PTAH_PLAN_DIR": None},
-        "configuration_invalid",
-        "PTAH_PLAN_DIR",
+        {"PTAH_EXPECTED_TARGET_IDENTITY_DIGEST": OTHER},
+        "target_identity_mismatch",
     ),
     (
-        "apply with a bad digest",
+        "a plan digest that is not one",
         "apply",
-        {"PTAH_PLAN_CONTENT_DIGEST": "md5:x"},
+        {"PTAH_EXPECTED_PLAN_CONTENT_DIGEST": "x"},
         "configuration_invalid",
-        "not a sha256 digest",
+    ),
+    ("a relative plan dir", "apply", {"PTAH_PLAN_DIR": "plan"}, "configuration_invalid"),
+    ("resolve holding a database", "resolve", {"PTAH_DB_URL": MYSQL_URL}, "configuration_invalid"),
+    (
+        "a reference with a credential",
+        "resolve",
+        {"PTAH_REQUESTED_REFERENCE": "oci://robot:hunter22@registry.example/a:v1"},
+        "credential_in_argv",
     ),
     (
-        "migration without its sequence",
+        "a reference that is a flag",
+        "verify",
+        {"PTAH_RESOLVED_REFERENCE": "--help"},
+        "configuration_invalid",
+    ),
+    ("no schema for a plan", "plan", {"PTAH_SCHEMA_FILE": None}, "configuration_invalid"),
+    ("an exclusion that is not a name", "plan", {"PTAH_EXCLUDE": "a b"}, "configuration_invalid"),
+    (
+        "a sequence that is not the sealed one",
         "migration-apply",
-        {"PTAH_EXPECT_SEQUENCE": ""},
-        "configuration_invalid",
-        "distinct migration versions",
+        {"PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST": OTHER},
+        "migration_sequence_mismatch",
     ),
     (
-        "a sequence that repeats",
+        "a comma list, not ptah's document",
         "migration-apply",
-        {"PTAH_EXPECT_SEQUENCE": "1,1"},
-        "configuration_invalid",
-        "distinct",
+        {"PTAH_EXPECTED_MIGRATION_SEQUENCE": "004,005"},
+        "migration_sequence_mismatch",
     ),
     (
-        "a kill grace out of range",
-        "plan",
-        {"PTAH_KILL_GRACE_SECONDS": "600"},
+        "no migrations dir",
+        "migration-history",
+        {"PTAH_MIGRATIONS_DIR": None},
         "configuration_invalid",
-        "PTAH_KILL_GRACE_SECONDS",
     ),
     (
-        "a drain that is not a number",
-        "plan",
-        {"PTAH_DRAIN_SECONDS": "soon"},
+        "an unknown tx mode",
+        "migration-apply",
+        {"PTAH_TRANSACTION_MODE": "some"},
         "configuration_invalid",
-        "PTAH_DRAIN_SECONDS",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "operation", "changes", "code", "sentence"), REFUSALS, ids=[r[0] for r in REFUSALS]
+    ("name", "operation", "changes", "code"), REFUSALS, ids=[r[0] for r in REFUSALS]
 )
 def test_prepare(
-    name: str, operation: str, changes: dict[str, str | None], code: str | None, sentence: str
+    name: str, operation: str, changes: dict[str, str | None], code: str | None
 ) -> None:
     prepared = prepare(env(operation, **changes), operation, OP_ID, now=NOW)
     if code is None:
-        assert isinstance(prepared, RunConfig)
-        return
-    assert isinstance(prepared, Refusal)
-    assert prepared.code == code
-    assert sentence in prepared.message
-    assert SECRET_URL not in prepared.message and "s3cret" not in prepared.message
+        assert isinstance(prepared, RunConfig), prepared
+    else:
+        assert isinstance(prepared, Refusal) and prepared.code == code, prepared
 
 
-def test_a_protocol_refusal_answers_in_the_version_the_job_asked_for() -> None:
-    asked = prepare(env(PTAH_RUNNER_PROTOCOL="4"), "apply", OP_ID, now=NOW)
-    unreadable = prepare(env(PTAH_RUNNER_PROTOCOL="four"), "apply", OP_ID, now=NOW)
-    assert isinstance(asked, Refusal) and asked.protocol_version == 4
-    assert isinstance(unreadable, Refusal) and unreadable.protocol_version == 5
-
-
-@pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
-def test_the_executor_command_line_never_carries_the_database_url(operation: str) -> None:
-    prepared = prepare(env(operation), operation, OP_ID, now=NOW)
+def test_a_sequence_document_sealed_by_its_digest_is_what_ptah_gets() -> None:
+    prepared = prepare(env("migration-apply"), "migration-apply", OP_ID, now=NOW)
     assert isinstance(prepared, RunConfig)
-    argv = executor_argv(prepared)
-    assert argv[0] == "/var/run/ptah/bin/ptah" and argv[-2:] == ["--output", "json"]
-    assert not any("s3cret" in arg or "postgres://" in arg for arg in argv)
-    assert "s3cret" not in repr(prepared)
-
-
-def test_the_command_lines_of_the_two_mutations() -> None:
-    apply = prepare(env("apply"), "apply", OP_ID, now=NOW)
-    migrate = prepare(env("migration-apply"), "migration-apply", OP_ID, now=NOW)
-    assert isinstance(apply, RunConfig) and isinstance(migrate, RunConfig)
-    assert executor_argv(apply)[1:-2] == [
-        "apply",
-        "--plan-dir",
-        "/var/run/ptah/plan",
-        "--plan-content-digest",
-        PLAN_DIGEST,
-    ]
-    assert executor_argv(migrate)[1:-2] == ["migrations", "up", "--expect-sequence", "004,005"]
+    assert [(e.version, e.version_key) for e in prepared.sequence] == [(4, "004"), (5, "005")]
+    assert SEQUENCE_DIGEST.startswith("sha256:")
 
 
 @pytest.mark.parametrize(
-    ("text", "ok"),
+    ("version", "supported"),
     [
-        ("2026-05-01T12:00:00Z", True),
-        ("2026-05-01T12:00:00.123456789+02:00", True),
-        ("2026-05-01T12:00:00", False),
-        ("2026-05-01 12:00:00Z", False),
-        ("2026-13-01T12:00:00Z", False),
+        ("v0.3.0-201-g00fc362c9", True),
+        ("v0.3.0-200-g00fc362c9", False),
+        ("0.4.0", True),
+        ("v1.9.0", True),
+        ("v0.2.9", False),
+        ("v0.3.0", False),
+        ("nightly", False),
     ],
 )
-def test_deadlines_are_rfc3339_with_a_zone(text: str, ok: bool) -> None:
-    parsed = parse_time(text)
-    assert (parsed is not None) is ok
-    if parsed is not None:
-        assert parsed > NOW - timedelta(days=1) and parsed.tzinfo is not None
+def test_the_minimum_ptah_build(version: str, supported: bool) -> None:
+    assert (build_problem(version) is None) is supported
+    assert MINIMUM_PTAH_DESCRIBE == "v0.3.0-201"
 
 
-def test_the_termination_log_is_the_kubelets_unless_configured() -> None:
+def test_a_protocol_mismatch_is_answered_in_the_version_asked_for() -> None:
+    refusal = prepare(env(PTAH_RUNNER_PROTOCOL_VERSION="4"), "apply", OP_ID, now=NOW)
+    assert isinstance(refusal, Refusal) and refusal.protocol_version == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("2026-05-01T12:00:00Z", datetime(2026, 5, 1, 12, tzinfo=UTC)),
+        ("2026-05-01T12:00:00.5+00:00", datetime(2026, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)),
+        ("2026-05-01 12:00:00Z", None),
+        ("2026-05-01T12:00:00", None),
+        ("20260501T120000Z", None),
+    ],
+)
+def test_parse_time_reads_rfc3339_only(value: str, parsed: datetime | None) -> None:
+    assert parse_time(value) == parsed
+
+
+def test_termination_log_defaults_to_the_kubelets_path() -> None:
     assert termination_log({}) == Path("/dev/termination-log")
-    assert termination_log({"PTAH_TERMINATION_LOG": "/tmp/t"}) == Path("/tmp/t")
+    assert termination_log({"PTAH_TERMINATION_LOG": "/x"}) == Path("/x")

@@ -161,9 +161,16 @@ ROWS: list[tuple[str, dict[str, Any], str | None]] = [
         "statements exactly when its outcome is Changes",
     ),
     (
-        "observe whose drift flag contradicts its count",
-        wire("observe", observe={**wire("observe")["observe"], "driftFindingCount": 2}),
-        "observedDrift must say",
+        "observe whose listed findings exceed their count",
+        wire(
+            "observe",
+            observe={
+                **wire("observe")["observe"],
+                "driftFindingCount": 0,
+                "driftFindings": [{"category": "tables_added", "count": 1, "severity": "safe"}],
+            },
+        ),
+        "the listed drift findings disagree with their count",
     ),
     (
         "history listing more pending than counted",

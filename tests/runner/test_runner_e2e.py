@@ -1,6 +1,13 @@
-"""The runner as the Job runs it: ``python -m runner`` with the stand-in
-executor as a real subprocess. Each run is read back the way the controller reads it:
-the frame from stdout, the summary from the termination log.
+"""The runner as the Job runs it: ``python -m runner`` driving a ptah process.
+
+The ptah here is the test stand-in (``ptah_standin.py``), a real subprocess that
+checks its argv and environment as ptah would and prints ptah's documents. Each run
+is read back the way the controller reads it: the frame from stdout, the summary from
+the termination log.
+
+Set ``PTAH_CONTRACT_EXECUTOR`` (and ``PTAH_CONTRACT_DB_URL``) to run the rows marked
+"any executor" against another ptah-compatible binary, such as the lab's executor;
+the scripted rows always use the stand-in, which alone can be told to misbehave.
 
 No test sleeps to synchronize: each waits for the runner to exit, or for a line the
 runner relays. Deadlines are a couple of seconds ahead, and no test asserts on time.
@@ -8,29 +15,37 @@ runner relays. Deadlines are a couple of seconds ahead, and no test asserts on t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import selectors
 import signal
 import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runner.config import RunConfig, prepare, target_identity_digest
 from runner.protocol import Frame, parse_result_for
 from runner.result import RUNNER_OPERATIONS
+from runner.run import run_child
 from runner.summary import parse_summary_for
 from tests.runner.support import (
+    CONTRACT_DB_URL,
     OP_ID,
-    PLAN_DIGEST,
     SECRET_URL,
     RunnerRun,
     deadline_in,
     finish,
     run_runner,
     runner_env,
+    standin_plan,
+    standin_wrapper,
     start_runner,
+    write_plan_chunks,
 )
 
 PASSWORD = "s3cret-Pa55word"
@@ -49,55 +64,193 @@ def read_back(run: RunnerRun, operation: str, protocol: int = 5) -> Frame:
     return frame
 
 
-def test_a_successful_apply(tmp_path: Path) -> None:
-    argv_file = tmp_path / "argv.json"
-    script = {"report": "auto", "stderr": ["applying 1 statement"], "argv_file": str(argv_file)}
-    run = run_runner(tmp_path, "apply", script)
-    result = read_back(run, "apply").result
-    assert result.succeeded and result.mutation_started is True and result.uncertain is False
-    assert result.child_exit_code == 0
-    assert "[executor] applying 1 statement\n" in run.stderr
-    assert f"ptah-runner: apply {OP_ID} succeeded" in run.stderr
-    argv = json.loads(argv_file.read_text())
-    assert argv[1:] == [
-        "apply",
-        "--plan-dir",
-        "/var/run/ptah/plan",
-        "--plan-content-digest",
-        PLAN_DIGEST,
-        "--output",
-        "json",
-    ]
+def scripted(
+    tmp_path: Path, operation: str, script: dict[str, Any], **overrides: str | None
+) -> RunnerRun:
+    """A run against the stand-in, whatever executor the suite was pointed at."""
+    overrides.setdefault("PTAH_BINARY", str(standin_wrapper(tmp_path)))
+    return run_runner(tmp_path, operation, script, **overrides)
 
 
-@pytest.mark.parametrize("operation", [op for op in RUNNER_OPERATIONS if op != "apply"])
-def test_every_operation_succeeds_with_what_a_real_executor_prints(
-    tmp_path: Path, operation: str
-) -> None:
-    result = read_back(run_runner(tmp_path, operation, {"report": "auto"}), operation).result
+@pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
+def test_any_executor_every_operation_succeeds(tmp_path: Path, operation: str) -> None:
+    result = read_back(run_runner(tmp_path, operation, {}), operation).result
     assert result.succeeded, result.error
+    if operation not in ("resolve", "verify"):
+        url = CONTRACT_DB_URL or SECRET_URL
+        assert result.target_identity_digest == target_identity_digest("PostgreSQL", url)
 
 
-def test_a_refusal_reported_in_full_is_a_certain_failure(tmp_path: Path) -> None:
-    report = {
-        "targetIdentityDigest": "sha256:" + "a" * 64,
-        "mutationStarted": False,
-        "uncertain": False,
-        "error": {"code": "history_moved", "message": "the history moved after approval"},
-        "migrationRun": {"outcome": "Failed", "appliedVersions": []},
-    }
-    run = run_runner(tmp_path, "migration-apply", {"report": report, "exit": 3})
-    result = read_back(run, "migration-apply").result
-    assert (result.error_code, result.uncertain, result.mutation_started) == (
-        "history_moved",
+def test_the_standin_says_what_it_is(tmp_path: Path) -> None:
+    for argv in (["--help"], ["version"]):
+        out = subprocess.run(
+            [str(standin_wrapper(tmp_path)), *argv], capture_output=True, text=True, check=False
+        )
+        assert out.returncode == 0 and "TEST STAND-IN" in out.stdout and "not ptah" in out.stdout
+
+
+def test_ptah_sees_only_its_own_variables(tmp_path: Path) -> None:
+    log = tmp_path / "seen.jsonl"
+    for operation in RUNNER_OPERATIONS:
+        read_back(scripted(tmp_path, operation, {"log": str(log)}), operation)
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    names = {tuple(entry["argv"][:2]): set(entry["env"]) for entry in seen}
+    database = {"PTAH_DB_URL", "PTAH_CONNECT_TIMEOUT", "PTAH_LOCK_TIMEOUT", "PTAH_TX_MODE"}
+    assert names[("oci", "resolve")] == names[("oci", "verify")] == set()
+    assert (
+        names[("schema", "drift")] == names[("schema", "plan")] == database | {"PTAH_SCHEMA_FILE"}
+    )
+    # Apply and the plan's validation read the plan alone.
+    assert names[("schema", "apply")] == database
+    assert names[("migrations", "up")] == names[("migrations", "status")] == database
+
+
+# -- the runner's own refusals: nothing ran -------------------------------------------
+
+
+def _not_started(run: RunnerRun, operation: str, code: str) -> None:
+    result = read_back(run, operation).result
+    assert (result.error_code, result.child_exit_code) == (code, -1)
+    flag = False if operation in ("apply", "migration-apply") else None
+    assert (result.mutation_started, result.uncertain) == (flag, flag)
+    assert f"{operation} {OP_ID} failed ({code})" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "operation", "overrides", "code"),
+    [
+        (
+            "plan digest mismatch",
+            "apply",
+            {"PTAH_EXPECTED_PLAN_CONTENT_DIGEST": "sha256:" + "9" * 64},
+            "plan_digest_mismatch",
+        ),
+        (
+            "deadline passed",
+            "migration-apply",
+            {"PTAH_EXECUTION_NOT_AFTER": "2026-01-01T00:00:00Z"},
+            "execution_deadline_passed",
+        ),
+        (
+            "credential in argv",
+            "resolve",
+            {"PTAH_REQUESTED_REFERENCE": "oci://robot:hunter22@registry.example/a:v1"},
+            "credential_in_argv",
+        ),
+        (
+            "wrong dialect",
+            "apply",
+            {"PTAH_DB_URL": "mysql://ptah:s3cret-Pa55word@db.internal:3306/orders"},
+            "dialect_mismatch",
+        ),
+        ("ptah too old", "migration-apply", {"PTAH_VERSION": "v0.2.0"}, "ptah_build_unsupported"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+)
+def test_the_runners_own_refusals_start_nothing(
+    tmp_path: Path, name: str, operation: str, overrides: dict[str, str], code: str
+) -> None:
+    log = tmp_path / "seen.jsonl"
+    run = scripted(tmp_path, operation, {"log": str(log)}, **overrides)
+    _not_started(run, operation, code)
+    assert not log.exists(), "ptah ran"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "code"),
+    [
+        ("a MySQL plan", standin_plan("mysql"), "dialect_mismatch"),
+        ("a plan that is not UTF-8", b"\xff\xfe" + standin_plan(), "plan_not_utf8"),
+    ],
+)
+def test_a_plan_that_is_not_the_approved_one_starts_nothing(
+    tmp_path: Path, name: str, content: bytes, code: str
+) -> None:
+    write_plan_chunks(tmp_path / "plan", content)
+    digest = "sha256:" + hashlib.sha256(content).hexdigest()
+    run = scripted(tmp_path, "apply", {}, PTAH_EXPECTED_PLAN_CONTENT_DIGEST=digest)
+    _not_started(run, "apply", code)
+
+
+def test_a_chunk_leading_out_of_the_plan_directory_starts_nothing(tmp_path: Path) -> None:
+    plan = tmp_path / "plan"
+    write_plan_chunks(plan, standin_plan())
+    (tmp_path / "outside").write_bytes(b"{}")
+    (plan / "002.plan").symlink_to(tmp_path / "outside")
+    _not_started(scripted(tmp_path, "apply", {}), "apply", "plan_unreadable")
+
+
+def test_a_deadline_that_passes_before_exec_starts_nothing(tmp_path: Path) -> None:
+    env = runner_env(tmp_path, "apply", {})
+    config = prepare(env, "apply", OP_ID, now=datetime.now(UTC))
+    assert isinstance(config, RunConfig)
+    # Preparation took longer than the claim had left: the check before exec refuses.
+    late = datetime.now(UTC) - timedelta(seconds=1)
+    with Path(os.devnull).open("w") as sink:
+        result = run_child(replace(config, execution_not_after=late), env, sink.fileno())
+    assert (
+        result.error_code,
+        result.child_exit_code,
+        result.mutation_started,
+        result.uncertain,
+    ) == (
+        "execution_deadline_passed",
+        -1,
         False,
         False,
     )
-    assert result.child_exit_code == 3
+
+
+# -- what ptah reports, end to end -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operation", "script", "expected"),
+    [
+        ("apply", {"outcome": "refused"}, ("apply_refused", False, False)),
+        ("apply", {"outcome": "failed"}, ("apply_failed", False, False)),
+        ("apply", {"outcome": "unknown"}, ("apply_outcome_unknown", True, True)),
+        ("migration-apply", {"outcome": "failed"}, ("migration_failed", False, False)),
+        ("migration-apply", {"outcome": "partial"}, ("migration_partial", True, False)),
+        ("migration-apply", {"outcome": "unknown"}, ("migration_outcome_unknown", True, True)),
+        ("plan", {"outcome": "refused"}, ("plan_refused", None, None)),
+        ("plan", {"outcome": "no-changes"}, (None, None, None)),
+        ("plan", {"plan_salt": " -- again"}, ("plan_unstable", None, None)),
+        ("observe", {"drift": True}, (None, None, None)),
+        (
+            "verify",
+            {"findings": [{"requirement": "provenance", "detail": "none"}]},
+            ("verification_failed", None, None),
+        ),
+    ],
+)
+def test_what_ptah_reports_is_what_the_frame_says(
+    tmp_path: Path, operation: str, script: dict[str, Any], expected: tuple[Any, ...]
+) -> None:
+    result = read_back(scripted(tmp_path, operation, script), operation).result
+    assert (result.error_code, result.mutation_started, result.uncertain) == expected
+
+
+def test_a_usage_error_on_apply_reads_as_not_started(tmp_path: Path) -> None:
+    # A variable no flag has as its twin: ptah (the stand-in) refuses its command line.
+    run = scripted(tmp_path, "apply", {}, PTAH_NOT_A_FLAG="1")
+    result = read_back(run, "apply").result
+    assert (result.error_code, result.child_exit_code) == ("executor_usage_error", 2)
+    assert (result.mutation_started, result.uncertain) == (False, False)
+
+
+def test_plan_and_apply_stderr_is_discarded_and_errors_are_echoed(tmp_path: Path) -> None:
+    script = {"stderr": ["INSERT INTO cards VALUES ('4111111111111111')"], "outcome": "unknown"}
+    run = scripted(tmp_path, "apply", script)
+    read_back(run, "apply")
+    assert "4111" not in run.stdout + run.stderr + run.summary
+    assert "ptah-runner: apply" in run.stderr
+    relayed = scripted(tmp_path, "observe", {"stderr": ["reading catalog"]})
+    assert "[executor] reading catalog\n" in relayed.stderr
 
 
 def test_a_nonzero_exit_without_a_report_is_uncertain_for_a_mutation(tmp_path: Path) -> None:
-    run = run_runner(tmp_path, "apply", {"stderr": ["fatal: lost connection"], "exit": 1})
+    run = scripted(tmp_path, "apply", {"stdout": "", "exit": 1, "stderr": ["lost connection"]})
     result = read_back(run, "apply").result
     assert (result.error_code, result.uncertain, result.child_exit_code) == (
         "executor_report_invalid",
@@ -108,14 +261,14 @@ def test_a_nonzero_exit_without_a_report_is_uncertain_for_a_mutation(tmp_path: P
 
 @pytest.mark.parametrize(
     ("operation", "ignore_term", "uncertain", "exit_code"),
-    [("apply", True, True, 137), ("plan", False, None, 143)],
-    ids=["apply ignoring SIGTERM", "plan"],
+    [("apply", True, True, 137), ("observe", False, None, 143)],
+    ids=["apply ignoring SIGTERM", "observe"],
 )
 def test_an_executor_hanging_past_the_deadline_is_killed(
     tmp_path: Path, operation: str, ignore_term: bool, uncertain: bool | None, exit_code: int
 ) -> None:
-    script = {"report": "auto", "hang": True, "ignore_term": ignore_term}
-    run = run_runner(tmp_path, operation, script, PTAH_EXECUTION_NOT_AFTER=deadline_in(2))
+    script = {"hang": True, "ignore_term": ignore_term}
+    run = scripted(tmp_path, operation, script, PTAH_EXECUTION_NOT_AFTER=deadline_in(4))
     result = read_back(run, operation).result
     assert result.error_code == "deadline_exceeded"
     assert result.uncertain is uncertain and result.mutation_started is uncertain
@@ -126,7 +279,7 @@ def test_an_executor_hanging_past_the_deadline_is_killed(
     ("operation", "script", "code"),
     [
         ("migration-apply", {"stdout": "\x00garbage{{{\n"}, "executor_report_invalid"),
-        ("migration-apply", {"report": "auto", "signal": int(signal.SIGSEGV)}, "executor_crashed"),
+        ("migration-apply", {"signal": int(signal.SIGSEGV)}, "executor_crashed"),
         ("verify", {"stdout": "[1,2,3]"}, "executor_report_invalid"),
     ],
     ids=["garbage", "crash", "garbage read-only"],
@@ -134,25 +287,21 @@ def test_an_executor_hanging_past_the_deadline_is_killed(
 def test_output_that_cannot_be_believed(
     tmp_path: Path, operation: str, script: dict[str, Any], code: str
 ) -> None:
-    result = read_back(run_runner(tmp_path, operation, script), operation).result
+    result = read_back(scripted(tmp_path, operation, script), operation).result
     assert result.error_code == code
     mutating = operation == "migration-apply"
     assert result.uncertain is (True if mutating else None)
 
 
 def test_a_missing_executor_is_refused_before_anything_ran(tmp_path: Path) -> None:
-    run = run_runner(tmp_path, "apply", {}, PTAH_EXECUTOR=str(tmp_path / "absent"))
-    result = read_back(run, "apply").result
-    assert (result.child_exit_code, result.mutation_started, result.uncertain) == (-1, False, False)
-    assert result.error_code == "executor_unavailable"
+    run = run_runner(tmp_path, "apply", {}, PTAH_BINARY=str(tmp_path / "absent"))
+    _not_started(run, "apply", "executor_unavailable")
 
 
 def test_a_careless_executor_does_not_leak_the_database_url(tmp_path: Path) -> None:
-    report = {"error": {"code": "connect", "message": f"cannot connect to {SECRET_URL}"}}
-    run = run_runner(tmp_path, "observe", {"echo_url": True, "report": report, "exit": 2})
-    result = read_back(run, "observe").result  # asserts the URL is nowhere
+    run = scripted(tmp_path, "observe", {"echo_url": True})
+    read_back(run, "observe")  # asserts the URL is nowhere
     assert "[executor] connecting to [redacted]\n" in run.stderr
-    assert result.error is not None and "[redacted]" in result.error.message
 
 
 def _state(pid: int) -> str:
@@ -167,7 +316,7 @@ def test_a_helper_outliving_the_executor_is_killed_and_the_run_is_uncertain(
     tmp_path: Path,
 ) -> None:
     pid_file = tmp_path / "helper.pid"
-    run = run_runner(tmp_path, "apply", {"report": "auto", "holder": str(pid_file)})
+    run = scripted(tmp_path, "apply", {"holder": str(pid_file)})
     result = read_back(run, "apply").result
     assert (result.error_code, result.uncertain) == ("executor_output_unreadable", True)
     assert "still held its output" in (result.error.message if result.error else "")
@@ -179,7 +328,7 @@ def test_a_helper_still_running_after_the_executor_exits_makes_the_run_uncertain
     tmp_path: Path,
 ) -> None:
     pid_file = tmp_path / "daemon.pid"
-    run = run_runner(tmp_path, "migration-apply", {"report": "auto", "daemon": str(pid_file)})
+    run = scripted(tmp_path, "migration-apply", {"daemon": str(pid_file)})
     result = read_back(run, "migration-apply").result
     assert (result.error_code, result.uncertain) == ("executor_output_unreadable", True)
     assert "still running after it exited" in (result.error.message if result.error else "")
@@ -201,6 +350,7 @@ def _await_line(proc: subprocess.Popen[str], wanted: str) -> None:
 
 def test_a_runner_told_to_stop_stops_its_executor_and_reports_uncertain(tmp_path: Path) -> None:
     env = runner_env(tmp_path, "migration-apply", {"hang": True, "ignore_term": True})
+    env["PTAH_BINARY"] = str(standin_wrapper(tmp_path))
     proc = start_runner(env)
     _await_line(proc, "[executor] started\n")
     proc.send_signal(signal.SIGTERM)
@@ -214,13 +364,13 @@ def test_a_runner_told_to_stop_stops_its_executor_and_reports_uncertain(tmp_path
 
 
 def test_a_protocol_mismatch_is_answered_in_the_jobs_version(tmp_path: Path) -> None:
-    run = run_runner(tmp_path, "apply", {"report": "auto"}, PTAH_RUNNER_PROTOCOL="4")
+    run = scripted(tmp_path, "apply", {}, PTAH_RUNNER_PROTOCOL_VERSION="4")
     result = read_back(run, "apply", protocol=4).result
     assert (result.error_code, result.child_exit_code) == ("runner_protocol_mismatch", -1)
 
 
 def test_without_an_operation_no_frame_is_written(tmp_path: Path) -> None:
-    run = run_runner(tmp_path, "apply", {"report": "auto"}, PTAH_OPERATION=None)
+    run = scripted(tmp_path, "apply", {}, PTAH_OPERATION=None)
     assert run.returncode == 2
     assert run.stdout == "" and run.summary == ""
     assert "no result frame can be written" in run.stderr
@@ -228,7 +378,7 @@ def test_without_an_operation_no_frame_is_written(tmp_path: Path) -> None:
 
 def test_a_missing_termination_log_is_not_created_and_the_frame_stands(tmp_path: Path) -> None:
     absent = tmp_path / "no-such-dir" / "termination-log"
-    run = run_runner(tmp_path, "plan", {"report": "auto"}, PTAH_TERMINATION_LOG=str(absent))
+    run = scripted(tmp_path, "plan", {}, PTAH_TERMINATION_LOG=str(absent))
     assert run.returncode == 0
     assert parse_result_for(run.stdout, "plan", OP_ID).result.succeeded
     assert "the termination summary could not be written" in run.stderr
@@ -236,8 +386,8 @@ def test_a_missing_termination_log_is_not_created_and_the_frame_stands(tmp_path:
 
 
 def test_the_runner_prints_no_environment_value(tmp_path: Path) -> None:
-    script = {"report": "auto", "stderr": ["ok"]}
-    env = runner_env(tmp_path, "migration-apply", script)
+    env = runner_env(tmp_path, "migration-apply", {"stderr": ["ok"]})
+    env["PTAH_BINARY"] = str(standin_wrapper(tmp_path))
     run = finish(start_runner(env), env)
     read_back(run, "migration-apply")
     runner_lines = [line for line in run.stderr.splitlines() if line.startswith("ptah-runner:")]
@@ -245,4 +395,3 @@ def test_the_runner_prints_no_environment_value(tmp_path: Path) -> None:
         for name, value in env.items():
             if name not in ("PTAH_OPERATION", "PTAH_OPERATION_ID") and len(value) > 3:
                 assert value not in line, name
-    assert os.environ.get("PTAH_DATABASE_URL") is None  # the test itself leaked nothing

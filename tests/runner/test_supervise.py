@@ -32,7 +32,7 @@ from runner.supervise import (
     group_survivors,
     supervise,
 )
-from tests.runner.support import FAKE_EXECUTOR, SECRET_URL
+from tests.runner.support import SECRET_URL, STANDIN
 
 QUICK = Limits(kill_grace=0.5, drain=0.5)
 
@@ -43,10 +43,10 @@ def relay_into(sink: list[bytes], **limits: Any) -> Relay:
 
 def run_fake(script: dict[str, Any], *, deadline_in: float | None = None, **kw: Any) -> Any:
     sink: list[bytes] = []
-    env = {**os.environ, "FAKE_EXECUTOR_SCRIPT": json.dumps(script)}
+    env = {"PATH": os.environ.get("PATH", ""), "STANDIN_SCRIPT": json.dumps(script)}
     deadline = None if deadline_in is None else time.monotonic() + deadline_in
     outcome = supervise(
-        [sys.executable, str(FAKE_EXECUTOR), "plan", "--output", "json"],
+        [sys.executable, str(STANDIN), "oci", "resolve", "registry.example/a:v1", "--format=json"],
         env=env,
         deadline=deadline,
         relay=relay_into(sink),
@@ -57,11 +57,19 @@ def run_fake(script: dict[str, Any], *, deadline_in: float | None = None, **kw: 
 
 @pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])
 def test_a_child_that_exits_is_read_whole(use_pidfd: bool) -> None:
-    outcome, relayed = run_fake({"report": "auto", "stderr": ["one", "two"]}, use_pidfd=use_pidfd)
+    outcome, relayed = run_fake({"stderr": ["one", "two"]}, use_pidfd=use_pidfd)
     assert outcome.started and outcome.stop is Stop.EXITED and outcome.returncode == 0
     assert outcome.output_problem is None
-    assert json.loads(outcome.stdout)["plan"]["planOutcome"] == "Changes"
+    assert json.loads(outcome.stdout)["reference"] == "registry.example/a:v1"
     assert relayed == RELAY_PREFIX + b"one\n" + RELAY_PREFIX + b"two\n"
+    assert outcome.stderr == b"one\ntwo\n"
+
+
+def test_without_a_relay_stderr_is_kept_for_the_runner_and_printed_nowhere() -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "STANDIN_SCRIPT": json.dumps({"stderr": ["SQL"]})}
+    argv = [sys.executable, str(STANDIN), "oci", "resolve", "registry.example/a:v1"]
+    outcome = supervise([*argv, "--format=json"], env=env, deadline=None, relay=None, limits=QUICK)
+    assert outcome.returncode == 0 and outcome.stderr == b"SQL\n"
 
 
 @pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])

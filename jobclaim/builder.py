@@ -8,6 +8,8 @@ a later API server version's default a reason to refuse the controller's own Job
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Final, NamedTuple
 
 from jobclaim._canonical import is_digest, is_epoch
@@ -16,6 +18,8 @@ from jobclaim.api.common import (
     ExecutionBindingStatus,
     ExecutionSpec,
     ManagerRecord,
+    OCIArtifactAccessBinding,
+    OCIArtifactSourceSpec,
 )
 from jobclaim.api.migration import PtahMigration
 from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
@@ -38,13 +42,45 @@ from jobclaim.envelope import (
 from jobclaim.errors import BuildRefused, InvalidInput
 from jobclaim.naming import job_name, projection_names
 from jobclaim.operations import operation_info
+from jobclaim.projection import CHUNK_KEY
 
+# The layout (docs/architecture.md, "The operation Job's layout"): the stock ptah
+# image runs the main container; the runner, a self-contained Python with its own
+# loader and libraries, is copied into an in-memory volume by an init container
+# from the manager's image, and started through that loader, so the executor image
+# needs no shell, no Python and no C library of its own.
 RUNNER_CONTAINER: Final = "ptah"
-EXECUTOR_CONTAINER: Final = "executor"
+INSTALL_CONTAINER: Final = "install-runner"
+FETCH_SCHEMA_CONTAINER: Final = "fetch-schema"
+FETCH_MIGRATIONS_CONTAINER: Final = "fetch-migrations"
 RUNNER_USER: Final = 65532
-PLAN_MOUNT: Final = "/var/run/ptah/plan"
-EXECUTOR_DIR: Final = "/var/run/ptah/bin"
+PTAH_BINARY: Final = "/usr/local/bin/ptah"
+RUNNER_DIR: Final = "/runner"
+PLAN_MOUNT: Final = "/plan"
+SOURCE_DIR: Final = "/source"
+SCHEMA_FILE: Final = "/source/schema.hcl"
+MIGRATIONS_DIR: Final = "/source/migrations"
+POLICY_DIR: Final = "/policy"
+POLICY_FILE: Final = "/policy/policy"
+WORK_DIR: Final = "/tmp"
+RUNNER_MODULE: Final = "runner"
+RUNNER_COMMAND: Final = (
+    f"{RUNNER_DIR}/lib/ld.so",
+    "--library-path",
+    f"{RUNNER_DIR}/lib",
+    f"{RUNNER_DIR}/bin/python3",
+    "-I",
+    "-m",
+    RUNNER_MODULE,
+)
+INSTALL_COMMAND: Final = ("python3", "-I", "-m", f"{RUNNER_MODULE}.install", RUNNER_DIR)
+ARTIFACT_TYPES: Final = {
+    "schema": "application/vnd.stokaro.ptah.schema.v1",
+    "migration": "application/vnd.stokaro.ptah.migrations.v1",
+}
 DEFAULT_GRACE_SECONDS: Final = 30
+# Read-only projections: the plan's chunks and the verification policy.
+READ_ONLY_MODE: Final = 0o440
 
 
 class JobInputs(NamedTuple):
@@ -71,6 +107,15 @@ class JobInputs(NamedTuple):
     plan: CurrentPlanStatus | None = None
     expected_sequence: tuple[str, ...] = ()
     snapshot_digest: str | None = None
+    # What ptah reads: the artifact (as requested, and as resolved), its policy,
+    # the realm, and the policy's knobs that reach ptah as flags or variables.
+    source: OCIArtifactSourceSpec | None = None
+    resolved: OCIArtifactAccessBinding | None = None
+    coordination_digest: str | None = None
+    exclude: tuple[str, ...] = ()
+    protected_tables: tuple[str, ...] = ()
+    transaction_mode: str = "all"
+    lock_timeout: str = "30s"
 
 
 def schema_job_inputs(
@@ -106,6 +151,13 @@ def schema_job_inputs(
         ),
         plan=plan,
         snapshot_digest=snapshot_digest,
+        source=schema.spec.desired,
+        resolved=operation.source,
+        coordination_digest=operation.coordination_digest,
+        exclude=tuple(schema.spec.policy.exclude),
+        protected_tables=tuple(schema.spec.policy.protected_tables),
+        transaction_mode=schema.spec.policy.transaction_mode,
+        lock_timeout=schema.spec.policy.lock_timeout,
     )
 
 
@@ -139,6 +191,11 @@ def migration_job_inputs(
         execution_not_after=operation.execution_not_after,
         expected_sequence=expected_sequence,
         snapshot_digest=snapshot_digest,
+        source=migration.spec.artifact,
+        resolved=operation.source,
+        coordination_digest=operation.coordination_digest,
+        transaction_mode=migration.spec.policy.transaction_mode,
+        lock_timeout=migration.spec.policy.lock_timeout,
     )
 
 
@@ -236,46 +293,146 @@ def _container_defaults() -> dict[str, Any]:
     }
 
 
+def sequence_document(versions: tuple[str, ...]) -> str:
+    """ptah's ``--expect-sequence`` document for the approved versions, compact.
+
+    ptah names a migration by its integer version and keeps the spelling it was
+    written with as ``version_key``; the guard compares both, in order.
+    """
+    if not all(v.isascii() and v.isdigit() and int(v) > 0 for v in versions):
+        raise BuildRefused("a migration version ptah can name is a positive integer")
+    entries = [{"version": int(v), "version_key": v} for v in versions]
+    return json.dumps({"migrations": entries}, separators=(",", ":"))
+
+
+def _references(inputs: JobInputs) -> tuple[str, str]:
+    """The artifact as requested, and as resolved (pinned by digest) when the claim knows."""
+    requested = inputs.source.oci_ref if inputs.source else ""
+    resolved = inputs.resolved
+    if resolved is None:
+        # The claim recorded no resolution: ptah is given the reference as written.
+        return requested, requested
+    pinned = resolved.reference
+    if not pinned.endswith("@" + resolved.digest):
+        pinned = f"{pinned.split('@', 1)[0]}@{resolved.digest}"
+    return requested, pinned
+
+
+def _value(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
 def _env(inputs: JobInputs) -> list[dict[str, Any]]:
     family = inputs.owner.family or ""
     info = operation_info(family, inputs.operation)
-    url = inputs.target.url_from
-    secret_ref: dict[str, Any] = {"name": url.name, "key": url.key}
+    runner = info.runner_operation
+    requested, resolved = _references(inputs)
     env: list[dict[str, Any]] = [
-        # The database URL reaches the Pod from its Secret; the controller never reads it.
-        {"name": "PTAH_DATABASE_URL", "valueFrom": {"secretKeyRef": secret_ref}},
-        {"name": "PTAH_ENGINE", "value": inputs.target.engine},
-        {"name": "PTAH_EXECUTOR", "value": f"{EXECUTOR_DIR}/ptah"},
-        {"name": "PTAH_OPERATION", "value": info.runner_operation},
-        {"name": "PTAH_OPERATION_ID", "value": inputs.operation_id},
-        {"name": "PTAH_RUNNER_PROTOCOL", "value": str(inputs.binding.runner_protocol_version)},
+        _value("PTAH_BINARY", PTAH_BINARY),
+        _value("PTAH_EXPECTED_DATABASE_ENGINE", inputs.target.engine),
+        _value("PTAH_OPERATION", runner),
+        _value("PTAH_OPERATION_ID", inputs.operation_id),
+        _value("PTAH_RUNNER_PROTOCOL_VERSION", str(inputs.binding.runner_protocol_version)),
+        _value("PTAH_RUNNER_WORK_DIR", WORK_DIR),
+        _value("PTAH_VERSION", inputs.binding.ptah_version),
     ]
+    if runner == "resolve":
+        env.append(_value("PTAH_REQUESTED_REFERENCE", requested))
+    elif runner == "verify":
+        env.append(_value("PTAH_EXPECTED_ARTIFACT_TYPE", ARTIFACT_TYPES[family]))
+        env.append(_value("PTAH_RESOLVED_REFERENCE", resolved))
+        env.append(_value("PTAH_VERIFICATION_POLICY", POLICY_FILE))
+    else:
+        # Only a database operation holds the credential; the fetch step holds none.
+        url = inputs.target.url_from
+        secret_ref: dict[str, Any] = {"name": url.name, "key": url.key}
+        env.append({"name": "PTAH_DB_URL", "valueFrom": {"secretKeyRef": secret_ref}})
+        env.append(_value("PTAH_CONNECT_TIMEOUT", inputs.execution.connect_timeout))
+        env.append(_value("PTAH_LOCK_TIMEOUT", inputs.lock_timeout))
+        env.append(_value("PTAH_TX_MODE", "all"))
+        if inputs.coordination_digest is not None:
+            env.append(_value("PTAH_COORDINATION_DIGEST", inputs.coordination_digest))
     if inputs.execution_not_after is not None:
-        env.append({"name": "PTAH_EXECUTION_NOT_AFTER", "value": inputs.execution_not_after})
+        env.append(_value("PTAH_EXECUTION_NOT_AFTER", inputs.execution_not_after))
+    if runner in ("observe", "plan"):
+        env.append(_value("PTAH_SCHEMA_FILE", SCHEMA_FILE))
+    if runner == "plan":
+        if inputs.exclude:
+            env.append(_value("PTAH_EXCLUDE", ",".join(inputs.exclude)))
+        if inputs.protected_tables:
+            env.append(_value("PTAH_PROTECTED_TABLES", ",".join(inputs.protected_tables)))
     if inputs.plan is not None:
-        env.append({"name": "PTAH_PLAN_DIR", "value": PLAN_MOUNT})
-        env.append({"name": "PTAH_PLAN_CONTENT_DIGEST", "value": inputs.plan.content_digest})
-    if inputs.expected_sequence:
-        env.append({"name": "PTAH_EXPECT_SEQUENCE", "value": ",".join(inputs.expected_sequence)})
-    return env
+        env.append(_value("PTAH_EXPECTED_PLAN_CONTENT_DIGEST", inputs.plan.content_digest))
+        if inputs.plan.target_identity_digest is not None:
+            target = inputs.plan.target_identity_digest
+            env.append(_value("PTAH_EXPECTED_TARGET_IDENTITY_DIGEST", target))
+        env.append(_value("PTAH_PLAN_DIR", PLAN_MOUNT))
+    if runner in ("migration-history", "migration-apply"):
+        env.append(_value("PTAH_MIGRATIONS_DIR", MIGRATIONS_DIR))
+    if runner == "migration-apply":
+        document = sequence_document(inputs.expected_sequence)
+        digest = "sha256:" + hashlib.sha256(document.encode()).hexdigest()
+        env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE", document))
+        env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST", digest))
+        env.append(_value("PTAH_TRANSACTION_MODE", inputs.transaction_mode))
+    return sorted(env, key=lambda item: str(item["name"]))
+
+
+def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, Any] | None:
+    """The step that pulls the artifact, in a container that holds no database credential."""
+    runner = operation_info(inputs.owner.family or "", inputs.operation).runner_operation
+    _, resolved = _references(inputs)
+    if runner in ("observe", "plan"):
+        name, noun, out = FETCH_SCHEMA_CONTAINER, "schema", SCHEMA_FILE
+    elif runner in ("migration-history", "migration-apply"):
+        name, noun, out = FETCH_MIGRATIONS_CONTAINER, "migrations", MIGRATIONS_DIR
+    else:
+        return None
+    return {
+        "name": name,
+        "image": inputs.binding.executor_image,
+        "command": [PTAH_BINARY, noun, "pull", resolved, "--out", out],
+        "resources": resources,
+        "securityContext": _hardened_container_security(),
+        "volumeMounts": [
+            {"name": "source", "mountPath": SOURCE_DIR},
+            {"name": "tmp", "mountPath": WORK_DIR},
+        ],
+        "workingDir": WORK_DIR,
+        **_container_defaults(),
+    }
 
 
 def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    runner = operation_info(inputs.owner.family or "", inputs.operation).runner_operation
     volumes: list[dict[str, Any]] = [
-        {"name": "executor", "emptyDir": {}},
+        # In memory: the runner is code the Pod runs, and nothing on the node's disk
+        # should be able to stand in for it between the copy and the start.
+        {"name": "runner", "emptyDir": {"medium": "Memory"}},
         {"name": "tmp", "emptyDir": {}},
     ]
     mounts: list[dict[str, Any]] = [
-        {"name": "executor", "mountPath": EXECUTOR_DIR, "readOnly": True},
-        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "runner", "mountPath": RUNNER_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": WORK_DIR},
     ]
+    if runner in ("observe", "plan", "migration-history", "migration-apply"):
+        volumes.append({"name": "source", "emptyDir": {}})
+        mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
+    if runner == "verify" and inputs.source and inputs.source.verification_policy_from:
+        selector = inputs.source.verification_policy_from
+        items = [{"key": selector.key, "path": "policy"}]
+        config_map = {"name": selector.name, "items": items, "defaultMode": READ_ONLY_MODE}
+        volumes.append({"name": "policy", "configMap": config_map})
+        mounts.append({"name": "policy", "mountPath": POLICY_DIR, "readOnly": True})
     if inputs.plan is not None:
-        for index, name in enumerate(projection_names(inputs.plan.name, inputs.plan.chunk_count)):
-            volume = f"plan-{index:03d}"
-            volumes.append({"name": volume, "configMap": {"name": name, "defaultMode": 0o444}})
-            mounts.append(
-                {"name": volume, "mountPath": f"{PLAN_MOUNT}/{index:03d}", "readOnly": True}
-            )
+        names = projection_names(inputs.plan.name, inputs.plan.chunk_count)
+        sources = [
+            {"configMap": {"name": name, "items": [{"key": CHUNK_KEY, "path": f"{i:03d}.plan"}]}}
+            for i, name in enumerate(names)
+        ]
+        projected = {"sources": sources, "defaultMode": READ_ONLY_MODE}
+        volumes.append({"name": "plan", "projected": projected})
+        mounts.append({"name": "plan", "mountPath": PLAN_MOUNT, "readOnly": True})
     return volumes, mounts
 
 
@@ -348,30 +505,32 @@ def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
     resources = _without_empty(execution.resources.to_wire()) if execution.resources else {}
     runner = {
         "name": RUNNER_CONTAINER,
-        "image": inputs.manager.runner_image,
-        "command": ["python", "-m", "runner"],
+        # The stock ptah image: ptah at /usr/local/bin/ptah, whatever else it lacks.
+        "image": inputs.binding.executor_image,
+        "command": list(RUNNER_COMMAND),
         "env": _env(inputs),
         "resources": resources,
         "securityContext": _hardened_container_security(),
         "volumeMounts": mounts,
+        "workingDir": WORK_DIR,
         **_container_defaults(),
     }
-    executor = {
-        "name": EXECUTOR_CONTAINER,
-        "image": inputs.binding.executor_image,
-        # The executor image's contract: copy its ptah binary into the shared directory.
-        "command": ["/ptah", "install", EXECUTOR_DIR],
+    install = {
+        "name": INSTALL_CONTAINER,
+        "image": inputs.manager.runner_image,
+        "command": list(INSTALL_COMMAND),
         "resources": resources,
         "securityContext": _hardened_container_security(),
-        "volumeMounts": [{"name": "executor", "mountPath": EXECUTOR_DIR}],
+        "volumeMounts": [{"name": "runner", "mountPath": RUNNER_DIR}],
         **_container_defaults(),
     }
+    fetch = _fetch_container(inputs, resources)
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "containers": [runner],
         "dnsPolicy": "ClusterFirst",
         "enableServiceLinks": False,
-        "initContainers": [executor],
+        "initContainers": [install] if fetch is None else [install, fetch],
         "restartPolicy": "Never",
         "schedulerName": "default-scheduler",
         "securityContext": {

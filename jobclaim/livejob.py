@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from jobclaim._canonical import is_pinned_image
 from jobclaim.api.common import ManagerRecord
-from jobclaim.builder import RUNNER_CONTAINER
+from jobclaim.builder import INSTALL_CONTAINER
 from jobclaim.envelope import ANN_CONTROLLER_IMAGE, ANN_CONTROLLER_REVISION
 from jobclaim.errors import InvalidInput
 from jobclaim.match import manager_record_problem
@@ -43,11 +43,12 @@ def manager_record_of(job: Mapping[str, Any]) -> ManagerRecord:
     if problem:
         raise InvalidInput(problem)
     pod = _map(_map(_map(job.get("spec")).get("template")).get("spec"))
-    containers = pod.get("containers")
+    # The runner comes from the manager's image, by the init container that installs it.
+    containers = pod.get("initContainers")
     runners = [
         c
         for c in (containers if isinstance(containers, list) else [])
-        if isinstance(c, dict) and c.get("name") == RUNNER_CONTAINER
+        if isinstance(c, dict) and c.get("name") == INSTALL_CONTAINER
     ]
     if len(runners) != 1 or not is_pinned_image(runners[0].get("image")):
         raise InvalidInput("the Job's runner image is not pinned by a lowercase SHA-256 digest")

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from jobclaim import Claim, finished
-from jobclaim.builder import RUNNER_CONTAINER
+from jobclaim.builder import INSTALL_CONTAINER, RUNNER_CONTAINER
 from jobclaim.envelope import (
     ANN_EPOCH,
     ANN_OPERATION_ID,
@@ -97,8 +97,10 @@ def _owned_exactly(pod: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
     )
 
 
-def _container(spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    found = [c for c in _list(spec.get("containers")) if _map(c).get("name") == name]
+def _container(
+    spec: Mapping[str, Any], name: str, containers: str = "containers"
+) -> Mapping[str, Any] | None:
+    found = [c for c in _list(spec.get(containers)) if _map(c).get("name") == name]
     return _map(found[0]) if len(found) == 1 else None
 
 
@@ -125,11 +127,17 @@ def pod_envelope_problem(
         return "the Pod does not carry the claim's admission snapshot digest"
     spec = _map(pod.get("spec"))
     template = _map(_map(_map(job.get("spec")).get("template")).get("spec"))
-    runner, built = _container(spec, RUNNER_CONTAINER), _container(template, RUNNER_CONTAINER)
-    if runner is None or built is None:
-        return "the Pod does not run exactly one runner container"
-    if runner.get("image") != built.get("image") or runner.get("command") != built.get("command"):
-        return "the Pod's runner is not the one its Job template runs"
+    for containers, name in (
+        ("containers", RUNNER_CONTAINER),
+        ("initContainers", INSTALL_CONTAINER),
+    ):
+        # The runner is what the install container copies and the main container starts.
+        found = _container(spec, name, containers)
+        built = _container(template, name, containers)
+        if found is None or built is None:
+            return f"the Pod does not run exactly one {name} container"
+        if found.get("image") != built.get("image") or found.get("command") != built.get("command"):
+            return "the Pod's runner is not the one its Job template runs"
     if (spec.get("serviceAccountName") or "default") != snapshot.service_account.object.name:
         return "the Pod runs as another service account than the snapshot bound"
     if spec.get("priorityClassName", "") != snapshot.priority_class.name:

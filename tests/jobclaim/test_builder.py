@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -13,7 +14,14 @@ from jobclaim.api import PodMetadataSpec, PtahSchema
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
-from tests.jobclaim.world import BINDING, MANAGER, OTHER_EPOCH, migration_world, schema_world
+from tests.jobclaim.world import (
+    BINDING,
+    EVERY_OPERATION,
+    MANAGER,
+    OTHER_EPOCH,
+    migration_world,
+    schema_world,
+)
 
 
 def pod(job: dict[str, Any]) -> dict[str, Any]:
@@ -72,19 +80,85 @@ def test_the_envelope_annotations(world: Any, count: int, marked: bool) -> None:
 
 def test_an_apply_mounts_its_projections() -> None:
     volumes = pod(schema_world("Apply").built)["volumes"]
-    names = [v["configMap"]["name"] for v in volumes if "configMap" in v]
+    (projected,) = [v["projected"] for v in volumes if "projected" in v]
     plan = schema_world("Apply").resource.status.plan  # type: ignore[union-attr]
     assert plan is not None
-    assert names == [f"{plan.name}-000", f"{plan.name}-001"]
+    assert projected["defaultMode"] == 0o440
+    assert projected["sources"] == [
+        {
+            "configMap": {
+                "name": f"{plan.name}-{i:03d}",
+                "items": [{"key": "chunk", "path": f"{i:03d}.plan"}],
+            }
+        }
+        for i in range(2)
+    ]
 
 
 def test_the_database_url_comes_from_its_secret_only() -> None:
     env = {e["name"]: e for e in pod(schema_world().built)["containers"][0]["env"]}
-    assert env["PTAH_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+    assert env["PTAH_DB_URL"]["valueFrom"]["secretKeyRef"] == {
         "name": "orders-db",
         "key": "url",
     }
-    assert "value" not in env["PTAH_DATABASE_URL"]
+    assert "value" not in env["PTAH_DB_URL"]
+
+
+WORLDS = EVERY_OPERATION
+# Which init containers each operation's Pod runs before the runner.
+INIT: dict[str, list[str]] = {
+    "schema Resolve": ["install-runner"],
+    "schema Verify": ["install-runner"],
+    "schema Observe": ["install-runner", "fetch-schema"],
+    "schema Plan": ["install-runner", "fetch-schema"],
+    "schema Apply": ["install-runner"],
+    "migration Resolve": ["install-runner"],
+    "migration Verify": ["install-runner"],
+    "migration History": ["install-runner", "fetch-migrations"],
+    "migration Apply": ["install-runner", "fetch-migrations"],
+}
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_the_layout_runs_the_stock_ptah_image_with_the_installed_runner(name: str) -> None:
+    spec = pod(WORLDS[name]().built)
+    (main,) = spec["containers"]
+    assert main["image"] == BINDING.executor_image
+    assert main["command"] == [
+        "/runner/lib/ld.so",
+        "--library-path",
+        "/runner/lib",
+        "/runner/bin/python3",
+        "-I",
+        "-m",
+        "runner",
+    ]
+    assert [c["name"] for c in spec["initContainers"]] == INIT[name]
+    install = spec["initContainers"][0]
+    assert install["image"] == MANAGER.runner_image
+    assert install["command"] == ["python3", "-I", "-m", "runner.install", "/runner"]
+    (runner_volume,) = [v for v in spec["volumes"] if v["name"] == "runner"]
+    assert runner_volume["emptyDir"] == {"medium": "Memory"}
+    for fetch in spec["initContainers"][1:]:
+        # The fetch step runs ptah itself and holds no database credential.
+        assert fetch["image"] == BINDING.executor_image
+        assert fetch["command"][:3] == ["/usr/local/bin/ptah", fetch["name"].split("-")[1], "pull"]
+        assert "env" not in fetch
+    env = {e["name"] for e in main["env"]}
+    assert ("PTAH_DB_URL" in env) is ("Resolve" not in name and "Verify" not in name)
+
+
+def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:
+    main = pod(migration_world("Apply").built)["containers"][0]
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    document = env["PTAH_EXPECTED_MIGRATION_SEQUENCE"]
+    assert document == (
+        '{"migrations":[{"version":20260101000000,"version_key":"20260101000000"},'
+        '{"version":20260102000000,"version_key":"20260102000000"}]}'
+    )
+    assert env["PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST"] == (
+        "sha256:" + hashlib.sha256(document.encode()).hexdigest()
+    )
 
 
 def test_building_is_deterministic() -> None:

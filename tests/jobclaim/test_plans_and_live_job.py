@@ -46,7 +46,8 @@ def test_a_live_job_carries_the_manager_record_it_was_built_with() -> None:
 
 
 def _runner(job: dict[str, Any]) -> dict[str, Any]:
-    runner: dict[str, Any] = job["spec"]["template"]["spec"]["containers"][0]
+    """The container that installs the runner: its image is the manager's runner image."""
+    runner: dict[str, Any] = job["spec"]["template"]["spec"]["initContainers"][0]
     return runner
 
 
@@ -61,7 +62,7 @@ def _runner(job: dict[str, Any]) -> dict[str, Any]:
         ),
         (lambda j: _runner(j).update(image="ptah-runner:latest"), "runner image is not pinned"),
         (
-            lambda j: j["spec"]["template"]["spec"]["containers"].append(dict(_runner(j))),
+            lambda j: j["spec"]["template"]["spec"]["initContainers"].append(dict(_runner(j))),
             "runner image is not pinned",
         ),
     ],

@@ -8,6 +8,7 @@ a test that passes here passes for the Job the controller would really create.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,17 @@ def migration_world(operation: str = "Apply") -> World:
         )
     )
     return World("migration", operation, migration, built)
+
+
+# Every operation of both families, by name: one world each.
+EVERY_OPERATION: dict[str, Callable[[], World]] = {
+    "schema Resolve": lambda: schema_world("Resolve"),
+    "schema Verify": lambda: schema_world("Verify"),
+    "schema Observe": lambda: schema_world("Observe"),
+    "schema Plan": lambda: schema_world("Plan"),
+    "schema Apply": lambda: schema_world("Apply"),
+    "migration Resolve": lambda: migration_world("Resolve"),
+    "migration Verify": lambda: migration_world("Verify"),
+    "migration History": lambda: migration_world("History"),
+    "migration Apply": lambda: migration_world("Apply"),
+}

@@ -179,9 +179,15 @@ SCHEMA_APPLY_ROWS = [
     ),
     Row(
         "another pinned runner image",
-        lambda s: pod(s)["containers"][0].update(image="evil.example.com/r@sha256:" + "9" * 64),
+        lambda s: pod(s)["initContainers"][0].update(image="evil.example.com/r@sha256:" + "9" * 64),
         OUTSIDE,
         "Pod template does not match the persisted admission snapshot",
+    ),
+    Row(
+        "another executor image",
+        lambda s: pod(s)["containers"][0].update(image="evil.example.com/p@sha256:" + "9" * 64),
+        OUTSIDE,
+        "the Job's spec is not the one its claim builds",
     ),
     Row(
         "another controller revision",

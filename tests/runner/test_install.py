@@ -1,0 +1,69 @@
+"""The installed runner runs where nothing else is: an empty root, no shell, no Python.
+
+The operation Pod's main container is the stock ptah image, which may hold nothing
+but ptah. So the runner the install container copies must run from its directory
+alone, through its own loader; this test gives it a root holding only that
+directory (a new user and mount namespace, ``unshare --root``) and reads its frame.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from jobclaim.builder import INSTALL_COMMAND, RUNNER_COMMAND, RUNNER_DIR
+from runner.install import mapped_objects, names_of
+from runner.protocol import parse_result_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_installed_runner_writes_its_frame_in_an_empty_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    installer = [sys.executable, *INSTALL_COMMAND[1:-1], str(root / RUNNER_DIR.lstrip("/"))]
+    subprocess.run(installer, check=True, cwd=ROOT, timeout=300)
+    (root / "dev").mkdir()
+    (root / "dev" / "termination-log").touch()
+    (root / "tmp").mkdir()
+    assert sorted(p.name for p in root.iterdir()) == ["dev", "runner", "tmp"]
+    env = {
+        "PTAH_OPERATION": "resolve",
+        "PTAH_OPERATION_ID": "op-1",
+        "PTAH_RUNNER_PROTOCOL_VERSION": "5",
+        "PTAH_BINARY": "/usr/local/bin/ptah",
+        "PTAH_VERSION": "v0.4.0",
+        "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
+        "PTAH_REQUESTED_REFERENCE": "registry.example/a:v1",
+    }
+    unshare = shutil.which("unshare")
+    assert unshare, "util-linux unshare is required"
+    done = subprocess.run(
+        [unshare, "--user", "--map-root-user", f"--root={root}", *RUNNER_COMMAND],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    frame = parse_result_for(done.stdout, "resolve", "op-1")
+    # The root holds no ptah: the runner ran, and says the executor could not start.
+    assert frame.result.error_code == "executor_unavailable"
+    assert frame.result.child_exit_code == -1
+    assert (root / "dev" / "termination-log").read_text().startswith("PTAH_RUNNER_SUMMARY_V1 ")
+
+
+def test_the_libraries_are_read_from_the_process_maps(tmp_path: Path) -> None:
+    maps = (
+        "7f00-7f01 r--p 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        "7f01-7f02 r-xp 00001000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        "7f02-7f03 rw-p 00000000 00:00 0 [heap]\n"
+        "7f03-7f04 r--p 00000000 08:01 2 /usr/lib/x86_64-linux-gnu/libz.so.1.2.13\n"
+        "7f04-7f05 r--p 00000000 08:01 3 /usr/lib/locale/C.utf8/LC_CTYPE\n"
+    )
+    assert [p.name for p in mapped_objects(maps)] == ["libc.so.6", "libz.so.1.2.13"]
+    (tmp_path / "libz.so.1.2.13").write_bytes(b"\x7fELF")
+    (tmp_path / "libz.so.1").symlink_to("libz.so.1.2.13")
+    (tmp_path / "libzstd.so.1").symlink_to("libz.so.1.2.13")  # another library's name
+    assert names_of(tmp_path / "libz.so.1.2.13") == ["libz.so.1", "libz.so.1.2.13"]

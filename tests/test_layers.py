@@ -11,6 +11,7 @@ business: another package that reaches into it breaks when it moves.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,3 +220,28 @@ def test_one_forbidden_import_fails_the_check(
 def test_a_package_without_a_row_fails(tmp_path: Path) -> None:
     write_tree(tmp_path, {**CONTROL, "newroom/__init__.py": ""})
     assert packages_on_disk(tmp_path) - set(ALLOWED) - UNCHECKED == {"newroom"}
+
+
+def _modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_runner_imports_only_jobclaim_pydantic_and_the_standard_library() -> None:
+    # The runner is copied into the executor's container as one directory; whatever
+    # it imports must be in that directory (runner.install.PACKAGES).
+    allowed = {"jobclaim", "pydantic", "pydantic_core"} | set(sys.stdlib_module_names)
+    runner = ROOT / "runner"
+    found = {
+        str(f.relative_to(ROOT)): sorted(
+            m for m in _modules(f) if m.split(".")[0] not in allowed and not m.startswith("runner")
+        )
+        for f in sorted(runner.rglob("*.py"))
+    }
+    assert {k: v for k, v in found.items() if v} == {}

@@ -1,0 +1,148 @@
+"""From the builder's Job to the controller's harvest, for every operation of both families.
+
+The runner is started with the environment the builder wrote into the Job's main
+container (its Secret and paths filled in the way the kubelet would), drives ptah
+(the stand-in, or ``PTAH_CONTRACT_EXECUTOR``) and writes its frame; the frame and the
+summary are then read and judged by the controller's own harvest code. So the
+builder, the runner and the harvest are held to one contract, not three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.migration_records import run_outcome
+from jobclaim.api.common import OCIArtifactAccessBinding
+from jobclaim.builder import (
+    PTAH_BINARY,
+    build_job,
+    migration_job_inputs,
+    schema_job_inputs,
+)
+from jobclaim.operations import operation_info
+from runner.config import target_identity_digest
+from runner.harvest import Outcome, judge
+from runner.summary import account_for
+from tests.jobclaim.world import BINDING, EVERY_OPERATION, MANAGER, SEQUENCE, World
+from tests.runner.support import (
+    CONTRACT_DB_URL,
+    SECRET_URL,
+    deadline_in,
+    executor_wrapper,
+    finish,
+    standin_plan,
+    start_runner,
+    write_plan_chunks,
+)
+
+WORLDS = EVERY_OPERATION
+RESOLVED = "sha256:" + "5" * 64
+T0 = datetime(2026, 12, 2, 12, 5, tzinfo=UTC)
+
+
+def built_job(world: World) -> dict[str, Any]:
+    """The world's Job, built for a claim that recorded its artifact's resolution."""
+    resource: Any = world.resource
+    if world.family == "schema":
+        inputs = schema_job_inputs(resource, binding=BINDING, manager=MANAGER)
+    else:
+        sequence = SEQUENCE if world.operation == "Apply" else ()
+        inputs = migration_job_inputs(
+            resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
+        )
+    reference = inputs.source.oci_ref if inputs.source else ""
+    resolved = OCIArtifactAccessBinding(reference=reference, digest=RESOLVED)
+    return build_job(inputs._replace(resolved=resolved))
+
+
+def kubelet_env(job: dict[str, Any], tmp_path: Path, script: dict[str, Any]) -> dict[str, str]:
+    """The main container's environment as the kubelet would give it, paths in tmp_path."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env: dict[str, str] = {}
+    for item in container["env"]:
+        if "valueFrom" in item:
+            assert item["name"] == "PTAH_DB_URL"  # the one value from a Secret
+            env["PTAH_DB_URL"] = CONTRACT_DB_URL or SECRET_URL
+        else:
+            env[item["name"]] = item["value"]
+    assert env["PTAH_BINARY"] == PTAH_BINARY
+    env["PTAH_BINARY"] = str(executor_wrapper(tmp_path))
+    # Where the volumes are mounted, here.
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env["PTAH_RUNNER_WORK_DIR"] = str(work)
+    if "PTAH_SCHEMA_FILE" in env:
+        (tmp_path / "schema.hcl").write_text('table "orders" {}\n')
+        env["PTAH_SCHEMA_FILE"] = str(tmp_path / "schema.hcl")
+    if "PTAH_MIGRATIONS_DIR" in env:
+        (tmp_path / "migrations").mkdir()
+        env["PTAH_MIGRATIONS_DIR"] = str(tmp_path / "migrations")
+    if "PTAH_VERIFICATION_POLICY" in env:
+        (tmp_path / "policy").write_text('{"require": ["signature"]}\n')
+        env["PTAH_VERIFICATION_POLICY"] = str(tmp_path / "policy")
+    if "PTAH_PLAN_DIR" in env:
+        # The world's plan is a record with no bytes behind it; the projected plan
+        # here is the stand-in's, so its digests replace the record's.
+        content = standin_plan()
+        write_plan_chunks(tmp_path / "plan", content)
+        env["PTAH_PLAN_DIR"] = str(tmp_path / "plan")
+        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = "sha256:" + hashlib.sha256(content).hexdigest()
+        env.pop("PTAH_EXPECTED_TARGET_IDENTITY_DIGEST", None)
+    if "PTAH_EXECUTION_NOT_AFTER" in env:
+        env["PTAH_EXECUTION_NOT_AFTER"] = deadline_in(120)  # the world's is in the past
+    summary = tmp_path / "termination-log"
+    summary.touch()
+    env.update(
+        PATH=os.environ.get("PATH", "/usr/bin:/bin"),
+        PTAH_TERMINATION_LOG=str(summary),
+        STANDIN_SCRIPT=json.dumps(script),
+    )
+    return env
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts(
+    tmp_path: Path, name: str
+) -> None:
+    world = WORLDS[name]()
+    claim = world.claim("rebuild-stored")
+    operation = operation_info(world.family, world.operation).runner_operation
+    artifact = (
+        f"application/vnd.stokaro.ptah.{'schema' if world.family == 'schema' else 'migrations'}.v1"
+    )
+    env = kubelet_env(built_job(world), tmp_path, {"artifact_type": artifact})
+    run = finish(start_runner(env), env)
+    assert run.returncode == 0, run.stderr
+    account = account_for(run.stdout, run.summary, operation, claim.operation_id)
+    assert account.source == "frame" and account.frame is not None
+    result = account.frame.result
+    assert result.succeeded, result.error
+    url = CONTRACT_DB_URL or SECRET_URL
+    target = (
+        target_identity_digest("PostgreSQL", url)
+        if operation not in ("resolve", "verify")
+        else None
+    )
+    judged = judge(
+        claim,
+        account,
+        terminal_at=T0,
+        now=T0,
+        coordination_digest=result.coordination_digest,
+        target_identity_digest=target,
+    )
+    assert judged.outcome is Outcome.ACCOUNTED, judged.reason
+    assert result.target_identity_digest == target
+    if name == "migration Apply":
+        assert run_outcome(account) == ("Applied", list(SEQUENCE))
+    if name == "schema Apply":
+        assert (result.mutation_started, result.uncertain) == (True, False)
+    if name == "schema Plan":
+        assert result.plan is not None and result.plan.plan_outcome == "Changes"

@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages
+.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract
 
 setup: $(STAMP)
 
@@ -116,6 +116,14 @@ bench: $(STAMP)
 # The crash simulation, run far longer than CI runs it.
 soak: $(STAMP)
 	PTAH_SOAK=2000 PTAH_SOAK_SEEDS=64 $(PY) -m pytest -q tests/lifecycle/test_crash_simulation.py
+
+# The runner's end-to-end rows against another ptah-compatible executor (the lab's):
+#   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db
+# Every operation runs through the runner and its frame must read as a success.
+contract: $(STAMP)
+	@test -n "$(EXECUTOR)" || { echo "make contract needs EXECUTOR=/path/to/ptah"; exit 2; }
+	PTAH_CONTRACT_EXECUTOR=$(EXECUTOR) PTAH_CONTRACT_DB_URL=$(DB_URL) \
+		$(PY) -m pytest -q tests/runner -k any_executor
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .tools $(CONTROLPLANE_DIR)/bin

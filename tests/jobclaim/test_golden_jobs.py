@@ -23,8 +23,18 @@ from tests.jobclaim.world import World, migration_world, schema_world
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("PTAH_REGENERATE_GOLDEN") == "1"
-# The runner container's command: the module path every Job in flight was built with.
-RUNNER_COMMAND = ["python", "-m", "runner"]
+# The main container's command: the stock ptah image starts the installed runner
+# through the runner's own loader (docs/architecture.md, "The operation Job's layout").
+RUNNER_COMMAND = [
+    "/runner/lib/ld.so",
+    "--library-path",
+    "/runner/lib",
+    "/runner/bin/python3",
+    "-I",
+    "-m",
+    "runner",
+]
+INSTALL_COMMAND = ["python3", "-I", "-m", "runner.install", "/runner"]
 
 WORLDS = {"schema": schema_world, "migration": migration_world}
 CASES = [(family, op) for family in ("schema", "migration") for op in known_operations(family)]
@@ -63,3 +73,4 @@ def test_the_built_job_equals_its_golden(family: str, operation: str) -> None:
 def test_the_runner_command_is_pinned(family: str, operation: str) -> None:
     pod = built(family, operation).built["spec"]["template"]["spec"]
     assert [c["command"] for c in pod["containers"]] == [RUNNER_COMMAND]
+    assert pod["initContainers"][0]["command"] == INSTALL_COMMAND

@@ -14,6 +14,7 @@ from jobclaim.api import PodMetadataSpec, PtahSchema
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
+from tests.jobclaim.test_golden_jobs import INSTALL_COMMAND, RUNNER_COMMAND
 from tests.jobclaim.world import (
     BINDING,
     EVERY_OPERATION,
@@ -124,19 +125,11 @@ def test_the_layout_runs_the_stock_ptah_image_with_the_installed_runner(name: st
     spec = pod(WORLDS[name]().built)
     (main,) = spec["containers"]
     assert main["image"] == BINDING.executor_image
-    assert main["command"] == [
-        "/runner/lib/ld.so",
-        "--library-path",
-        "/runner/lib",
-        "/runner/bin/python3",
-        "-I",
-        "-m",
-        "runner",
-    ]
+    assert main["command"] == RUNNER_COMMAND
     assert [c["name"] for c in spec["initContainers"]] == INIT[name]
     install = spec["initContainers"][0]
     assert install["image"] == MANAGER.runner_image
-    assert install["command"] == ["python3", "-I", "-m", "runner.install", "/runner"]
+    assert install["command"] == INSTALL_COMMAND
     (runner_volume,) = [v for v in spec["volumes"] if v["name"] == "runner"]
     assert runner_volume["emptyDir"] == {"medium": "Memory"}
     for fetch in spec["initContainers"][1:]:

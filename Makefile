@@ -118,12 +118,13 @@ soak: $(STAMP)
 	PTAH_SOAK=2000 PTAH_SOAK_SEEDS=64 $(PY) -m pytest -q tests/lifecycle/test_crash_simulation.py
 
 # The runner's end-to-end rows against another ptah-compatible executor (the lab's):
-#   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db
-# Every operation runs through the runner and its frame must read as a success.
+#   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db [DEV_URL=...]
+# Every operation runs through the runner and its frame must read as a success; add
+# CONTRACT_K='and not resolve and not verify' where no registry answers.
 contract: $(STAMP)
 	@test -n "$(EXECUTOR)" || { echo "make contract needs EXECUTOR=/path/to/ptah"; exit 2; }
-	PTAH_CONTRACT_EXECUTOR=$(EXECUTOR) PTAH_CONTRACT_DB_URL=$(DB_URL) \
-		$(PY) -m pytest -q tests/runner -k any_executor
+	PTAH_CONTRACT_EXECUTOR=$(EXECUTOR) PTAH_CONTRACT_DB_URL=$(DB_URL) PTAH_CONTRACT_DEV_URL=$(DEV_URL) \
+		$(PY) -m pytest -q tests/runner -k "any_executor $(CONTRACT_K)"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .tools $(CONTROLPLANE_DIR)/bin

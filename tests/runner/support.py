@@ -124,6 +124,8 @@ class RunnerRun:
 # it, PTAH_CONTRACT_DB_URL the database it opens. Unset: the stand-in, which opens none.
 CONTRACT_EXECUTOR = os.environ.get("PTAH_CONTRACT_EXECUTOR", "")
 CONTRACT_DB_URL = os.environ.get("PTAH_CONTRACT_DB_URL", "")
+# A dev database, for an executor that plans in one (the lab's does).
+CONTRACT_DEV_URL = os.environ.get("PTAH_CONTRACT_DEV_URL", "")
 SEQUENCE_DOCUMENT = json.dumps(
     {"migrations": [{"version": 4, "version_key": "004"}, {"version": 5, "version_key": "005"}]},
     separators=(",", ":"),
@@ -211,6 +213,8 @@ def runner_env(
             PTAH_LOCK_TIMEOUT="12s",
             PTAH_TX_MODE="all",
         )
+        if CONTRACT_DEV_URL:
+            env["PTAH_DEV_URL"] = CONTRACT_DEV_URL
     if operation in ("observe", "plan"):
         env["PTAH_SCHEMA_FILE"] = str(source / "schema.hcl")
     if operation == "apply":

@@ -6,6 +6,12 @@ of their writes lose, but only one manager doing the work keeps the losses rare 
 the Events readable. The Lease is taken by compare-and-swap, renewed by its holder,
 and a foreign holder's Lease expires only by this process's own monotonic observation
 of an unchanged record, never by comparing another node's timestamps with our clock.
+
+A holder counts itself the leader only until its *renew deadline* (shorter than the
+Lease duration) has passed since the start of its last successful renewal. Another
+manager may take the Lease over only after a whole duration of the record unchanged by
+its own clock, so a leader cut off from the API server stops taking work at least
+``duration - renew_deadline`` seconds before anyone else can start.
 """
 
 from __future__ import annotations
@@ -20,6 +26,37 @@ from jobclaim.apiserver import LEASES, AlreadyExists, ApiClient, ApiError, Confl
 from jobclaim.errors import InvalidInput
 
 DEFAULT_DURATION: Final = 15
+
+
+def default_renew_deadline(duration: float) -> float:
+    """Two thirds of the Lease duration (10 of 15 s, as client-go's defaults)."""
+    return duration * 2 / 3
+
+
+def default_retry_period(duration: float) -> float:
+    """A seventh of the duration (2 of 15 s, as client-go's defaults), rounded down."""
+    return duration * 2 / 15
+
+
+def timing_problem(duration: float, renew_deadline: float, retry_period: float) -> str | None:
+    """Why these three durations cannot work together, or None. Pure.
+
+    The renew deadline must leave room for at least one retry, and end before the
+    Lease can lapse elsewhere: otherwise a silent leader could still be working when a
+    successor starts.
+    """
+    if not duration > 0:
+        return "the lease duration must be positive"
+    if not 0 < retry_period < renew_deadline:
+        return "the retry period must be positive and shorter than the renew deadline"
+    if not renew_deadline < duration:
+        return "the renew deadline must be shorter than the lease duration"
+    return None
+
+
+def holds_leadership(renewed_at: float | None, now: float, renew_deadline: float) -> bool:
+    """Whether a holder whose last renewal began at ``renewed_at`` may still work. Pure."""
+    return renewed_at is not None and now - renewed_at < renew_deadline
 
 
 def _utc_now() -> datetime:
@@ -52,6 +89,8 @@ class LeaderElector:
         identity: str,
         *,
         duration_seconds: int = DEFAULT_DURATION,
+        renew_deadline_seconds: float | None = None,
+        retry_period_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = _utc_now,
     ) -> None:
@@ -62,6 +101,19 @@ class LeaderElector:
         self._name = name
         self.identity = identity
         self.duration = duration_seconds
+        self.renew_deadline = (
+            default_renew_deadline(duration_seconds)
+            if renew_deadline_seconds is None
+            else renew_deadline_seconds
+        )
+        self.retry_period = (
+            default_retry_period(duration_seconds)
+            if retry_period_seconds is None
+            else retry_period_seconds
+        )
+        problem = timing_problem(self.duration, self.renew_deadline, self.retry_period)
+        if problem is not None:
+            raise InvalidInput(problem)
         self._clock = clock
         self._wall = wall
         self._seen: tuple[tuple[object, ...], float] | None = None
@@ -69,9 +121,15 @@ class LeaderElector:
 
     @property
     def leading(self) -> bool:
-        """Whether our last successful renewal is younger than the Lease duration."""
+        """Whether our last successful renewal began less than the renew deadline ago."""
+        return holds_leadership(self._renewed_at, self._clock(), self.renew_deadline)
+
+    def seconds_left(self) -> float:
+        """How long we may still work without another renewal (0 when not leading)."""
         renewed = self._renewed_at
-        return renewed is not None and self._clock() - renewed < self.duration
+        if renewed is None:
+            return 0.0
+        return max(0.0, self.renew_deadline - (self._clock() - renewed))
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt: True when we hold the Lease afterwards."""

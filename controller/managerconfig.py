@@ -22,6 +22,9 @@ from jobclaim.errors import InvalidInput
 # after that, so the executor stops by its own clock before the Lease can lapse.
 JOB_DEADLINE_GRACE_SECONDS: Final = 60
 LEASE_GRACE_SECONDS: Final = 60
+# The version of what this controller writes into status; part of the execution
+# binding, so a manager that would read status differently installs a new epoch.
+CONTROLLER_STATE_VERSION: Final = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,15 @@
 - A pass that failed is retried with exponential backoff; one that asked for a
   requeue is run again after the time it asked for; one that did neither waits for
   a watch event.
-- Only the elected leader works (``LeaderElector``); losing the Lease stops the
-  workers. Shutdown stops taking keys, lets each worker finish its pass, and gives
-  the Lease back.
+- Only the elected leader works (``LeaderElector``): a worker takes a key only while
+  the elector says it leads, so a leader that cannot renew within its renew deadline
+  starts no pass after it, and the loop then stops the workers. Shutdown stops taking
+  keys, lets each worker finish its pass, and gives the Lease back only once every
+  worker has (a pass still running when the Lease is given back could write beside a
+  successor's).
 - Each pass's Events are sent after the pass (``events``).
+- A ``PassObserver`` hears of each pass, each loop turn and each key's wait in the
+  queue: the manager's health and metrics are read from it, never from the passes.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from controller.events import EventSink
 from controller.leaderelection import LeaderElector
@@ -43,6 +48,35 @@ class Key:
     name: str
 
 
+class PassObserver(Protocol):
+    """What the loop reports as it goes; every call must be quick and must not raise."""
+
+    def loop_turned(self, leading: bool) -> None:
+        """The campaign or leading loop went round once (a heartbeat)."""
+
+    def pass_started(self, key: Key) -> None: ...
+
+    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
+        """``reasons`` are the pass's Event reasons, in order."""
+
+    def waited(self, seconds: float) -> None:
+        """A key waited ``seconds`` in the queue between becoming ready and a worker."""
+
+
+class _Unobserved:
+    def loop_turned(self, leading: bool) -> None:
+        pass
+
+    def pass_started(self, key: Key) -> None:
+        pass
+
+    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
+        pass
+
+    def waited(self, seconds: float) -> None:
+        pass
+
+
 class WorkQueue:
     """A keyed queue: deduplicated, one holder per key, delays and backoff by ``clock``."""
 
@@ -52,8 +86,11 @@ class WorkQueue:
         clock: Callable[[], float] = time.monotonic,
         base_delay: float = 0.05,
         max_delay: float = 300.0,
+        on_wait: Callable[[float], None] | None = None,
     ) -> None:
         self._clock = clock
+        self._on_wait = on_wait
+        self._ready_since: dict[Key, float] = {}
         self._base = base_delay
         self._max = max_delay
         self._cond = threading.Condition()
@@ -74,9 +111,13 @@ class WorkQueue:
             elif key in self._active:
                 self._dirty.add(key)  # run again after the current pass, never beside it
             elif key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
+                self._make_ready(key)
             self._cond.notify()
+
+    def _make_ready(self, key: Key) -> None:
+        self._queued.add(key)
+        self._ready.append(key)
+        self._ready_since[key] = self._clock()
 
     def add_with_backoff(self, key: Key) -> float:
         """Add after a delay that doubles with each consecutive failure of ``key``."""
@@ -99,8 +140,7 @@ class WorkQueue:
             if key in self._active:
                 self._dirty.add(key)
             elif key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
+                self._make_ready(key)
         return self._delayed[0][0] - now if self._delayed else None
 
     def get(self, timeout: float | None = None) -> Key | None:
@@ -115,6 +155,9 @@ class WorkQueue:
                     key = self._ready.popleft()
                     self._queued.discard(key)
                     self._active.add(key)
+                    since = self._ready_since.pop(key, None)
+                    if self._on_wait is not None and since is not None:
+                        self._on_wait(self._clock() - since)
                     return key
                 waits = [w for w in (next_due,) if w is not None]
                 if deadline is not None:
@@ -130,8 +173,7 @@ class WorkQueue:
             if key in self._dirty:
                 self._dirty.discard(key)
                 if key not in self._queued:
-                    self._queued.add(key)
-                    self._ready.append(key)
+                    self._make_ready(key)
             self._cond.notify()
 
     def shut_down(self) -> None:
@@ -195,18 +237,22 @@ class Reconciler:
         workers: int = 2,
         watch_pause: float = 1.0,
         watch_timeout: int = 10,
+        observer: PassObserver | None = None,
     ) -> None:
         self.env = env
         self.events = events
         self.namespace = namespace
         self.elector = elector
-        self.queue = queue or WorkQueue()
+        self.observer: PassObserver = observer or _Unobserved()
+        self.queue = queue or WorkQueue(on_wait=self.observer.waited)
         self.workers = workers
         self.watch_pause = watch_pause
         # The server ends each watch after this long, which bounds how long a stop
         # waits for a quiet watch; the watch is simply re-established.
         self.watch_timeout = watch_timeout
         self.passes = 0
+        # Each worker's pass hands its Event reasons to the observer through this.
+        self._reasons = threading.local()
 
     # -- one pass ----------------------------------------------------------------------
 
@@ -223,18 +269,27 @@ class Reconciler:
     def _finish(self, result: PassResult) -> Stop:
         self.passes += 1
         regarding = result.regarding
+        reasons: list[str] = []
         if regarding is not None and result.ctx is not None:
             for record in result.ctx.events:
+                reasons.append(record.reason)
                 self.events.emit(regarding, record)
+        self._reasons.reasons = reasons
         return result.stop
 
     def process(self, key: Key) -> Stop:
         """One queued pass and its requeue decision."""
+        self.observer.pass_started(key)
+        started = time.monotonic()
+        self._reasons.reasons = []
         try:
             stop = self.reconcile(key)
         except Exception as error:  # a bug must not kill the worker; backoff retries it
             log.exception("a pass over %s failed", key)
             stop = Stop("the pass raised", error=error)
+        self.observer.pass_finished(
+            key, stop, time.monotonic() - started, list(self._reasons.reasons)
+        )
         if stop.error is not None:
             self.queue.add_with_backoff(key)
             log.info("%s: %s (%s)", key, stop.reason, stop.error)
@@ -250,33 +305,42 @@ class Reconciler:
         """Campaign, then work until ``stop`` is set or leadership is lost."""
         elector = self.elector
         while elector is not None and not elector.try_acquire_or_renew():
-            if stop.wait(elector.duration / 3):
+            self.observer.loop_turned(False)
+            if stop.wait(elector.retry_period):
                 return
-        threads = [
+        watchers = [
             threading.Thread(target=self._watch, args=(r, stop), daemon=True) for r in WATCHED
         ]
-        threads += [
+        workers = [
             threading.Thread(target=self._work, args=(stop,), daemon=True)
             for _ in range(self.workers)
         ]
-        for thread in threads:
+        for thread in (*watchers, *workers):
             thread.start()
         try:
             while not stop.is_set():
-                if elector is not None:
-                    if not elector.try_acquire_or_renew() and not elector.leading:
-                        log.warning("leadership lost; stopping the workers")
-                        break
-                    stop.wait(elector.duration / 3)
-                else:
+                self.observer.loop_turned(True)
+                if elector is None:
                     stop.wait(1.0)
+                    continue
+                if not elector.try_acquire_or_renew() and not elector.leading:
+                    log.warning("leadership lost; stopping the workers")
+                    break
+                # Wake by the renew deadline at the latest, so a failed renewal is
+                # noticed when it matters, not a whole retry period later.
+                stop.wait(max(0.0, min(elector.retry_period, elector.seconds_left())))
         finally:
             stop.set()
             self.queue.shut_down()
-            for thread in threads:
+            for thread in workers:
                 thread.join()
+            # A watch only queues keys into the closed queue now; it ends when its
+            # stream does, at most ``watch_timeout`` later, and nothing waits for it.
             if elector is not None:
                 elector.release()
+
+    def _may_work(self) -> bool:
+        return self.elector is None or self.elector.leading
 
     def _work(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -284,6 +348,12 @@ class Reconciler:
             if key is None:
                 return
             try:
+                if not self._may_work():
+                    # Past the renew deadline no pass starts: the key stays queued for
+                    # whoever leads next (the watch of the next leader finds it anyway).
+                    self.queue.add(key)
+                    stop.wait(0.05)
+                    continue
                 self.process(key)
             finally:
                 self.queue.done(key)

@@ -5,7 +5,14 @@ The public surface is this module; everything the two sides need is named here, 
 neither reaches into a private module and grows a second copy of a rule.
 """
 
-from jobclaim._canonical import canonical_json, digest_of, is_digest, is_epoch, sha256_digest
+from jobclaim._canonical import (
+    canonical_json,
+    digest_of,
+    is_digest,
+    is_epoch,
+    is_pinned_image,
+    sha256_digest,
+)
 from jobclaim.admission import seal, snapshot_digest, snapshot_problem
 from jobclaim.builder import (
     JobInputs,
@@ -95,6 +102,7 @@ __all__ = [
     "is_digest",
     "is_dns_label",
     "is_epoch",
+    "is_pinned_image",
     "job_name",
     "labels_for",
     "lease_holder",

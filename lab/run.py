@@ -45,7 +45,7 @@ import yaml
 import certs
 from controller.claiming import input_fingerprint, schema_operation
 from controller.events import ApiEventSink, EventSink
-from controller.managerconfig import BindingInputs, ManagerConfig
+from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
@@ -142,7 +142,7 @@ ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings
 # values. No Pod runs here, so the images are never pulled; they are pinned by digest
 # only because the builder and the webhook accept nothing else.
 LOCAL_BINDING: Final = BindingInputs(
-    controller_state_version=1,
+    controller_state_version=CONTROLLER_STATE_VERSION,
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
     runner_protocol_version=5,

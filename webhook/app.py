@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 import orjson
 from fastapi import FastAPI, Request
@@ -27,7 +27,15 @@ from webhook.review import MAX_BODY_BYTES, response
 from webhook.rules import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Endpoint
 
 METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+# What is wrong (empty when nothing is): readiness and liveness are both asked this way.
 Readiness = Callable[[], Sequence[str]]
+
+
+class DecisionObserver(Protocol):
+    """Counts each decision (``webhook.observability.Metrics``, or the manager's)."""
+
+    def observe(self, endpoint: Endpoint, outcome: Outcome, seconds: float) -> None: ...
+
 
 _log = logging.getLogger("webhook.app")
 
@@ -40,10 +48,14 @@ def create_app(
     engine: Engine,
     *,
     readiness: Readiness | None = None,
+    liveness: Readiness | None = None,
     metrics: Metrics | None = None,
+    observer: DecisionObserver | None = None,
     decision_logger: logging.Logger | None = None,
 ) -> FastAPI:
-    """The webhook app. ``readiness`` lists what is not ready (empty when ready)."""
+    """The webhook app. ``readiness`` and ``liveness`` list what is wrong (empty when
+    nothing is). With an ``observer`` the decisions are counted there and this app
+    serves no ``/metrics`` (the manager serves them on its own port)."""
     app = FastAPI(
         title="ptah-operator admission webhook",
         docs_url=None,
@@ -53,6 +65,7 @@ def create_app(
     counters = metrics or Metrics()
     app.state.metrics = counters
     app.state.engine = engine
+    observe = observer.observe if observer is not None else counters.observe
 
     async def judge(endpoint: Endpoint, request: Request) -> Response:
         started = time.perf_counter()
@@ -61,7 +74,7 @@ def create_app(
             outcome: Outcome = await engine.decide_async(endpoint, body)
             seconds = time.perf_counter() - started
             log_decision(endpoint, outcome, seconds, decision_logger)
-            counters.observe(endpoint, outcome, seconds)
+            observe(endpoint, outcome, seconds)
             return _json(outcome.body(), outcome.http_status)
         except Exception:
             # Logging or counting failed, or the body could not be read: still a refusal.
@@ -79,6 +92,10 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:
+        # Asked on the loop itself: a loop too busy to answer is not healthy either.
+        problems = list(liveness()) if liveness else []
+        if problems:
+            return PlainTextResponse("unhealthy: " + "; ".join(problems) + "\n", status_code=503)
         return PlainTextResponse("ok")
 
     @app.get("/readyz")
@@ -88,9 +105,11 @@ def create_app(
             return PlainTextResponse("not ready: " + "; ".join(problems) + "\n", status_code=503)
         return PlainTextResponse("ok")
 
-    @app.get("/metrics")
-    async def prometheus() -> Response:
-        return Response(counters.render(), media_type=METRICS_CONTENT_TYPE)
+    if observer is None:
+
+        @app.get("/metrics")
+        async def prometheus() -> Response:
+            return Response(counters.render(), media_type=METRICS_CONTENT_TYPE)
 
     return app
 

@@ -106,19 +106,23 @@ def readiness(
     return problems
 
 
-def uvicorn_server(app: Any, tls: certs.ReloadingTLS, *, host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server over ``tls``; its access log is off (the decision log is ours)."""
-    return certs.build_uvicorn_server(
-        app,
-        tls,
-        host=host,
-        port=port,
-        access_log=False,
-        server_header=False,
-        log_level="warning",
+def uvicorn_server(
+    app: Any, tls: certs.ReloadingTLS, *, host: str, port: int, **options: Any
+) -> uvicorn.Server:
+    """A uvicorn server over ``tls``; its access log is off (the decision log is ours).
+
+    ``options`` override the defaults below (the manager passes ``log_config=None`` so
+    uvicorn's lines go through its JSON handler, not uvicorn's own).
+    """
+    settings: dict[str, Any] = {
+        "access_log": False,
+        "server_header": False,
+        "log_level": "warning",
         # A request the API server gave up on is not worth finishing after shutdown.
-        timeout_graceful_shutdown=5,
-    )
+        "timeout_graceful_shutdown": 5,
+        **options,
+    }
+    return certs.build_uvicorn_server(app, tls, host=host, port=port, **settings)
 
 
 def serving_pair(directory: Path) -> tuple[Path, Path] | None:

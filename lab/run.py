@@ -25,7 +25,6 @@ import asyncio
 import base64
 import contextlib
 import copy
-import logging
 import signal
 import socket
 import sys
@@ -75,6 +74,7 @@ from jobclaim.apiserver import (
     Resource,
 )
 from kube.client import KubeApi
+from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
 from lab.localplane import LocalControlPlane
 from webhook import Engine
 from webhook.app import create_app
@@ -89,6 +89,7 @@ __all__ = [
     "approval_for",
     "approve",
     "grant_manager",
+    "grant_webhook_configurations",
     "install_crds",
     "main",
     "manager_config",
@@ -354,6 +355,40 @@ def grant_manager(plane: LocalControlPlane, *, lease_namespace: str = MANAGER_NA
         {
             "metadata": leases,
             "roleRef": {**role_ref, "kind": "Role", "name": "ptah-operator-leases"},
+            "subjects": [subject],
+        },
+        identity="admin",
+    )
+
+
+def grant_webhook_configurations(plane: LocalControlPlane, names: Sequence[str]) -> None:
+    """The chart's one grant on webhook configurations: read (and patch) these by name.
+
+    The manager's readiness reads them to check that their caBundle trusts the
+    certificate it serves. Granted apart from ``MANAGER_RULES`` because the names
+    differ per run and per test, as they differ per release.
+    """
+    subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": MANAGER_USERNAME}
+    role = f"ptah-operator-webhooks-{names[0]}"[:253]
+    rules = [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": list(names),
+            "verbs": ["get", "patch"],
+        }
+    ]
+    apply(plane, CLUSTER_ROLES, {"metadata": {"name": role}, "rules": rules}, identity="admin")
+    apply(
+        plane,
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
             "subjects": [subject],
         },
         identity="admin",
@@ -1010,17 +1045,10 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
     namespace: str = args.namespace
     name = "orders"
     workdir.mkdir(parents=True, exist_ok=True)
-    # The controller's and the webhook's own logs (every admission decision, every
-    # broken watch) go to a file, so the terminal shows the resource's progress.
+    # The manager's JSON log (every admission decision, every pass that failed) goes
+    # to a file, so the terminal shows the resource's progress.
     log_file = workdir / "operator.log"
-    logging.basicConfig(
-        filename=log_file, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
-    controllers: list[LocalController] = []
     with contextlib.ExitStack() as stack:
-        # Registered first, so it runs last: once the API server is gone, the watch
-        # streams end at once and the controller's loop returns.
-        stack.callback(lambda: [c.stop() for c in controllers])
         _say(f"# starting kube-apiserver + etcd (workdir {workdir})")
         plane = stack.enter_context(LocalControlPlane(workdir / "controlplane"))
         _say(f"# API server: {plane.server_url}")
@@ -1034,22 +1062,35 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
         grant_manager(plane)
         prepare_namespace(admin, namespace)
 
-        hook = LocalWebhook(manager, workdir / "webhook-certs")
-        stack.callback(hook.close)
-        hook.start()
+        # The chart's own program with the chart's environment: the controller under
+        # leader election and the webhook, in one process, as a Pod runs them.
+        cert_dir = workdir / "webhook-certs"
+        local_certificates(cert_dir)
+        names = ("ptah-operator-controller-write", "ptah-operator-manager-state")
+        grant_webhook_configurations(plane, names)
+        process = ManagerProcess(
+            local_environment(
+                CHART_DEFAULTS,
+                identity="ptah-operator-local",
+                kubeconfig=plane.kubeconfig("manager"),
+                cert_dir=cert_dir,
+                configurations=names,
+            ),
+            log_file,
+        )
+        # Registered after the control plane, so it runs first: the manager gives its
+        # Lease back while the API server is still there to take it.
+        stack.callback(process.close)
+        process.start()
+        process.wait_serving()
         register_webhooks(
             plane,
             admin,
-            webhook_configurations("ptah-operator", hook.url, hook.ca_bundle),
+            webhook_configurations("ptah-operator", process.url, process.ca_bundle),
             MANAGER_NAMESPACE,
         )
-        _say(f"# webhook: {hook.url} (CA {workdir / 'webhook-certs' / certs.CA_CERT})")
-
-        controller = LocalController(manager)
-        controllers.append(controller)
-        stack.callback(controller.stop, wait=0)
-        controller.start()
-        _say("# controller: running as " + MANAGER_USERNAME)
+        _say(f"# manager: python -m manager, webhook {process.url} (CA {cert_dir / certs.CA_CERT})")
+        _say(f"#   metrics {process.metrics_url}; running as {MANAGER_USERNAME}")
 
         admin.create(PTAHSCHEMAS, namespace, example_schema(namespace, name))
         _say(f"# applied examples/ptahschema.yaml as {namespace}/{name}")
@@ -1067,7 +1108,6 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
         approval = approve(admin, namespace, name)
         approved = approval["metadata"]["name"]
         _say(f"# applied examples/templates/ptahschemaapproval.yaml as {approved}")
-        controller.nudge(namespace, name)
         schema = wait_for(
             admin,
             namespace,
@@ -1081,7 +1121,7 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
         _say(f"# recorded: Job {namespace}/{claim['jobName']} uid {claim['jobUID']}")
         if args.once:
             return 0
-        _say("# running; Ctrl-C stops the controller, the webhook and the control plane")
+        _say("# running; Ctrl-C stops the manager and the control plane")
         wait_for(
             admin,
             namespace,

@@ -1,0 +1,304 @@
+"""The manager program on the real API server, started as the chart starts it.
+
+Each manager is ``python -m manager`` in a process of its own, with the environment the
+chart's Deployment renders (the real helm) and only what a Pod gets from the cluster
+filled in: its name, its certificate directory, the service account's credentials (the
+harness's manager kubeconfig), loopback ports, one namespace to watch, and Lease
+durations short enough for a test.
+
+The webhook configurations point at the replica that stays up (in a cluster the
+Service sends to every ready replica; here one URL must do), so the follower is seen
+serving admission for the leader's writes. Every wait is a bounded poll of something
+the processes do on their own time; no sleep stands in for an event.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from controller import localrun
+from controller.kubeapi import KubeApi
+from controller.localmanager import ManagerProcess, local_environment
+from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
+from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
+from tests.chart.support import VALUES, Helm
+from tests.realapi.operator import Operator, Webhooked, operator, webhooked_namespace  # noqa: F401
+from webhook.serving import local_certificates
+
+pytestmark = pytest.mark.controlplane
+
+LEASE_NAMESPACE = localrun.MANAGER_NAMESPACE
+DURATION, RENEW_DEADLINE, RETRY = 4, 3.0, 0.5
+SHUTDOWN = 10.0
+DEADLINE = 60.0
+
+
+def until(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> float:
+    """Poll until ``condition`` holds; the seconds it took."""
+    started = time.monotonic()
+    localrun.until(condition, what, deadline=deadline)
+    return time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def chart_env(helm: Helm) -> dict[str, str]:  # noqa: F811
+    """The values the chart's Deployment sets (the Downward API ones are filled per replica)."""
+    objects = helm.render([VALUES / "required.yaml"])
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+@dataclass
+class Rig:
+    staged: Webhooked
+    cert_dir: Path
+    names: tuple[str, ...]
+    lease: str
+    chart: dict[str, str]
+    tmp: Path
+
+    @property
+    def api(self) -> KubeApi:
+        return self.staged.operator.admin
+
+    @property
+    def namespace(self) -> str:
+        return self.staged.namespace
+
+    def manager(self, identity: str, **overrides: str) -> ManagerProcess:
+        plane = self.staged.operator.plane
+        env = local_environment(
+            self.chart,
+            identity=identity,
+            kubeconfig=plane.kubeconfig("manager"),
+            cert_dir=self.cert_dir,
+            configurations=self.names,
+            watch_namespace=self.namespace,
+            PTAH_LEADER_ELECTION_LEASE_NAME=self.lease,
+            PTAH_LEADER_ELECTION_LEASE_DURATION_SECONDS=str(DURATION),
+            PTAH_LEADER_ELECTION_RENEW_DEADLINE_SECONDS=str(RENEW_DEADLINE),
+            PTAH_LEADER_ELECTION_RETRY_PERIOD_SECONDS=str(RETRY),
+            PTAH_SHUTDOWN_SECONDS=str(SHUTDOWN),
+            **overrides,
+        )
+        return ManagerProcess(env, self.tmp / f"{identity}.log")
+
+    def register(self, process: ManagerProcess) -> None:
+        """The chart's configurations for this namespace, pointing at ``process``."""
+        configurations = localrun.webhook_configurations(
+            self.staged.prefix,
+            process.url,
+            process.ca_bundle,
+            namespace_selector={"matchLabels": self.staged.label},
+        )
+        localrun.register_webhooks(
+            self.staged.operator.plane, self.api, configurations, self.namespace
+        )
+
+    def holder(self) -> str:
+        try:
+            lease = self.api.get(LEASES, LEASE_NAMESPACE, self.lease)
+        except NotFound:
+            return ""
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    def schema(self) -> Object:
+        found: Object = self.api.get(PTAHSCHEMAS, self.namespace, "orders")
+        return found
+
+    def jobs(self) -> list[Object]:
+        return list(self.api.list(JOBS, self.namespace))
+
+    def reporters(self) -> set[str]:
+        return {str(e.get("reportingInstance")) for e in self.api.list(EVENTS, self.namespace)}
+
+
+@contextmanager
+def rig(operator: Operator, tmp_path: Path, chart: dict[str, str]) -> Iterator[Rig]:  # noqa: F811
+    staged = webhooked_namespace(operator)
+    cert_dir = tmp_path / "certs"
+    local_certificates(cert_dir)
+    names = (f"{staged.prefix}-controller-write", f"{staged.prefix}-manager-state")
+    localrun.grant_webhook_configurations(operator.plane, names)
+    made = Rig(staged, cert_dir, names, f"leader-{uuid.uuid4().hex[:8]}", chart, tmp_path)
+    try:
+        yield made
+    finally:
+        for name in names:
+            with suppress(NotFound):
+                operator.admin.delete(localrun.WEBHOOKS, None, name)
+
+
+def gauge(process: ManagerProcess, name: str) -> float:
+    return process.gauge(name) or 0.0
+
+
+def total(process: ManagerProcess, name: str) -> float:
+    """The sum of a labelled counter's samples (0 when it has none)."""
+    return sum(
+        float(line.split()[-1])
+        for line in process.metrics().splitlines()
+        if line.startswith(name + "{")
+    )
+
+
+def leads(process: ManagerProcess) -> bool:
+    return gauge(process, "ptah_controller_leader") == 1.0
+
+
+def start_pair(made: Rig, stack: ExitStack) -> tuple[ManagerProcess, ManagerProcess]:
+    """Two replicas: ``first`` leads, ``second`` follows and serves the webhook."""
+    first = stack.enter_context(_closing(made.manager("manager-a").start()))
+    first.wait_serving()
+    until(lambda: leads(first), "the first manager to lead")
+    second = stack.enter_context(_closing(made.manager("manager-b").start()))
+    second.wait_serving()
+    made.register(second)
+    return first, second
+
+
+@contextmanager
+def _closing(process: ManagerProcess) -> Iterator[ManagerProcess]:
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def advance_to_dispatch(made: Rig) -> None:
+    """The example schema, bound by the leader, its plan seeded and approved."""
+    made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
+    until(
+        lambda: bool((made.schema().get("status") or {}).get("executionBinding")),
+        "the leader to install the execution binding",
+    )
+    localrun.seed_plan(made.api, made.staged.operator.manager, made.namespace, "orders")
+    localrun.approve(made.api, made.namespace, "orders")
+
+
+def recorded(made: Rig) -> bool:
+    return localrun.recorded_job(made.schema()) is not None
+
+
+def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
+    operator: Operator,  # noqa: F811
+    tmp_path: Path,
+    chart_env: dict[str, str],
+) -> None:
+    with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
+        leader, follower = start_pair(made, stack)
+        made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
+        until(
+            lambda: bool((made.schema().get("status") or {}).get("executionBinding")),
+            "the leader to install the execution binding",
+        )
+        assert made.holder() == "manager-a"
+        # The follower serves admission (the leader's status writes went through it)
+        # but has run no pass and dispatched nothing.
+        assert total(follower, "ptah_webhook_decisions_total") > 0
+        assert total(follower, "ptah_controller_passes_total") == 0
+        assert not leads(follower)
+        assert made.reporters() <= {"manager-a"}
+
+        assert leader.kill() == -9
+        killed = time.monotonic()
+        localrun.seed_plan(made.api, made.staged.operator.manager, made.namespace, "orders")
+        localrun.approve(made.api, made.namespace, "orders")
+        until(lambda: made.holder() == "manager-b", "the follower to take the Lease over")
+        took = time.monotonic() - killed
+        # The follower counts a whole duration of an unchanged record by its own clock,
+        # from a sighting at most one retry period late (and one renewal's round trip).
+        assert took < DURATION + 2 * RETRY + 1.0, took
+        until(lambda: recorded(made), "the new leader to record the Job")
+        (job,) = made.jobs()
+        assert job["metadata"]["name"] == made.schema()["status"]["activeOperation"]["jobName"]
+        assert total(follower, "ptah_controller_dispatches_total") == 1
+        assert follower.terminate() == 0
+        assert made.holder() == ""  # given back on the way out
+
+
+def test_a_terminated_leader_hands_over_cleanly_mid_work(
+    operator: Operator,  # noqa: F811
+    tmp_path: Path,
+    chart_env: dict[str, str],
+) -> None:
+    with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
+        leader, follower = start_pair(made, stack)
+        advance_to_dispatch(made)
+        # The approval's watch event has just queued passes: stop the leader now.
+        asked = time.monotonic()
+        assert leader.terminate(timeout=SHUTDOWN + 5) == 0
+        assert time.monotonic() - asked < SHUTDOWN
+        log = leader.log.read_text()
+        assert "the controller stopped; the Lease is given back" in log
+        assert "the webhook drained; exiting" in log
+        # Given back, the Lease is taken at the follower's next attempt, not after a
+        # whole duration of silence.
+        took = until(lambda: made.holder() == "manager-b", "the follower to take over")
+        assert took < DURATION, took
+        until(lambda: recorded(made), "the work to finish under the new leader")
+        assert len(made.jobs()) == 1
+        claim = made.schema()["status"]["activeOperation"]
+        assert claim["dispatchStarted"] is True
+        assert follower.terminate() == 0
+
+
+def test_a_wedged_pass_turns_liveness_red_within_the_stall_period(
+    operator: Operator,  # noqa: F811
+    tmp_path: Path,
+    chart_env: dict[str, str],
+) -> None:
+    stall = 2.0
+    with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
+        process = stack.enter_context(
+            _closing(
+                made.manager(
+                    "manager-w", PTAH_TEST_WEDGE_PASSES="true", PTAH_STALL_SECONDS=str(stall)
+                ).start()
+            )
+        )
+        process.wait_serving()
+        assert process.probe("/healthz").status_code == 200
+        made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
+        red = until(lambda: process.probe("/healthz").status_code == 503, "liveness to turn red")
+        answer = process.probe("/healthz").text
+        assert f"a pass over PtahSchema {made.namespace}/orders has run for" in answer
+        # The pass began once the watch saw the schema; red follows within the period
+        # plus the watch's own delay.
+        assert red < stall + 5.0, red
+        assert process.terminate() == 0  # shutdown releases the wedged pass
+
+
+def test_an_expired_certificate_turns_readiness_red(
+    operator: Operator,  # noqa: F811
+    tmp_path: Path,
+    chart_env: dict[str, str],
+) -> None:
+    with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
+        # A certificate that expires a few seconds after the manager has started.
+        validity = timedelta(minutes=10)
+        local_certificates(
+            made.cert_dir,
+            now=datetime.now(UTC) - validity + timedelta(seconds=12),
+            validity=validity,
+        )
+        process = stack.enter_context(_closing(made.manager("manager-e").start()))
+        process.wait_serving()
+        until(
+            lambda: process.probe("/readyz", verify=False).status_code == 503,
+            "readiness to turn red",
+            deadline=30.0,
+        )
+        answer = process.probe("/readyz", verify=False)
+        assert "the serving certificate has expired" in answer.text
+        assert process.probe("/healthz", verify=False).status_code == 200
+        assert process.terminate() == 0

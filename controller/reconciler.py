@@ -343,20 +343,26 @@ class Reconciler:
         return self.elector is None or self.elector.leading
 
     def _work(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            key = self.queue.get()
-            if key is None:
-                return
-            try:
-                if not self._may_work():
-                    # Past the renew deadline no pass starts: the key stays queued for
-                    # whoever leads next (the watch of the next leader finds it anyway).
-                    self.queue.add(key)
-                    stop.wait(0.05)
-                    continue
+        while not stop.is_set() and self.work_one(stop):
+            pass
+
+    def work_one(self, stop: threading.Event, timeout: float | None = None) -> bool:
+        """Take one key and run its pass, if this process may still work; False once
+        the queue is closed (or nothing came within ``timeout``)."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        try:
+            if not self._may_work():
+                # Past the renew deadline no pass starts: the key stays queued for
+                # whoever leads next (the next leader's watch finds it anyway).
+                self.queue.add(key)
+                stop.wait(0.05)
+            else:
                 self.process(key)
-            finally:
-                self.queue.done(key)
+        finally:
+            self.queue.done(key)
+        return True
 
     def _watch(self, resource: Resource, stop: threading.Event) -> None:
         version: str | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from controller.localmanager import CHART_DEFAULTS
 from manager.config import INTERPRETER_VARIABLES, VARIABLES, load
 from tests.chart.support import ROOT, Object, only
 
@@ -95,3 +96,16 @@ def test_the_metrics_service_reaches_the_port_the_manager_serves(
     (port,) = service["spec"]["ports"]
     assert port["targetPort"] == "metrics"
     assert load(rendered_env(default_render)).metrics_port == port["port"]
+
+
+def test_make_runs_table_is_the_charts_default_environment(default_render: list[Object]) -> None:
+    # make run starts the same program without helm, from this written-out table.
+    rendered = rendered_env(default_render)
+    for name in FIELD_VALUES:
+        rendered.pop(name)
+    images = {"PTAH_MANAGER_IMAGE", "PTAH_EXECUTOR_IMAGE", "PTAH_RUNNER_IMAGE", "PTAH_VERSION"}
+    # The images and the ptah version have no chart default; every other value does.
+    assert set(rendered) == set(CHART_DEFAULTS)
+    assert {k: v for k, v in rendered.items() if k not in images} == {
+        k: v for k, v in CHART_DEFAULTS.items() if k not in images
+    }

@@ -199,3 +199,62 @@ def test_a_stop_without_error_or_requeue_waits_for_a_watch() -> None:
     stop = rig.reconciler.process(key)
     assert stop == Stop("the plan awaits an approval")
     assert len(rig.reconciler.queue) == 0
+
+
+class _Observed:
+    def __init__(self) -> None:
+        self.started: list[Key] = []
+        self.finished: list[tuple[Key, str, list[str]]] = []
+        self.waits: list[float] = []
+        self.turns: list[bool] = []
+
+    def loop_turned(self, leading: bool) -> None:
+        self.turns.append(leading)
+
+    def pass_started(self, key: Key) -> None:
+        self.started.append(key)
+
+    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
+        self.finished.append((key, stop.reason, reasons))
+
+    def waited(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def test_past_its_renew_deadline_a_worker_starts_no_pass() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    elector = LeaderElector(
+        rig.api,
+        LEASE_NS,
+        "ptah-leader",
+        "manager-0",
+        duration_seconds=15,
+        renew_deadline_seconds=10,
+        retry_period_seconds=2,
+        clock=rig.clocks.monotonic,
+    )
+    observed = _Observed()
+    reconciler = Reconciler(rig.env, rig.sink, elector=elector, observer=observed)
+    assert elector.try_acquire_or_renew()
+    reconciler.queue.add(key)
+    rig.clocks.advance(9)
+    assert elector.leading
+    rig.clocks.advance(1)  # no renewal for a whole renew deadline
+    assert reconciler.work_one(threading.Event(), timeout=0)
+    assert observed.started == []
+    assert reconciler.queue.get(0) == key  # still queued for whoever leads next
+
+
+def test_the_observer_hears_each_pass_with_its_event_reasons() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    observed = _Observed()
+    reconciler = Reconciler(rig.env, rig.sink, observer=observed)
+    reconciler.queue.add(key)
+    assert reconciler.work_one(threading.Event(), timeout=0)
+    assert observed.started == [key]
+    ((finished_key, _reason, reasons),) = observed.finished
+    assert finished_key == key
+    assert reasons == rig.sink.reasons(key.name)[: len(reasons)] and reasons
+    assert len(observed.waits) == 1

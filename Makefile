@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract
+.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
 
 setup: $(STAMP)
 
@@ -17,6 +17,20 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP) controlplane
 	$(PY) -m lab.run $(RUN_ARGS)
+
+# The manager image (which also supplies the Jobs' runner), built with no Docker
+# daemon: a base from debootstrap, then images/manager/Containerfile by buildah.
+# Writes build/images/ptah-operator.oci.tar and its digest (images/build.sh).
+images: $(STAMP) image-tools
+	bash images/build.sh
+
+# Debian's buildah and debootstrap, installed when missing (root, apt).
+image-tools:
+	@command -v buildah >/dev/null && command -v debootstrap >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah debootstrap; }
+
+clean-images:
+	rm -rf build/images build/containers
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

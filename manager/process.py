@@ -38,7 +38,7 @@ from controller.mutationlifecycle import Stop
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
-from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS, NotFound
+from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS, ApiClient, NotFound
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems, trust_problems
@@ -90,9 +90,18 @@ class _WedgingReconciler(Reconciler):
 class Manager:
     """One manager process's parts; ``run`` serves until ``stopping`` is set."""
 
-    def __init__(self, config: Config, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        api: Callable[[Config], ApiClient] = connect,
+    ) -> None:
+        """``api`` makes each API client (the controller's, the webhook's); a benchmark
+        hands in the API double, production the real adapter."""
         self.config = config
         self._clock = clock
+        self._connect = api
         self.metrics = ManagerMetrics()
         self.monitor = self.metrics.monitor
         self._lock = threading.Lock()
@@ -102,7 +111,7 @@ class Manager:
 
     # -- the controller ----------------------------------------------------------------
 
-    def _new_reconciler(self, api: KubeApi, stopping: threading.Event) -> Reconciler:
+    def _new_reconciler(self, api: ApiClient, stopping: threading.Event) -> Reconciler:
         config = self.config
         env = Environment(
             api=api,
@@ -131,7 +140,7 @@ class Manager:
             return _WedgingReconciler(env, events, release=stopping, **options)
         return Reconciler(env, events, **options)
 
-    def _control(self, api: KubeApi, stopping: threading.Event) -> None:
+    def _control(self, api: ApiClient, stopping: threading.Event) -> None:
         """Terms of leadership, one after another, until shutdown.
 
         A term ends when the Lease is lost (or on shutdown); a new one campaigns again
@@ -163,7 +172,7 @@ class Manager:
     def liveness(self) -> list[str]:
         return liveness_problems(self.monitor.snapshot(), self.config.stall_seconds)
 
-    def _readiness(self, tls: certs.ReloadingTLS, reader: KubeApi) -> Callable[[], list[str]]:
+    def _readiness(self, tls: certs.ReloadingTLS, reader: ApiClient) -> Callable[[], list[str]]:
         basic = readiness(tls, reader, namespace=self.config.pod_namespace)
 
         def problems() -> list[str]:
@@ -194,8 +203,8 @@ class Manager:
             log.error("cannot serve the webhook: %s", error)
             return 1
         self.metrics.watch_certificate(lambda: tls.certificate.not_valid_after_utc)
-        controller_api = connect(config)
-        webhook_api = connect(config)
+        controller_api = self._connect(config)
+        webhook_api = self._connect(config)
         engine = Engine(webhook_api, Settings(manager_username=config.manager_username))
         app = create_app(
             engine,
@@ -241,8 +250,10 @@ class Manager:
             metrics_server.server_close()
             metrics_thread.join(timeout=5)
             engine.close()
-            webhook_api.close()
-            controller_api.close()
+            for client in (webhook_api, controller_api):
+                close = getattr(client, "close", None)
+                if callable(close):
+                    close()
 
     def _serve_webhook(
         self, server: uvicorn.Server, tls: certs.ReloadingTLS, stopping: threading.Event

@@ -83,15 +83,15 @@ trap 'bah rm "$ctr" >/dev/null 2>&1 || true' EXIT
 bah run --isolation chroot "$ctr" -- ptah-manager --help | head -1
 uid=$(bah run --isolation chroot "$ctr" -- python -c 'import os; print(os.getuid())')
 [ "$uid" = 65532 ] || { echo "images: the image runs as uid $uid, not 65532" >&2; exit 1; }
-set +e
-runner=$(bah run --isolation chroot "$ctr" -- python -m controller.runner 2>&1)
-code=$?
-set -e
+# With no Job environment the runner refuses with its own sentence (and exit 2), which
+# proves it starts; buildah's lines about the non-zero exit are dropped.
+runner=$(bah run --isolation chroot "$ctr" -- python -m controller.runner 2>&1 \
+    | grep '^ptah-runner: ' || true)
 case "$runner" in
     "ptah-runner: no result frame can be written"*) ;;
-    *) echo "images: the runner did not start: $runner" >&2; exit 1 ;;
+    *) echo "images: the runner did not start" >&2; exit 1 ;;
 esac
-echo "runner (no Job environment, exit $code): $runner"
+echo "runner as uid $uid, no Job environment: $runner"
 bah rm "$ctr" >/dev/null
 trap - EXIT
 

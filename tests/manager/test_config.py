@@ -19,7 +19,7 @@ def test_the_charts_environment_configures_a_manager() -> None:
     assert config.manager_username == CHART_ENV["PTAH_MANAGER_USERNAME"]
     assert config.controller.lease_namespace == "ptah-system"
     assert config.controller.binding.executor_image == CHART_ENV["PTAH_EXECUTOR_IMAGE"]
-    assert config.controller.binding.ptah_version == "1.4.2"
+    assert config.controller.binding.ptah_version == CHART_ENV["PTAH_VERSION"]
     assert config.controller.manager.runner_image == CHART_ENV["PTAH_RUNNER_IMAGE"]
     assert config.leader_election is not None
     assert config.leader_election.duration_seconds == 15

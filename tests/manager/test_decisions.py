@@ -28,25 +28,18 @@ K = Key("PtahSchema", "shop", "orders")
 def test_a_leader_stops_at_its_renew_deadline_before_the_lease_can_lapse() -> None:
     now = [0.0]
     api = InMemoryApi()
-    leader = LeaderElector(
-        api,
-        "ns",
-        "lead",
-        "one",
-        duration_seconds=15,
-        renew_deadline_seconds=10,
-        retry_period_seconds=2,
-        clock=lambda: now[0],
-    )
-    other = LeaderElector(
-        api,
-        "ns",
-        "lead",
-        "two",
-        duration_seconds=15,
-        renew_deadline_seconds=10,
-        retry_period_seconds=2,
-        clock=lambda: now[0],
+    leader, other = (
+        LeaderElector(
+            api,
+            "ns",
+            "lead",
+            identity,
+            duration_seconds=15,
+            renew_deadline_seconds=10,
+            retry_period_seconds=2,
+            clock=lambda: now[0],
+        )
+        for identity in ("one", "two")
     )
     assert leader.try_acquire_or_renew()
     assert not other.try_acquire_or_renew()  # starts its own count at 0

@@ -174,13 +174,17 @@ def _closing(process: ManagerProcess) -> Iterator[ManagerProcess]:
         process.close()
 
 
-def advance_to_dispatch(made: Rig) -> None:
-    """The example schema, bound by the leader, its plan seeded and approved."""
+def create_and_bind(made: Rig) -> None:
+    """The example schema, once the leader has installed its execution binding."""
     made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
     until(
         lambda: bool((made.schema().get("status") or {}).get("executionBinding")),
         "the leader to install the execution binding",
     )
+
+
+def seed_and_approve(made: Rig) -> None:
+    """What a Plan Job would publish (no kubelet here), and a person's approval."""
     localrun.seed_plan(made.api, made.staged.operator.manager, made.namespace, "orders")
     localrun.approve(made.api, made.namespace, "orders")
 
@@ -196,11 +200,7 @@ def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         leader, follower = start_pair(made, stack)
-        made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
-        until(
-            lambda: bool((made.schema().get("status") or {}).get("executionBinding")),
-            "the leader to install the execution binding",
-        )
+        create_and_bind(made)
         assert made.holder() == "manager-a"
         # The follower serves admission (the leader's status writes went through it)
         # but has run no pass and dispatched nothing.
@@ -211,8 +211,7 @@ def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
 
         assert leader.kill() == -9
         killed = time.monotonic()
-        localrun.seed_plan(made.api, made.staged.operator.manager, made.namespace, "orders")
-        localrun.approve(made.api, made.namespace, "orders")
+        seed_and_approve(made)
         until(lambda: made.holder() == "manager-b", "the follower to take the Lease over")
         took = time.monotonic() - killed
         # The follower counts a whole duration of an unchanged record by its own clock,
@@ -233,7 +232,8 @@ def test_a_terminated_leader_hands_over_cleanly_mid_work(
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         leader, follower = start_pair(made, stack)
-        advance_to_dispatch(made)
+        create_and_bind(made)
+        seed_and_approve(made)
         # The approval's watch event has just queued passes: stop the leader now.
         asked = time.monotonic()
         assert leader.terminate(timeout=SHUTDOWN + 5) == 0

@@ -197,6 +197,10 @@ class ManagerProcess:
             process.send_signal(signum)
         try:
             code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Past its own shutdown budget: a teardown must still finish.
+            process.kill()
+            code = process.wait()
         finally:
             if process.poll() is None:
                 process.kill()

@@ -71,6 +71,9 @@ stamp "wheels: this project and its pinned dependencies"
 context="$OUT/context"
 rm -rf "$context"
 mkdir -p "$context/wheels"
+# setuptools reuses build/lib between builds: a module deleted or moved since the last
+# wheel would otherwise still be packed into this one.
+rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.*
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$context/wheels" "$ROOT"
 
 stamp "image $IMAGE from images/manager/Containerfile"
@@ -85,7 +88,7 @@ uid=$(bah run --isolation chroot "$ctr" -- python -c 'import os; print(os.getuid
 [ "$uid" = 65532 ] || { echo "images: the image runs as uid $uid, not 65532" >&2; exit 1; }
 # With no Job environment the runner refuses with its own sentence (and exit 2), which
 # proves it starts; buildah's lines about the non-zero exit are dropped.
-runner=$(bah run --isolation chroot "$ctr" -- python -m controller.runner 2>&1 \
+runner=$(bah run --isolation chroot "$ctr" -- python -m runner 2>&1 \
     | grep '^ptah-runner: ' || true)
 case "$runner" in
     "ptah-runner: no result frame can be written"*) ;;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.localmanager import CHART_DEFAULTS
+from lab.localmanager import CHART_DEFAULTS
 from manager.config import INTERPRETER_VARIABLES
 
 CHART_ENV: Final[dict[str, str]] = {

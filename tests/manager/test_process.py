@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.inmemory import InMemoryApi
-from controller.localmanager import CHART_DEFAULTS, local_environment
 from jobclaim.apiserver import LEASES
+from kube.fake.inmemory import InMemoryApi
+from lab.localmanager import CHART_DEFAULTS, local_environment
 from manager.config import Config, load
 from manager.process import Manager
 from webhook.serving import local_certificates

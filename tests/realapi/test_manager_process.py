@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from controller import localrun
-from controller.kubeapi import KubeApi
-from controller.localmanager import ManagerProcess, local_environment
 from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
+from kube.client import KubeApi
+from lab.localmanager import ManagerProcess, local_environment
 from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
 from tests.chart.support import VALUES, Helm
 from tests.realapi.operator import Operator, Webhooked, operator, webhooked_namespace  # noqa: F401

@@ -12,8 +12,8 @@ import tomllib
 from typing import Any
 
 import pytest
-from controller.localmanager import CHART_DEFAULTS
 
+from lab.localmanager import CHART_DEFAULTS
 from manager.config import INTERPRETER_VARIABLES, VARIABLES, load
 from tests.chart.support import ROOT, Object, only
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from controller import localrun
 from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
 from kube.client import KubeApi
+from lab import run as localrun
 from lab.localmanager import ManagerProcess, local_environment
 from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
 from tests.chart.support import VALUES, Helm

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.events import REPORTING_CONTROLLER
 from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
 from kube.client import KubeApi
 from lab import run as localrun
@@ -119,7 +120,12 @@ class Rig:
         return list(self.api.list(JOBS, self.namespace))
 
     def reporters(self) -> set[str]:
-        return {str(e.get("reportingInstance")) for e in self.api.list(EVENTS, self.namespace)}
+        """Which managers sent the operator's Events here (other controllers' aside)."""
+        return {
+            str(e.get("reportingInstance"))
+            for e in self.api.list(EVENTS, self.namespace)
+            if e.get("reportingController") == REPORTING_CONTROLLER
+        }
 
 
 @contextmanager

@@ -21,7 +21,13 @@ from controller.claims import form_claim, retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext
 from controller.supervision import inputs_hold
-from jobclaim import Claim, build_job, migration_claim, migration_job_inputs
+from jobclaim import (
+    Claim,
+    build_job,
+    migration_claim,
+    migration_job_inputs,
+    migration_plan_problem,
+)
 from jobclaim.api import (
     MIGRATION_FINALIZER,
     ManagerRecord,
@@ -63,19 +69,6 @@ def _status(ctx: PassContext) -> PtahMigrationStatus:
     status = _migration(ctx).status
     assert status is not None
     return status
-
-
-def plan_problem(
-    plan: PtahMigrationPlan, *, ref: ObjectReference, owner_uid: str, epoch: str
-) -> str | None:
-    """Why a plan object is not the plan a claim or a new claim names, or None."""
-    if plan.metadata.uid != ref.uid or plan.metadata.deletion_timestamp:
-        return f"plan {ref.name} was replaced or is being deleted"
-    if plan.spec.migration_ref.uid != owner_uid:
-        return f"plan {ref.name} belongs to another migration"
-    if plan.spec.execution_binding_id != epoch:
-        return f"plan {ref.name} was made under another execution epoch"
-    return None
 
 
 class MigrationFamily:
@@ -125,7 +118,12 @@ class MigrationFamily:
             return f"plan {ref.name} is gone"
         binding = ctx.binding
         epoch = binding.epoch if binding else ""
-        return plan_problem(plan, ref=ref, owner_uid=ctx.uid, epoch=epoch) or plan
+        # The epoch in force: a claim is authorized only while its inputs (which hold
+        # its epoch) still hold, and a new claim records the epoch in force.
+        problem = migration_plan_problem(plan, ref, owner=_migration(ctx).metadata, epoch=epoch)
+        if problem is not None:
+            return f"plan {ref.name} is not the plan the claim records: {problem}"
+        return plan
 
     def authorize(self, ctx: PassContext) -> Stop | None:
         migration = _migration(ctx)

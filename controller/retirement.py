@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.claims import complete_pending_release
-from controller.harvesting import pod_stopped, pods_of
+from controller.harvesting import pods_of
 from controller.mutationlifecycle import (
     Disposition,
     Retirement,
@@ -38,7 +38,7 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.passcontext import PassContext, Status
-from jobclaim import finished
+from jobclaim import finished, pod_stopped
 from jobclaim.api import PendingObservationStatus, PtahMigrationStatus, PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import PtahError

@@ -24,7 +24,7 @@ from controller.passcontext import Approval, PassContext
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.supervision import inputs_hold
-from jobclaim import Claim, build_job, schema_claim, schema_job_inputs
+from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, schema_plan_problem
 from jobclaim.api import (
     SCHEMA_FINALIZER,
     ManagerRecord,
@@ -115,13 +115,9 @@ class SchemaFamily:
             )
         except NotFound:
             return f"plan {plan.name} is gone"
-        spec = obj.spec
-        if obj.metadata.uid != plan.uid or obj.metadata.deletion_timestamp:
-            return f"plan {plan.name} was replaced or is being deleted"
-        if spec.fingerprint != plan.fingerprint or spec.content_digest != plan.content_digest:
-            return f"plan {plan.name} is not the plan the claim was authorized for"
-        if spec.schema_ref.uid != ctx.uid or spec.execution_binding_id != plan.execution_binding_id:
-            return f"plan {plan.name} belongs to another schema or epoch"
+        problem = schema_plan_problem(obj, plan, owner=_schema(ctx).metadata)
+        if problem is not None:
+            return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
             ctx.chunks = load_plan(ctx.api, ctx.namespace, obj)
         except PlanUnverified as error:

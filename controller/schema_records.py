@@ -35,14 +35,14 @@ from controller.claims import (
     remove_orphan_finalizer,
     write_retry,
 )
-from controller.harvesting import Harvest, pod_stopped, pods_of
+from controller.harvesting import Harvest, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext, timestamp
 from controller.readings import settled_observation
 from controller.retirement import retire_schema_claim
 from controller.targetlock import MalformedLease
-from jobclaim import finished, lease_holder, match, pending_apply_claim
+from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
     ActiveOperationStatus,
     PendingObservationStatus,

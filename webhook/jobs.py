@@ -22,14 +22,16 @@ from jobclaim import (
     match,
     migration_claim,
     migration_job_inputs,
+    migration_plan_problem,
     operation_info,
     schema_claim,
     schema_job_inputs,
+    schema_plan_problem,
 )
 from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
 from webhook.objects import Candidate, configmap_key, read_owner, stored
-from webhook.projections import plan_record_problem, projection_mismatch
+from webhook.projections import projection_mismatch
 from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Reads, Trail, read, rule
 
 JOB_CREATE: Final = rule(
@@ -150,7 +152,7 @@ def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
     plan = stored(fetched, key, PtahSchemaPlan, trail)
     if plan is None:
         raise trail.deny(PLAN_MISSING, key=key)
-    problem = plan_record_problem(plan, record)
+    problem = schema_plan_problem(plan, record, owner=schema.metadata)
     if problem:
         raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
     keys = [configmap_key(namespace, chunk.name) for chunk in plan.spec.chunks]
@@ -180,12 +182,10 @@ def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[s
     plan = stored(fetched, key, PtahMigrationPlan, trail)
     if plan is None:
         raise trail.deny(PLAN_MISSING, key=key)
-    owner = plan.spec.migration_ref
-    if plan.metadata.uid != ref.uid:
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="its UID differs")
-    if (owner.name, owner.uid) != (migration.metadata.name, migration.metadata.uid):
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it belongs to another migration")
-    if plan.spec.execution_binding_id != operation.execution_binding_id:
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it was made under another epoch")
+    problem = migration_plan_problem(
+        plan, ref, owner=migration.metadata, epoch=operation.execution_binding_id
+    )
+    if problem:
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
     trail.passed(f"plan {key} is the one the claim references")
     return tuple(entry.version for entry in plan.spec.migrations)

@@ -18,12 +18,12 @@ from typing import Final
 
 from jobclaim import (
     build_projection,
-    chunk_geometry_problem,
     chunk_problem,
     decode_chunk,
     projection_problem,
+    schema_plan_problem,
 )
-from jobclaim.api import CurrentPlanStatus, PtahSchema, PtahSchemaPlan
+from jobclaim.api import PtahSchema, PtahSchemaPlan
 from jobclaim.api.schema import PlanChunk
 from jobclaim.apiserver import PTAHSCHEMAPLANS
 from webhook.objects import Candidate, owner_meta, read_owner_of_kind
@@ -62,28 +62,6 @@ NOT_IMMUTABLE: Final = PROJECTION_CREATE.refuses("the plan projection is not imm
 NOT_THE_CHUNK: Final = PROJECTION_CREATE.refuses(
     "the plan projection is not its plan's chunk: {reason}"
 )
-
-
-def plan_record_problem(plan: PtahSchemaPlan, record: CurrentPlanStatus) -> str | None:
-    """Why the stored plan is not the one ``status.plan`` records, or None.
-
-    Name and UID say it is the same object; the fingerprint and content digest that it
-    still says the same thing; the chunk geometry that its projections are the ones
-    the Apply Job mounts (``<plan>-000`` .. by index).
-    """
-    meta = plan.metadata
-    if meta.name != record.name or meta.uid != record.uid:
-        return "its name or UID differs"
-    if meta.deletion_timestamp is not None:
-        return "it is being deleted"
-    if plan.spec.fingerprint != record.fingerprint:
-        return "its fingerprint differs"
-    if plan.spec.content_digest != record.content_digest:
-        return "its content digest differs"
-    chunks = plan.spec.chunks
-    if len(chunks) != record.chunk_count:
-        return f"it lists {len(chunks)} chunks, status.plan records {record.chunk_count}"
-    return chunk_geometry_problem(record.name, chunks)
 
 
 def projection_mismatch(raw: Object, plan: PtahSchemaPlan, chunk: PlanChunk) -> str | None:
@@ -132,7 +110,7 @@ def judge_projection_create(found: Candidate, trail: Trail) -> Judgement:
     ):
         raise trail.deny(NOT_DISPATCHABLE)
     trail.passed(f"the active Apply {operation.job_name} has not marked dispatchStarted")
-    problem = plan_record_problem(plan, record)
+    problem = schema_plan_problem(plan, record, owner=schema_meta)
     if problem:
         raise trail.deny(NOT_RECORDED, key=plan_key, reason=problem)
     trail.passed(f"status.plan records {plan_key}")

@@ -46,6 +46,7 @@ from jobclaim.apiserver import (
     Resource,
 )
 from jobclaim.errors import PtahError
+from jobclaim.times import parse_time
 
 __all__ = [
     "CONSUMED",
@@ -152,10 +153,7 @@ def _created(approval: PtahSchemaApproval | PtahMigrationApproval) -> datetime:
     stamp = approval.metadata.creation_timestamp
     if not stamp:
         return _LATEST
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return _LATEST
+    return parse_time(stamp) or _LATEST
 
 
 def _decoded(kind: type[Approval], objects: Iterable[Mapping[str, Any]]) -> list[Approval]:

@@ -56,7 +56,7 @@ from jobclaim.api import (
 )
 from jobclaim.api.schema import RetiredJobStatus, RetiredPlanReference
 from jobclaim.apiserver import JOBS, NotFound, Object
-from runner.config import parse_time
+from jobclaim.times import parse_time
 
 
 def _new_binding(ctx: PassContext) -> Any:

@@ -40,7 +40,7 @@ from controller.mutationlifecycle import (
     owed_release,
     realm_held_by,
 )
-from controller.passcontext import Approval, Operation, PassContext, Status, timestamp
+from controller.passcontext import Approval, Operation, PassContext, Status
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
 from jobclaim.api import (
@@ -51,6 +51,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import ApiError
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.times import timestamp
 
 # A status-only write wakes no watch a controller filters on generation; the pass
 # that wrote asks to be run again at once instead.

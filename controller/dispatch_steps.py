@@ -32,7 +32,7 @@ from controller.mutationlifecycle import (
     Stop,
     classify_create,
 )
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
 from controller.supervision import settle_drift
 from controller.targetlock import MalformedLease
@@ -40,6 +40,7 @@ from jobclaim import match
 from jobclaim.api import PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError
 from jobclaim.errors import InvalidInput
+from jobclaim.times import timestamp
 
 # How soon a refused create is tried again: the refusal may be a webhook that is
 # being replaced, or priority and fairness shedding load.

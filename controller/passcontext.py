@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from controller.events import EventRecord
@@ -40,6 +40,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import ApiClient, Object, Resource
 from jobclaim.errors import PtahError
+from jobclaim.times import timestamp, utc_now
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -51,15 +52,6 @@ class NoClaim(PtahError):
     """A step that needs the resource's claim found none (a programming error)."""
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def timestamp(moment: datetime) -> str:
-    """The RFC 3339 form the API server writes: whole seconds, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(slots=True)
 class Environment:
     """What lives longer than one pass: the API, the configuration, the Lease memory
@@ -69,7 +61,7 @@ class Environment:
     config: ManagerConfig
     lock: TargetLock
     driver: Driver = field(default_factory=Driver)
-    wall: Callable[[], datetime] = _utc_now
+    wall: Callable[[], datetime] = utc_now
     entropy: Callable[[int], bytes] = os.urandom
     # Epochs for first sight of a resource; a test injects a fixed one.
     epochs: Callable[[], str] | None = None

@@ -39,13 +39,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from jobclaim import is_epoch, lease_name
 from jobclaim.apiserver import LEASES, AlreadyExists, ApiClient, Conflict, NotFound, Object
 from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY, PREFIX
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.times import micro_timestamp, parse_time, utc_now
 
 __all__ = [
     "ANN_LEASE_EPOCH",
@@ -158,21 +159,6 @@ def read_lease(obj: Mapping[str, Any]) -> LeaseRecord:
     )
 
 
-def parse_micro_time(value: object) -> datetime | None:
-    """An RFC 3339 MicroTime, or None when it is absent or not one."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def format_micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _valid_duration(value: object) -> bool:
     return (
         isinstance(value, int)
@@ -191,7 +177,7 @@ def malformed_problem(record: LeaseRecord) -> str | None:
     stamps = [t for t in (record.acquire_time, record.renew_time) if t is not None]
     if not stamps:
         return "it carries neither an acquireTime nor a renewTime"
-    if any(parse_micro_time(t) is None for t in stamps):
+    if any(parse_time(t) is None for t in stamps):
         return "a timestamp it carries is not an RFC 3339 time"
     if not is_epoch(record.epoch):
         return "its epoch annotation is not v1- followed by 32 lowercase hex"
@@ -249,10 +235,6 @@ def new_epoch() -> str:
     return "v1-" + secrets.token_hex(16)
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _desired(
     current: Object | None,
     *,
@@ -273,8 +255,8 @@ def _desired(
     spec = obj.setdefault("spec", {})
     # Never write a renewTime earlier than one already stored: a reader comparing
     # times would see the Lease go back in time when our clock is behind its writer's.
-    stored = [parse_micro_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
-    stamp = format_micro_time(max([moment, *(t for t in stored if t is not None)]))
+    stored = [parse_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
+    stamp = micro_timestamp(max([moment, *(t for t in stored if t is not None)]))
     spec.update(holderIdentity=holder, leaseDurationSeconds=duration, renewTime=stamp)
     if decision.action == "create":
         spec.update(acquireTime=stamp, leaseTransitions=0)
@@ -299,7 +281,7 @@ class TargetLock:
         namespace: str,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = _utc_now,
+        wall: Callable[[], datetime] = utc_now,
         token: Callable[[], str] = new_epoch,
     ) -> None:
         if not namespace:
@@ -400,9 +382,9 @@ class TargetLock:
                 return
             released = copy.deepcopy(current)
             spec = released.setdefault("spec", {})
-            stored = [parse_micro_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
+            stored = [parse_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
             moment = max([self._wall(), *(t for t in stored if t is not None)])
-            spec.update(holderIdentity="", renewTime=format_micro_time(moment))
+            spec.update(holderIdentity="", renewTime=micro_timestamp(moment))
             try:
                 self._api.replace(LEASES, self._namespace, released)
             except Conflict as error:

@@ -74,6 +74,7 @@ from jobclaim.apiserver import (
     Refused,
     Resource,
 )
+from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from webhook import Engine
@@ -729,7 +730,7 @@ def seed_plan(
         fingerprint=input_fingerprint({"operation": "Plan", "seeded": True}),
         epoch=epoch,
         nonce=uuid.uuid4().bytes,
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        started_at=timestamp(utc_now()),
     )
     status = PtahSchemaStatus.model_validate(schema.get("status") or {})
     planning_schema = parsed.model_copy(
@@ -827,7 +828,7 @@ def approval_for(schema: Object, *, template: Path | None = None) -> Object:
     spec["planFingerprint"] = plan["fingerprint"]
     spec["executionBindingID"] = plan["executionBindingID"]
     spec["mutationRequestUID"] = str(uuid.uuid4())
-    spec["approvedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    spec["approvedAt"] = timestamp(utc_now())
     return approval
 
 

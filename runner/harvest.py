@@ -38,7 +38,7 @@ from jobclaim.envelope import (
     LABEL_OPERATION_ID,
     operation_id_label_value,
 )
-from runner.config import parse_time
+from jobclaim.times import parse_time
 from runner.errors import FrameError, SummaryRefused
 from runner.summary import Account
 

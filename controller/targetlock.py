@@ -43,7 +43,15 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from jobclaim import is_epoch, lease_name
-from jobclaim.apiserver import LEASES, AlreadyExists, ApiClient, Conflict, NotFound, Object
+from jobclaim.apiserver import (
+    LEASES,
+    AlreadyExists,
+    ApiClient,
+    Conflict,
+    NotFound,
+    Object,
+    compare_and_swap,
+)
 from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY, PREFIX
 from jobclaim.errors import InvalidInput, PtahError
 from jobclaim.times import micro_timestamp, parse_time, utc_now
@@ -51,7 +59,6 @@ from jobclaim.times import micro_timestamp, parse_time, utc_now
 __all__ = [
     "ANN_LEASE_EPOCH",
     "LABEL_COORDINATION",
-    "MAX_ATTEMPTS",
     "Decision",
     "LeaseRecord",
     "LeaseState",
@@ -71,9 +78,6 @@ COORDINATION: Final = "database-target"
 # plus the grace). A foreign Lease outside them is not one we know how to wait for.
 MIN_DURATION: Final = 5
 MAX_DURATION: Final = 86_460
-# Compare-and-swap attempts per call. Each lost race is another claimant's write, so
-# a few retries settle ordinary contention; more would only hold a worker.
-MAX_ATTEMPTS: Final = 5
 
 
 class MalformedLease(PtahError):
@@ -314,8 +318,8 @@ class TargetLock:
                 f"a Lease duration must be between {MIN_DURATION} and {MAX_DURATION} seconds"
             )
         name = lease_name(coordination_digest)
-        lost: Conflict | AlreadyExists | None = None
-        for _ in range(MAX_ATTEMPTS):
+
+        def attempt() -> LeaseState:
             current = self._read(name)
             decision = self._decide(name, current, holder)
             if decision.action == "wait":
@@ -333,16 +337,11 @@ class TargetLock:
                 duration=duration_seconds,
                 moment=self._wall(),
             )
-            try:
-                if current is None:
-                    self._api.create(LEASES, self._namespace, desired)
-                else:
-                    self._api.replace(LEASES, self._namespace, desired)
-            except (Conflict, AlreadyExists) as error:
-                # Someone wrote between our read and our write: decide again from
-                # what they wrote, never from what we read before it.
-                lost = error
-                continue
+            # A create beaten by another creator races like a replace beaten by a writer.
+            if current is None:
+                self._api.create(LEASES, self._namespace, desired)
+            else:
+                self._api.replace(LEASES, self._namespace, desired)
             with self._memory:
                 self._sightings.pop(name, None)
             return LeaseState(
@@ -351,8 +350,8 @@ class TargetLock:
                 continuity_lost=_continuity_lost(decision, expected_epoch),
                 retry_after=None,
             )
-        assert lost is not None
-        raise lost
+
+        return compare_and_swap(attempt, races=(Conflict, AlreadyExists))
 
     def renew(
         self, coordination_digest: str, holder: str, duration_seconds: int, expected_epoch: str
@@ -372,8 +371,8 @@ class TargetLock:
         if not is_epoch(expected_epoch):
             raise InvalidInput("a release needs the exact epoch of the tenure it ends")
         name = lease_name(coordination_digest)
-        lost: Conflict | None = None
-        for _ in range(MAX_ATTEMPTS):
+
+        def attempt() -> None:
             current = self._read(name)
             if current is None:
                 return
@@ -385,14 +384,9 @@ class TargetLock:
             stored = [parse_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
             moment = max([self._wall(), *(t for t in stored if t is not None)])
             spec.update(holderIdentity="", renewTime=micro_timestamp(moment))
-            try:
-                self._api.replace(LEASES, self._namespace, released)
-            except Conflict as error:
-                lost = error
-                continue
-            return
-        assert lost is not None
-        raise lost
+            self._api.replace(LEASES, self._namespace, released)
+
+        compare_and_swap(attempt)
 
     def tenure_of(self, coordination_digest: str, holder: str) -> str | None:
         """The epoch ``holder`` holds the realm under, or None when it holds nothing.

@@ -34,11 +34,9 @@ from controller.claiming import input_fingerprint, migration_operation, schema_o
 from controller.mutationlifecycle import (
     Disposition,
     RealmHolder,
-    Retirement,
     Stop,
     may_have_dispatched,
     owed_release,
-    realm_held_by,
 )
 from controller.passcontext import Approval, Operation, PassContext, Status
 from controller.targetlock import LeaseState
@@ -46,7 +44,6 @@ from jobclaim import coordination_digest, job_name, lease_holder, operation_info
 from jobclaim.api import (
     DatabaseTargetSpec,
     PtahSchema,
-    PtahSchemaStatus,
     TargetLockReleaseStatus,
 )
 from jobclaim.apiserver import ApiError
@@ -273,10 +270,6 @@ class ClaimMayHaveDispatched(PtahError):
     """Retiring as undispatched a claim that may have a Job would discard its run."""
 
 
-def _proof_outstanding(status: Status) -> bool:
-    return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
-
-
 def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     """The release discarding the current claim owes, or None when it owes none.
 
@@ -284,19 +277,8 @@ def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     release a discard stages is decided, and its epoch chosen, in one place.
     """
     operation = ctx.operation
-    info = ctx.info
-    status = ctx.status
-    assert status is not None
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=_proof_outstanding(status),
-        ),
-        mutating=info.mutating,
-        disposition=Disposition.DISCARD,
-    )
+    assert ctx.status is not None
+    retirement = ctx.retirement(Disposition.DISCARD)
     if not retirement.releases():
         return None
     epoch = operation.lease_epoch

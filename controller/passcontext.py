@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
-from controller.mutationlifecycle import Driver, Stop
+from controller.mutationlifecycle import Disposition, Driver, Retirement, Stop, realm_held_by
 from controller.targetlock import TargetLock
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
@@ -180,6 +180,31 @@ class PassContext:
         """Whether a schema's Apply still owes its proof (its record holds the realm)."""
         status = self.subject.status
         return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
+
+    def retirement(
+        self,
+        disposition: Disposition,
+        *,
+        record_holds_realm: bool = False,
+        may_still_write: bool = False,
+        ends_proof: bool = False,
+    ) -> Retirement:
+        """This claim's retirement, described by what decides its release: who holds the
+        realm for it is read here once, for every write that retires or discards it."""
+        info = self.info
+        return Retirement(
+            holder=realm_held_by(
+                mutating=info.mutating,
+                serves_proof=info.serves_proof,
+                locked=bool(self.operation.lease_epoch),
+                proof_outstanding=self.proof_outstanding,
+            ),
+            mutating=info.mutating,
+            disposition=disposition,
+            record_holds_realm=record_holds_realm,
+            may_still_write=may_still_write,
+            ends_proof=ends_proof,
+        )
 
     @property
     def holder(self) -> str:

@@ -221,7 +221,7 @@ class SchemaFamily:
         plan = status.plan if status else None
         if schema.spec.suspend or status is None or plan is None or binding is None:
             return None
-        if status.pending_observation is not None or schema.spec.policy.apply == "Never":
+        if ctx.proof_outstanding or schema.spec.policy.apply == "Never":
             return None
         if plan.execution_binding_id != binding.epoch:
             return None

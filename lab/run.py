@@ -66,6 +66,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
     SERVICEACCOUNTS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -77,7 +78,7 @@ from jobclaim.apiserver import (
 from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
-from webhook import Engine
+from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, uvicorn_server
 
@@ -117,13 +118,6 @@ CRDS: Final = Resource(
     "v1",
     "customresourcedefinitions",
     "CustomResourceDefinition",
-    namespaced=False,
-)
-WEBHOOKS: Final = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
     namespaced=False,
 )
 CLUSTER_ROLES: Final = Resource(
@@ -538,7 +532,7 @@ def webhook_configurations(
         }
         return [table[w] for w in which]
 
-    path = "/validate-controller-write"
+    path = ENDPOINT_PATHS[CONTROLLER_WRITE]
     if jobs_url is None:
         writes = [
             hook(
@@ -572,7 +566,7 @@ def webhook_configurations(
     status = hook(
         "status.manager-state.operator.ptah.run",
         url,
-        "/validate-manager-state",
+        ENDPOINT_PATHS[MANAGER_STATE],
         [
             {
                 "apiGroups": ["operator.ptah.run"],
@@ -599,7 +593,7 @@ def register_webhooks(
     admin (which only the webhook refuses) is retried until it is refused.
     """
     for configuration in configurations:
-        apply(plane, WEBHOOKS, configuration, identity="admin")
+        apply(plane, VALIDATING_WEBHOOK_CONFIGURATIONS, configuration, identity="admin")
     probe = "ptah-localrun-probe"
     with contextlib.suppress(AlreadyExists):
         admin.create(PTAHSCHEMAS, probe_namespace, _probe_schema(probe))

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.claiming import input_fingerprint, migration_operation, schema_operation
+from controller.claiming import input_fingerprint
 from controller.mutationlifecycle import (
     Disposition,
     RealmHolder,
@@ -43,7 +43,6 @@ from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
 from jobclaim.api import (
     DatabaseTargetSpec,
-    PtahSchema,
     TargetLockReleaseStatus,
 )
 from jobclaim.apiserver import ApiError
@@ -83,26 +82,14 @@ def form_claim(ctx: PassContext, operation: str, inputs: Mapping[str, Any] | Non
     fingerprint = input_fingerprint(inputs)
     nonce = ctx.env.entropy(16)
     started_at = timestamp(ctx.now())
-    subject = ctx.subject
-    claim: Operation
-    if isinstance(subject, PtahSchema):
-        claim = schema_operation(
-            subject,
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=binding.epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
-    else:
-        claim = migration_operation(
-            subject,
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=binding.epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
+    claim = ctx.family.operation(
+        ctx,
+        operation=operation,
+        fingerprint=fingerprint,
+        epoch=binding.epoch,
+        nonce=nonce,
+        started_at=started_at,
+    )
     return claim.model_copy(update=realm_fields(ctx, operation, claim.id))
 
 

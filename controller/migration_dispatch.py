@@ -17,9 +17,18 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.approvals import find_migration_approval, held_migration_approval
+from controller.claiming import migration_operation
 from controller.claims import form_claim, retire_undispatched
-from controller.mutationlifecycle import Stop
+from controller.harvesting import Harvest
+from controller.migration_records import (
+    migration_outcome,
+    reconcile_unresolved_copy,
+    record_unresolved_run,
+    warn_record_lost,
+)
+from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import Approval, PassContext
+from controller.retirement import retire_migration_claim
 from controller.supervision import inputs_hold
 from jobclaim import (
     Claim,
@@ -252,6 +261,46 @@ class MigrationFamily:
                 "active_operation": claim.model_copy(update=extra),
                 "phase": ctx.info_for(operation).phase,
             }
+        )
+
+    # -- the family's records ------------------------------------------------------------
+
+    def empty_status(self) -> PtahMigrationStatus:
+        return PtahMigrationStatus()
+
+    def operation(
+        self,
+        ctx: PassContext,
+        *,
+        operation: str,
+        fingerprint: str,
+        epoch: str,
+        nonce: bytes,
+        started_at: str,
+    ) -> MigrationOperationStatus:
+        return migration_operation(
+            _migration(ctx),
+            operation=operation,
+            fingerprint=fingerprint,
+            epoch=epoch,
+            nonce=nonce,
+            started_at=started_at,
+        )
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        # The unresolved-run record and its annotation copy agree before anything else.
+        warn_record_lost(ctx)
+        return reconcile_unresolved_copy(ctx)
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        return record_unresolved_run(ctx, reason)
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        return migration_outcome(ctx, harvested)
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        return retire_migration_claim(
+            ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
         )
 
 

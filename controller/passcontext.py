@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
@@ -41,6 +41,9 @@ from jobclaim.api import (
 from jobclaim.apiserver import ApiClient, Object, Resource
 from jobclaim.errors import PtahError
 from jobclaim.times import timestamp, utc_now
+
+if TYPE_CHECKING:
+    from controller.harvesting import Harvest
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -118,6 +121,39 @@ class Family(Protocol):
 
     def new_claim(self, ctx: PassContext, operation: str, approval: Approval | None) -> Status:
         """The status carrying a fresh claim of ``operation`` (not yet written)."""
+        ...
+
+    def empty_status(self) -> Status:
+        """The status of a resource seen for the first time."""
+        ...
+
+    def operation(
+        self,
+        ctx: PassContext,
+        *,
+        operation: str,
+        fingerprint: str,
+        epoch: str,
+        nonce: bytes,
+        started_at: str,
+    ) -> Operation:
+        """The claim this family writes before its Job exists (``controller.claiming``)."""
+        ...
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        """What the family settles before anything else in a pass (its own records)."""
+        ...
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        """Record a mutating claim's unknown outcome as this family's record."""
+        ...
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        """What a claim's terminal Job accounts for, in this family's records."""
+        ...
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        """A read-only claim whose result will not be used: discarded, records kept."""
         ...
 
 

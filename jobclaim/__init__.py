@@ -45,6 +45,7 @@ from jobclaim.operations import (
     operation_info,
     schema_operation,
 )
+from jobclaim.owners import MigrationOwner, OwnerFamily, SchemaOwner, owner_family
 from jobclaim.plans import (
     PLAN_CONTRACT_VERSION,
     SchemaPlanContent,
@@ -75,9 +76,12 @@ __all__ = [
     "InvalidInput",
     "JobInputs",
     "LockRule",
+    "MigrationOwner",
     "OperationInfo",
     "Owner",
+    "OwnerFamily",
     "PtahError",
+    "SchemaOwner",
     "SchemaPlanContent",
     "Verdict",
     "annotations_for",
@@ -109,6 +113,7 @@ __all__ = [
     "migration_plan_name",
     "migration_plan_problem",
     "operation_info",
+    "owner_family",
     "pending_apply_claim",
     "plan_name",
     "pod_stopped",

@@ -33,6 +33,7 @@ from typing import Any
 from controller.claiming import input_fingerprint
 from controller.mutationlifecycle import (
     Disposition,
+    MayHaveDispatched,
     RealmHolder,
     Stop,
     may_have_dispatched,
@@ -253,10 +254,6 @@ def write_retry(ctx: PassContext, reason: str) -> Stop:
     return Stop(f"a read-only claim runs again: {reason}", requeue_after=AGAIN)
 
 
-class ClaimMayHaveDispatched(PtahError):
-    """Retiring as undispatched a claim that may have a Job would discard its run."""
-
-
 def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     """The release discarding the current claim owes, or None when it owes none.
 
@@ -297,7 +294,7 @@ def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = Fals
         dispatch_started=operation.dispatch_started, job_uid=operation.job_uid
     )
     if dispatched and not info.read_only:
-        raise ClaimMayHaveDispatched(
+        raise MayHaveDispatched(
             "a claim that may have dispatched cannot be retired as if it never ran"
         )
     retired = ctx.family.retired(status, drop_plan=drop_plan)

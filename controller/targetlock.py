@@ -59,7 +59,7 @@ from jobclaim.times import micro_timestamp, parse_time, utc_now
 __all__ = [
     "ANN_LEASE_EPOCH",
     "LABEL_COORDINATION",
-    "Decision",
+    "LeaseDecision",
     "LeaseRecord",
     "LeaseState",
     "MalformedLease",
@@ -135,7 +135,7 @@ class Sighting:
 
 
 @dataclass(frozen=True)
-class Decision:
+class LeaseDecision:
     """``create`` a missing Lease, ``keep`` our own tenure, ``take`` a free or expired
     one under a new epoch, or ``wait`` for a foreign holder."""
 
@@ -195,22 +195,22 @@ def lease_decision(
     sighting: Sighting | None,
     now: float,
     token: Callable[[], str],
-) -> Decision:
+) -> LeaseDecision:
     """What to do with the Lease as read: pure but for ``token``, the new-epoch source.
 
     ``sighting`` is what this process remembers of the record; ``now`` is its own
     monotonic clock. Raises ``MalformedLease`` for a foreign Lease it cannot judge.
     """
     if record is None:
-        return Decision("create", epoch=token())
+        return LeaseDecision("create", epoch=token())
     if record.holder == holder and is_epoch(record.epoch):
         # Our own tenure: renewing keeps the epoch, even if the claim expected another,
         # because the epoch is the identity of this tenure and it never ended.
         assert isinstance(record.epoch, str)
-        return Decision("keep", epoch=record.epoch)
+        return LeaseDecision("keep", epoch=record.epoch)
     if record.holder in ("", holder):
         # Released, or ours with an epoch nobody can name: a new tenure begins.
-        return Decision("take", epoch=token())
+        return LeaseDecision("take", epoch=token())
     problem = malformed_problem(record)
     if problem is not None:
         raise MalformedLease(f"the Lease held by {record.holder} cannot be read: {problem}")
@@ -219,13 +219,13 @@ def lease_decision(
     since = seen.since if seen is not None else now
     elapsed = max(0.0, now - since)
     if elapsed >= record.duration:
-        return Decision("take", epoch=token())
-    return Decision(
+        return LeaseDecision("take", epoch=token())
+    return LeaseDecision(
         "wait", retry_after=record.duration - elapsed, sighting=Sighting(record.key, since)
     )
 
 
-def _continuity_lost(decision: Decision, expected_epoch: str | None) -> bool:
+def _continuity_lost(decision: LeaseDecision, expected_epoch: str | None) -> bool:
     """True when a claim expected a tenure and this is not it: only keeping our own
     Lease under exactly the expected epoch continues one. A new tenure never does,
     whatever its epoch happens to be, because something else may have held the realm
@@ -243,7 +243,7 @@ def _desired(
     current: Object | None,
     *,
     name: str,
-    decision: Decision,
+    decision: LeaseDecision,
     holder: str,
     duration: int,
     moment: datetime,
@@ -408,7 +408,7 @@ class TargetLock:
         except NotFound:
             return None
 
-    def _decide(self, name: str, current: Object | None, holder: str) -> Decision:
+    def _decide(self, name: str, current: Object | None, holder: str) -> LeaseDecision:
         record = read_lease(current) if current is not None else None
         with self._memory:
             decision = lease_decision(

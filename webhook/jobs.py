@@ -29,7 +29,7 @@ from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchem
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
 from webhook.objects import Candidate, configmap_key, read_owner, stored
 from webhook.projections import projection_mismatch
-from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Reads, Trail, read, rule
+from webhook.rules import CONTROLLER_WRITE, Judgement, ReadKey, Reads, Trail, read, rule
 
 JOB_CREATE: Final = rule(
     "job-create",
@@ -140,7 +140,7 @@ def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
     if operation is None or operation.type != "Apply" or record is None:
         return
     namespace = schema.metadata.namespace or ""
-    key = Key(PTAHSCHEMAPLANS, namespace, record.name)
+    key = ReadKey(PTAHSCHEMAPLANS, namespace, record.name)
     fetched = yield from read(key)
     plan = stored(fetched, key, PtahSchemaPlan, trail)
     if plan is None:
@@ -170,7 +170,7 @@ def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[s
     ref = operation.plan_ref
     if ref is None:
         raise trail.deny(NO_PLAN)
-    key = Key(PTAHMIGRATIONPLANS, migration.metadata.namespace or "", ref.name)
+    key = ReadKey(PTAHMIGRATIONPLANS, migration.metadata.namespace or "", ref.name)
     fetched = yield from read(key)
     plan = stored(fetched, key, PtahMigrationPlan, trail)
     if plan is None:

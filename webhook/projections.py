@@ -27,7 +27,7 @@ from jobclaim.api import PtahSchema, PtahSchemaPlan
 from jobclaim.api.schema import PlanChunk
 from jobclaim.apiserver import PTAHSCHEMAPLANS
 from webhook.objects import Candidate, owner_meta, read_owner_of_kind
-from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Object, Trail, rule
+from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Trail, rule
 
 PROJECTION_CREATE: Final = rule(
     "projection-create",
@@ -92,7 +92,7 @@ def judge_projection_create(found: Candidate, trail: Trail) -> Judgement:
     plan = yield from read_owner_of_kind(
         found.meta, PtahSchemaPlan, what="plan projection", trail=trail
     )
-    plan_key = Key(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
+    plan_key = ReadKey(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
     schema = yield from read_owner_of_kind(plan.metadata, PtahSchema, what="plan", trail=trail)
     schema_meta = owner_meta(schema)
     if (plan.spec.schema_ref.name, plan.spec.schema_ref.uid) != (schema_meta.name, schema_meta.uid):

@@ -35,7 +35,7 @@ from typing import Any, Final
 from controller.harvesting import Harvest
 from controller.migration_records import history_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.retirement import retire_migration_claim, retire_schema_claim
@@ -50,7 +50,8 @@ from jobclaim.api.meta import ConfigMapKeySelector
 from jobclaim.api.schema import DriftObservationStatus
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
-from runner.harvest import Outcome
+from jobclaim.times import timestamp
+from runner.harvest import HarvestOutcome
 from runner.result import RunnerResult
 
 MAX_BACKOFF_SECONDS: Final = 3600.0
@@ -321,7 +322,11 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
     if recorder is None:
         return None
     account = harvested.account
-    if harvested.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
+    if (
+        harvested.outcome is not HarvestOutcome.ACCOUNTED
+        or account is None
+        or account.frame is None
+    ):
         return fail(ctx, None, harvested.reason or "the reading gave no account")
     result = account.frame.result
     if result.error is not None:
@@ -338,7 +343,7 @@ def _has_history(harvested: Harvest) -> bool:
     account = harvested.account
     frame = account.frame if account else None
     return (
-        harvested.outcome is Outcome.ACCOUNTED
+        harvested.outcome is HarvestOutcome.ACCOUNTED
         and frame is not None
         and frame.result.migration_history is not None
     )

@@ -26,7 +26,9 @@ drawing; a new exception class belongs in it):
      │    ├── ProjectionConflict   a ConfigMap under a projection's name that is not it
      │    ├── AdmissionUnresolvable  the admission snapshot cannot be resolved
      │    ├── MalformedLease       a foreign Lease whose expiry cannot be read
-     │    └── UnreadableCopy       a migration's unresolved-run copy that cannot be read
+     │    ├── UnreadableCopy       a migration's unresolved-run copy that cannot be read
+     │    ├── PublishRefused       a reading that cannot become a plan
+     │    └── ReadingUnrecordable  a reading's account the claim cannot record
      └── RunnerError               runner.errors: the Job's program and its result protocol
           ├── FrameError           no result frame bound to the operation could be read
           │    ├── FrameNotFound

@@ -51,7 +51,7 @@ from jobclaim.api.schema import DriftObservationStatus
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
 from jobclaim.times import timestamp
-from runner.harvest import HarvestOutcome
+from runner.harvest import Outcome
 from runner.result import RunnerResult
 
 MAX_BACKOFF_SECONDS: Final = 3600.0
@@ -322,11 +322,7 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
     if recorder is None:
         return None
     account = harvested.account
-    if (
-        harvested.outcome is not HarvestOutcome.ACCOUNTED
-        or account is None
-        or account.frame is None
-    ):
+    if harvested.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
         return fail(ctx, None, harvested.reason or "the reading gave no account")
     result = account.frame.result
     if result.error is not None:
@@ -343,7 +339,7 @@ def _has_history(harvested: Harvest) -> bool:
     account = harvested.account
     frame = account.frame if account else None
     return (
-        harvested.outcome is HarvestOutcome.ACCOUNTED
+        harvested.outcome is Outcome.ACCOUNTED
         and frame is not None
         and frame.result.migration_history is not None
     )

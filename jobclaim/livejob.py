@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from jobclaim._canonical import is_pinned_image
 from jobclaim.api.common import ManagerRecord
-from jobclaim.builder import INSTALL_CONTAINER
+from jobclaim.builder import INSTALL_CONTAINER, RUNNER_CONTAINER
 from jobclaim.envelope import ANN_CONTROLLER_IMAGE, ANN_CONTROLLER_REVISION
 from jobclaim.errors import InvalidInput
 from jobclaim.match import manager_record_problem

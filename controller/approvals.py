@@ -40,12 +40,13 @@ from jobclaim.apiserver import (
     PTAHSCHEMAAPPROVALS,
     ApiClient,
     ApiReader,
-    Conflict,
     NotFound,
     Object,
     Resource,
+    compare_and_swap,
 )
 from jobclaim.errors import PtahError
+from jobclaim.times import parse_time
 
 __all__ = [
     "CONSUMED",
@@ -66,9 +67,6 @@ __all__ = [
 CONSUMED: Final = "Consumed"
 STALE: Final = "Stale"
 DISPATCH_COMMITTED: Final = "DispatchCommitted"
-# Status patches per consume: each lost race is another writer's change to the same
-# approval (a staleness sweep, say); a few re-reads settle it.
-MAX_ATTEMPTS: Final = 5
 _LATEST: Final = datetime.max.replace(tzinfo=UTC)
 
 Approval = TypeVar("Approval", PtahSchemaApproval, PtahMigrationApproval)
@@ -152,10 +150,7 @@ def _created(approval: PtahSchemaApproval | PtahMigrationApproval) -> datetime:
     stamp = approval.metadata.creation_timestamp
     if not stamp:
         return _LATEST
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return _LATEST
+    return parse_time(stamp) or _LATEST
 
 
 def _decoded(kind: type[Approval], objects: Iterable[Mapping[str, Any]]) -> list[Approval]:
@@ -334,8 +329,8 @@ def consume_approval(
     same name, is being deleted or was marked stale: it no longer authorizes anything,
     and the claim must be retired rather than dispatched.
     """
-    lost: Conflict | None = None
-    for _ in range(MAX_ATTEMPTS):
+
+    def attempt() -> None:
         try:
             current = api.get(resource, namespace, name)
         except NotFound as error:
@@ -350,18 +345,12 @@ def consume_approval(
             raise ApprovalGone(f"approval {name} is being deleted")
         if _is_true(conditions, STALE):
             raise ApprovalGone(f"approval {name} was marked stale")
-        try:
-            api.patch_status(
-                resource,
-                namespace,
-                name,
-                consumed_status(current, now=now),
-                resource_version=str(meta.get("resourceVersion") or ""),
-            )
-        except Conflict as error:
-            # Someone wrote the approval since our read: decide again from their write.
-            lost = error
-            continue
-        return
-    assert lost is not None
-    raise lost
+        api.patch_status(
+            resource,
+            namespace,
+            name,
+            consumed_status(current, now=now),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+
+    compare_and_swap(attempt)

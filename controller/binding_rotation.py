@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.claims import AGAIN, complete_pending_release, discard_release
-from controller.harvesting import pod_stopped, pods_of, set_cleanup_ttl
+from controller.harvesting import pods_of, set_cleanup_ttl
 from controller.managerconfig import random_epoch
 from controller.migration_records import record_unresolved_run
 from controller.mutationlifecycle import (
@@ -47,7 +47,7 @@ from controller.schema_records import (
     renew_proof,
 )
 from controller.supervision import renew
-from jobclaim import finished, match, pending_apply_claim, schema_claim
+from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,
     PtahMigrationStatus,
@@ -56,7 +56,7 @@ from jobclaim.api import (
 )
 from jobclaim.api.schema import RetiredJobStatus, RetiredPlanReference
 from jobclaim.apiserver import JOBS, NotFound, Object
-from runner.config import parse_time
+from jobclaim.times import parse_time
 
 
 def _new_binding(ctx: PassContext) -> Any:

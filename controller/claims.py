@@ -30,27 +30,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.claiming import input_fingerprint, migration_operation, schema_operation
+from controller.claiming import input_fingerprint
 from controller.mutationlifecycle import (
     Disposition,
+    MayHaveDispatched,
     RealmHolder,
-    Retirement,
     Stop,
     may_have_dispatched,
     owed_release,
-    realm_held_by,
 )
-from controller.passcontext import Approval, Operation, PassContext, Status, timestamp
+from controller.passcontext import Approval, Operation, PassContext, Status
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
 from jobclaim.api import (
     DatabaseTargetSpec,
-    PtahSchema,
-    PtahSchemaStatus,
     TargetLockReleaseStatus,
 )
 from jobclaim.apiserver import ApiError
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.times import timestamp
 
 # A status-only write wakes no watch a controller filters on generation; the pass
 # that wrote asks to be run again at once instead.
@@ -85,26 +83,14 @@ def form_claim(ctx: PassContext, operation: str, inputs: Mapping[str, Any] | Non
     fingerprint = input_fingerprint(inputs)
     nonce = ctx.env.entropy(16)
     started_at = timestamp(ctx.now())
-    subject = ctx.subject
-    claim: Operation
-    if isinstance(subject, PtahSchema):
-        claim = schema_operation(
-            subject,
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=binding.epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
-    else:
-        claim = migration_operation(
-            subject,
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=binding.epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
+    claim = ctx.family.operation(
+        ctx,
+        operation=operation,
+        fingerprint=fingerprint,
+        epoch=binding.epoch,
+        nonce=nonce,
+        started_at=started_at,
+    )
     return claim.model_copy(update=realm_fields(ctx, operation, claim.id))
 
 
@@ -268,14 +254,6 @@ def write_retry(ctx: PassContext, reason: str) -> Stop:
     return Stop(f"a read-only claim runs again: {reason}", requeue_after=AGAIN)
 
 
-class ClaimMayHaveDispatched(PtahError):
-    """Retiring as undispatched a claim that may have a Job would discard its run."""
-
-
-def _proof_outstanding(status: Status) -> bool:
-    return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
-
-
 def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     """The release discarding the current claim owes, or None when it owes none.
 
@@ -283,19 +261,8 @@ def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     release a discard stages is decided, and its epoch chosen, in one place.
     """
     operation = ctx.operation
-    info = ctx.info
-    status = ctx.status
-    assert status is not None
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=_proof_outstanding(status),
-        ),
-        mutating=info.mutating,
-        disposition=Disposition.DISCARD,
-    )
+    assert ctx.status is not None
+    retirement = ctx.retirement(Disposition.DISCARD)
     if not retirement.releases():
         return None
     epoch = operation.lease_epoch
@@ -327,7 +294,7 @@ def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = Fals
         dispatch_started=operation.dispatch_started, job_uid=operation.job_uid
     )
     if dispatched and not info.read_only:
-        raise ClaimMayHaveDispatched(
+        raise MayHaveDispatched(
             "a claim that may have dispatched cannot be retired as if it never ran"
         )
     retired = ctx.family.retired(status, drop_plan=drop_plan)

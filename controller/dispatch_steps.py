@@ -32,14 +32,14 @@ from controller.mutationlifecycle import (
     Stop,
     classify_create,
 )
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
 from controller.supervision import settle_drift
 from controller.targetlock import MalformedLease
 from jobclaim import match
-from jobclaim.api import PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError
 from jobclaim.errors import InvalidInput
+from jobclaim.times import timestamp
 
 # How soon a refused create is tried again: the refusal may be a webhook that is
 # being replaced, or priority and fairness shedding load.
@@ -51,13 +51,11 @@ CONTENTION_RETRY: Final = 5.0
 def claim_view(ctx: PassContext) -> ClaimView:
     """What the driver reads of the claim: the guard's inputs and which steps apply."""
     operation = ctx.operation
-    status = ctx.status
-    proof = isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
     return ClaimView(
         info=ctx.info,
         dispatch_started=operation.dispatch_started,
         job_uid=operation.job_uid,
-        proof_outstanding=proof,
+        proof_outstanding=ctx.proof_outstanding,
         stages_plan=ctx.family.name == "schema" and operation.type == "Apply",
     )
 

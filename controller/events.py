@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final, Literal, Protocol
 
 from jobclaim.apiserver import EVENTS, ApiClient, ApiError
+from jobclaim.times import micro_timestamp, utc_now
 
 REPORTING_CONTROLLER: Final = "operator.ptah.run/ptah-operator"
 _NOTE_LIMIT: Final = 1024
@@ -42,10 +43,6 @@ class EventSink(Protocol):
     def emit(self, regarding: Regarding, record: EventRecord) -> None: ...
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class ApiEventSink:
     """Creates ``events.k8s.io/v1`` Events; a failure is counted, never raised."""
 
@@ -54,7 +51,7 @@ class ApiEventSink:
         api: ApiClient,
         *,
         instance: str,
-        wall: Callable[[], datetime] = _utc_now,
+        wall: Callable[[], datetime] = utc_now,
     ) -> None:
         self._api = api
         self._instance = instance
@@ -63,7 +60,7 @@ class ApiEventSink:
         self.dropped = 0
 
     def emit(self, regarding: Regarding, record: EventRecord) -> None:
-        moment = self._wall().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        moment = micro_timestamp(self._wall())
         event = {
             "metadata": {"generateName": f"{regarding.name}.", "namespace": regarding.namespace},
             "eventTime": moment,

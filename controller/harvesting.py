@@ -89,19 +89,6 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def pod_stopped(pod: Mapping[str, Any]) -> bool:
-    """Whether a Pod can no longer run anything: the kubelet says it ended, or its
-    runner container terminated (restartPolicy is Never, so it stays terminated)."""
-    status = _map(pod.get("status"))
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    for item in status.get("containerStatuses") or []:
-        container = _map(item)
-        if container.get("name") == RUNNER_CONTAINER:
-            return bool(_map(_map(container.get("state")).get("terminated")))
-    return False
-
-
 def pods_of(ctx: PassContext, job_uid: str) -> list[Object]:
     """Every Pod that names the Job with ``job_uid`` as an owner (read uncached)."""
     pods = ctx.api.list(PODS, ctx.namespace)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from jobclaim.apiserver import LEASES, AlreadyExists, ApiClient, ApiError, Conflict, NotFound
 from jobclaim.errors import InvalidInput
+from jobclaim.times import micro_timestamp, utc_now
 
 DEFAULT_DURATION: Final = 15
 
@@ -59,14 +60,6 @@ def holds_leadership(renewed_at: float | None, now: float, renew_deadline: float
     return renewed_at is not None and now - renewed_at < renew_deadline
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _micro(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _record_key(obj: dict[str, Any]) -> tuple[object, ...]:
     meta, spec = obj.get("metadata", {}), obj.get("spec", {})
     return (
@@ -92,7 +85,7 @@ class LeaderElector:
         renew_deadline_seconds: float | None = None,
         retry_period_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = _utc_now,
+        wall: Callable[[], datetime] = utc_now,
     ) -> None:
         if not (namespace and name and identity):
             raise InvalidInput("leader election needs a namespace, a Lease name and an identity")
@@ -173,7 +166,7 @@ class LeaderElector:
         lease: dict[str, Any] = copy.deepcopy(current) if current else {}
         lease.setdefault("metadata", {})["name"] = self._name
         spec = lease.setdefault("spec", {})
-        stamp = _micro(self._wall())
+        stamp = micro_timestamp(self._wall())
         if spec.get("holderIdentity") != self.identity:
             spec["acquireTime"] = stamp
             transitions = spec.get("leaseTransitions")

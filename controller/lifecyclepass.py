@@ -38,9 +38,7 @@ from controller.events import Regarding
 from controller.managerconfig import random_epoch
 from controller.migration_dispatch import MIGRATION
 from controller.migration_records import (
-    reconcile_unresolved_copy,
     settle_by_acknowledgment,
-    warn_record_lost,
 )
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext
@@ -48,7 +46,7 @@ from controller.planning import advance
 from controller.schema_dispatch import SCHEMA
 from controller.schema_records import prove
 from controller.supervision import supervise
-from jobclaim.api import API_VERSION, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
+from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError
 
@@ -129,11 +127,9 @@ def _prelude(ctx: PassContext) -> Stop | None:
     status = ctx.status
     if status is not None and status.pending_lock_release is not None:
         return complete_pending_release(ctx)
-    if isinstance(status, PtahMigrationStatus):
-        warn_record_lost(ctx)
-        stop = reconcile_unresolved_copy(ctx)
-        if stop is not None:
-            return stop
+    stop = ctx.family.prelude(ctx)
+    if stop is not None:
+        return stop
     stop = remove_orphan_finalizer(ctx)
     if stop is not None:
         return stop
@@ -146,9 +142,7 @@ def _ensure_binding(ctx: PassContext) -> Stop | None:
         return None
     status = ctx.status
     if status is None:
-        status = (
-            PtahSchemaStatus() if isinstance(ctx.subject, PtahSchema) else PtahMigrationStatus()
-        )
+        status = ctx.family.empty_status()
     make_epoch = ctx.env.epochs
     binding = ctx.env.config.binding.install(make_epoch() if make_epoch else random_epoch())
     ctx.write_status(status.model_copy(update={"execution_binding": binding, "phase": "Pending"}))

@@ -17,11 +17,26 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.approvals import find_migration_approval, held_migration_approval
+from controller.claiming import migration_operation
 from controller.claims import form_claim, retire_undispatched
-from controller.mutationlifecycle import Stop
+from controller.harvesting import Harvest
+from controller.migration_records import (
+    migration_outcome,
+    reconcile_unresolved_copy,
+    record_unresolved_run,
+    warn_record_lost,
+)
+from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import Approval, PassContext
+from controller.retirement import retire_migration_claim
 from controller.supervision import inputs_hold
-from jobclaim import Claim, build_job, migration_claim, migration_job_inputs
+from jobclaim import (
+    Claim,
+    build_job,
+    migration_claim,
+    migration_job_inputs,
+    migration_plan_problem,
+)
 from jobclaim.api import (
     MIGRATION_FINALIZER,
     ManagerRecord,
@@ -63,19 +78,6 @@ def _status(ctx: PassContext) -> PtahMigrationStatus:
     status = _migration(ctx).status
     assert status is not None
     return status
-
-
-def plan_problem(
-    plan: PtahMigrationPlan, *, ref: ObjectReference, owner_uid: str, epoch: str
-) -> str | None:
-    """Why a plan object is not the plan a claim or a new claim names, or None."""
-    if plan.metadata.uid != ref.uid or plan.metadata.deletion_timestamp:
-        return f"plan {ref.name} was replaced or is being deleted"
-    if plan.spec.migration_ref.uid != owner_uid:
-        return f"plan {ref.name} belongs to another migration"
-    if plan.spec.execution_binding_id != epoch:
-        return f"plan {ref.name} was made under another execution epoch"
-    return None
 
 
 class MigrationFamily:
@@ -125,7 +127,12 @@ class MigrationFamily:
             return f"plan {ref.name} is gone"
         binding = ctx.binding
         epoch = binding.epoch if binding else ""
-        return plan_problem(plan, ref=ref, owner_uid=ctx.uid, epoch=epoch) or plan
+        # The epoch in force: a claim is authorized only while its inputs (which hold
+        # its epoch) still hold, and a new claim records the epoch in force.
+        problem = migration_plan_problem(plan, ref, owner=_migration(ctx).metadata, epoch=epoch)
+        if problem is not None:
+            return f"plan {ref.name} is not the plan the claim records: {problem}"
+        return plan
 
     def authorize(self, ctx: PassContext) -> Stop | None:
         migration = _migration(ctx)
@@ -254,6 +261,46 @@ class MigrationFamily:
                 "active_operation": claim.model_copy(update=extra),
                 "phase": ctx.info_for(operation).phase,
             }
+        )
+
+    # -- the family's records ------------------------------------------------------------
+
+    def empty_status(self) -> PtahMigrationStatus:
+        return PtahMigrationStatus()
+
+    def operation(
+        self,
+        ctx: PassContext,
+        *,
+        operation: str,
+        fingerprint: str,
+        epoch: str,
+        nonce: bytes,
+        started_at: str,
+    ) -> MigrationOperationStatus:
+        return migration_operation(
+            _migration(ctx),
+            operation=operation,
+            fingerprint=fingerprint,
+            epoch=epoch,
+            nonce=nonce,
+            started_at=started_at,
+        )
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        # The unresolved-run record and its annotation copy agree before anything else.
+        warn_record_lost(ctx)
+        return reconcile_unresolved_copy(ctx)
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        return record_unresolved_run(ctx, reason)
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        return migration_outcome(ctx, harvested)
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        return retire_migration_claim(
+            ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
         )
 
 

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from controller.claims import AGAIN, write_retry
 from controller.harvesting import Harvest
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
@@ -50,6 +50,7 @@ from jobclaim.api import (
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationRunStatus
 from jobclaim.apiserver import PTAHMIGRATIONRUNACKNOWLEDGMENTS, Conflict
 from jobclaim.errors import PtahError
+from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
 from runner.summary import Account
 
@@ -313,7 +314,7 @@ def reconcile_unresolved_copy(ctx: PassContext) -> Stop | None:
 
 def _created(ack: PtahMigrationRunAcknowledgment) -> datetime:
     stamp = ack.metadata.creation_timestamp or ""
-    return datetime.fromisoformat(stamp) if stamp else datetime.max
+    return parse_time(stamp) or datetime.max
 
 
 def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
-from controller.mutationlifecycle import Driver, Stop
+from controller.mutationlifecycle import Disposition, Driver, Retirement, Stop, realm_held_by
 from controller.targetlock import TargetLock
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
@@ -40,6 +40,10 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import ApiClient, Object, Resource
 from jobclaim.errors import PtahError
+from jobclaim.times import timestamp, utc_now
+
+if TYPE_CHECKING:
+    from controller.harvesting import Harvest
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -51,15 +55,6 @@ class NoClaim(PtahError):
     """A step that needs the resource's claim found none (a programming error)."""
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def timestamp(moment: datetime) -> str:
-    """The RFC 3339 form the API server writes: whole seconds, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(slots=True)
 class Environment:
     """What lives longer than one pass: the API, the configuration, the Lease memory
@@ -69,7 +64,7 @@ class Environment:
     config: ManagerConfig
     lock: TargetLock
     driver: Driver = field(default_factory=Driver)
-    wall: Callable[[], datetime] = _utc_now
+    wall: Callable[[], datetime] = utc_now
     entropy: Callable[[int], bytes] = os.urandom
     # Epochs for first sight of a resource; a test injects a fixed one.
     epochs: Callable[[], str] | None = None
@@ -126,6 +121,39 @@ class Family(Protocol):
 
     def new_claim(self, ctx: PassContext, operation: str, approval: Approval | None) -> Status:
         """The status carrying a fresh claim of ``operation`` (not yet written)."""
+        ...
+
+    def empty_status(self) -> Status:
+        """The status of a resource seen for the first time."""
+        ...
+
+    def operation(
+        self,
+        ctx: PassContext,
+        *,
+        operation: str,
+        fingerprint: str,
+        epoch: str,
+        nonce: bytes,
+        started_at: str,
+    ) -> Operation:
+        """The claim this family writes before its Job exists (``controller.claiming``)."""
+        ...
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        """What the family settles before anything else in a pass (its own records)."""
+        ...
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        """Record a mutating claim's unknown outcome as this family's record."""
+        ...
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        """What a claim's terminal Job accounts for, in this family's records."""
+        ...
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        """A read-only claim whose result will not be used: discarded, records kept."""
         ...
 
 
@@ -188,6 +216,31 @@ class PassContext:
         """Whether a schema's Apply still owes its proof (its record holds the realm)."""
         status = self.subject.status
         return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
+
+    def retirement(
+        self,
+        disposition: Disposition,
+        *,
+        record_holds_realm: bool = False,
+        may_still_write: bool = False,
+        ends_proof: bool = False,
+    ) -> Retirement:
+        """This claim's retirement, described by what decides its release: who holds the
+        realm for it is read here once, for every write that retires or discards it."""
+        info = self.info
+        return Retirement(
+            holder=realm_held_by(
+                mutating=info.mutating,
+                serves_proof=info.serves_proof,
+                locked=bool(self.operation.lease_epoch),
+                proof_outstanding=self.proof_outstanding,
+            ),
+            mutating=info.mutating,
+            disposition=disposition,
+            record_holds_realm=record_holds_realm,
+            may_still_write=may_still_write,
+            ends_proof=ends_proof,
+        )
 
     @property
     def holder(self) -> str:

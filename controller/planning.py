@@ -26,13 +26,13 @@ from typing import Any, Final
 from controller.claims import claim_operation
 from controller.conditions import conditions_for
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Approval, PassContext, timestamp
+from controller.passcontext import Approval, PassContext
 from controller.phasemachine import Decision, Event, Facts, Wait, decide
 from controller.planpolicy import approval_required
 from controller.readings import parse_duration
 from controller.schema_records import mark_plan_approvals_stale
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
-from runner.config import parse_time
+from jobclaim.times import parse_time, timestamp
 
 DEFAULT_INTERVAL: Final = 600.0
 _PLAN_EVENTS: Final = frozenset({Event.AWAITING_APPROVAL, Event.APPROVED, Event.NEEDS_NO_APPROVAL})

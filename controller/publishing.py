@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from jobclaim import (
     SchemaPlanContent,
     build_migration_plan,
@@ -44,6 +44,7 @@ from jobclaim.apiserver import (
     Resource,
 )
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.times import timestamp
 from runner.result import MigrationHistorySection, PlanSection
 
 CHUNK_BYTES: Final = 512 * 1024

@@ -35,7 +35,7 @@ from typing import Any, Final
 from controller.harvesting import Harvest
 from controller.migration_records import history_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.retirement import retire_migration_claim, retire_schema_claim
@@ -50,6 +50,7 @@ from jobclaim.api.meta import ConfigMapKeySelector
 from jobclaim.api.schema import DriftObservationStatus
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
+from jobclaim.times import timestamp
 from runner.harvest import Outcome
 from runner.result import RunnerResult
 

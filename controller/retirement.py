@@ -29,16 +29,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.claims import complete_pending_release
-from controller.harvesting import pod_stopped, pods_of
+from controller.harvesting import pods_of
 from controller.mutationlifecycle import (
     Disposition,
     Retirement,
     Stop,
     owed_release,
-    realm_held_by,
 )
 from controller.passcontext import PassContext, Status
-from jobclaim import finished
+from jobclaim import finished, pod_stopped
 from jobclaim.api import PendingObservationStatus, PtahMigrationStatus, PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import PtahError
@@ -116,20 +115,8 @@ def retire_schema_claim(
     if not isinstance(status, PtahSchemaStatus):
         raise NotThisFamily("retire_schema_claim needs a PtahSchema")
     operation = ctx.operation
-    info = ctx.info
     pending = status.pending_observation
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=pending is not None,
-        ),
-        mutating=info.mutating,
-        disposition=disposition,
-        record_holds_realm=True,
-        ends_proof=ends_proof,
-    )
+    retirement = ctx.retirement(disposition, record_holds_realm=True, ends_proof=ends_proof)
     changes: dict[str, Any] = {"active_operation": None, "pending_observation": record}
     changes.update(update or {})
     retired = status.model_copy(update=changes)
@@ -153,18 +140,7 @@ def retire_migration_claim(
         raise NotThisFamily("retire_migration_claim needs a PtahMigration")
     operation = ctx.operation
     info = ctx.info
-    retirement = Retirement(
-        holder=realm_held_by(
-            mutating=info.mutating,
-            serves_proof=info.serves_proof,
-            locked=bool(operation.lease_epoch),
-            proof_outstanding=False,
-        ),
-        mutating=info.mutating,
-        disposition=disposition,
-        record_holds_realm=False,
-        may_still_write=may_still_write,
-    )
+    retirement = ctx.retirement(disposition, may_still_write=may_still_write)
     changes: dict[str, Any] = {"active_operation": None}
     changes.update(update or {})
     if not retirement.releases() and info.mutating and may_still_write:

@@ -18,15 +18,20 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from controller.approvals import find_schema_approval, held_schema_approval
+from controller.claiming import schema_operation
 from controller.claims import form_claim, retire_undispatched
-from controller.mutationlifecycle import Stop
+from controller.harvesting import Harvest
+from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import Approval, PassContext
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
+from controller.retirement import retire_schema_claim
+from controller.schema_records import record_schema_apply, schema_outcome
 from controller.supervision import inputs_hold
-from jobclaim import Claim, build_job, schema_claim, schema_job_inputs
+from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, schema_plan_problem
 from jobclaim.api import (
     SCHEMA_FINALIZER,
+    ActiveOperationStatus,
     ManagerRecord,
     ObjectReference,
     PtahSchema,
@@ -115,13 +120,9 @@ class SchemaFamily:
             )
         except NotFound:
             return f"plan {plan.name} is gone"
-        spec = obj.spec
-        if obj.metadata.uid != plan.uid or obj.metadata.deletion_timestamp:
-            return f"plan {plan.name} was replaced or is being deleted"
-        if spec.fingerprint != plan.fingerprint or spec.content_digest != plan.content_digest:
-            return f"plan {plan.name} is not the plan the claim was authorized for"
-        if spec.schema_ref.uid != ctx.uid or spec.execution_binding_id != plan.execution_binding_id:
-            return f"plan {plan.name} belongs to another schema or epoch"
+        problem = schema_plan_problem(obj, plan, owner=_schema(ctx).metadata)
+        if problem is not None:
+            return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
             ctx.chunks = load_plan(ctx.api, ctx.namespace, obj)
         except PlanUnverified as error:
@@ -225,7 +226,7 @@ class SchemaFamily:
         plan = status.plan if status else None
         if schema.spec.suspend or status is None or plan is None or binding is None:
             return None
-        if status.pending_observation is not None or schema.spec.policy.apply == "Never":
+        if ctx.proof_outstanding or schema.spec.policy.apply == "Never":
             return None
         if plan.execution_binding_id != binding.epoch:
             return None
@@ -254,6 +255,44 @@ class SchemaFamily:
                 reserved = _reservation(approval)
             update["plan"] = status.plan.model_copy(update={"approval": reserved})
         return status.model_copy(update=update)
+
+    # -- the family's records ------------------------------------------------------------
+
+    def empty_status(self) -> PtahSchemaStatus:
+        return PtahSchemaStatus()
+
+    def operation(
+        self,
+        ctx: PassContext,
+        *,
+        operation: str,
+        fingerprint: str,
+        epoch: str,
+        nonce: bytes,
+        started_at: str,
+    ) -> ActiveOperationStatus:
+        return schema_operation(
+            _schema(ctx),
+            operation=operation,
+            fingerprint=fingerprint,
+            epoch=epoch,
+            nonce=nonce,
+            started_at=started_at,
+        )
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        return None  # a schema's records are worked off by its claims and its rotation
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        return record_schema_apply(ctx, reason, succeeded=False, pod_uids=())
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        return schema_outcome(ctx, harvested)
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        return retire_schema_claim(
+            ctx, reason, disposition=Disposition.DISCARD, record=_status(ctx).pending_observation
+        )
 
 
 def _reservation(approval: PtahSchemaApproval) -> ConsumedApprovalStatus:

@@ -35,14 +35,14 @@ from controller.claims import (
     remove_orphan_finalizer,
     write_retry,
 )
-from controller.harvesting import Harvest, pod_stopped, pods_of
+from controller.harvesting import Harvest, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
-from controller.passcontext import PassContext, timestamp
+from controller.passcontext import PassContext
 from controller.readings import settled_observation
 from controller.retirement import retire_schema_claim
 from controller.targetlock import MalformedLease
-from jobclaim import finished, lease_holder, match, pending_apply_claim
+from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
     ActiveOperationStatus,
     PendingObservationStatus,
@@ -51,7 +51,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
 from jobclaim.errors import InvalidInput
-from runner.config import parse_time
+from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
 
 MAX_POD_UIDS: Final = 8

@@ -30,15 +30,12 @@ from typing import Final
 from controller.claiming import input_fingerprint
 from controller.claims import AGAIN, epoch_update, write_retry
 from controller.harvesting import harvest, set_cleanup_ttl
-from controller.migration_records import migration_outcome, record_unresolved_run
-from controller.mutationlifecycle import Disposition, Stop, may_have_dispatched
+from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import PassContext
 from controller.readings import record_reading
-from controller.retirement import retire_migration_claim, retire_schema_claim
-from controller.schema_records import record_schema_apply, restart_proof, schema_outcome
+from controller.schema_records import restart_proof
 from controller.targetlock import MalformedLease
 from jobclaim import Verdict, finished, manager_record_of, match
-from jobclaim.api import PtahSchemaStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import InvalidInput
 from runner.harvest import Outcome
@@ -55,10 +52,7 @@ def record_unaccounted(ctx: PassContext, reason: str) -> Stop:
     can create a Job for it, and the record carries what the claim's run still owes.
     """
     ctx.crossed("OutcomeUnknown", reason, warning=True)
-    if ctx.family.name == "schema":
-        stop = record_schema_apply(ctx, reason, succeeded=False, pod_uids=())
-    else:
-        stop = record_unresolved_run(ctx, reason)
+    stop = ctx.family.record_unknown(ctx, reason)
     return Stop(f"the outcome is unknown: {reason}", requeue_after=AGAIN, error=stop.error)
 
 
@@ -208,18 +202,6 @@ def _supervise_job(ctx: PassContext, job: Object) -> Stop:
 HARVEST_PENDING: Final = "the Job has finished; its result frame may still be arriving"
 
 
-def _retire_unread(ctx: PassContext, reason: str) -> Stop:
-    """A read-only claim whose result will not be used: discarded, records kept."""
-    status = ctx.status
-    if isinstance(status, PtahSchemaStatus):
-        return retire_schema_claim(
-            ctx, reason, disposition=Disposition.DISCARD, record=status.pending_observation
-        )
-    return retire_migration_claim(
-        ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
-    )
-
-
 def await_harvest(ctx: PassContext, job: Object) -> Stop:
     """Account for a terminal Job that passed its match."""
     if not inputs_hold(ctx):
@@ -227,7 +209,7 @@ def await_harvest(ctx: PassContext, job: Object) -> Stop:
         set_cleanup_ttl(ctx, job)
         if ctx.info.mutating:
             return record_unaccounted(ctx, "the claim's inputs moved while its Job ran")
-        return _retire_unread(ctx, "the claim's inputs moved; its reading is discarded")
+        return ctx.family.retire_unread(ctx, "the claim's inputs moved; its reading is discarded")
     harvested = harvest(ctx, job)
     retry = harvested.retry_after(ctx.now())
     if retry is not None:
@@ -240,6 +222,4 @@ def await_harvest(ctx: PassContext, job: Object) -> Stop:
     recorded = record_reading(ctx, harvested, job)
     if recorded is not None:
         return recorded
-    if ctx.family.name == "schema":
-        return schema_outcome(ctx, harvested)
-    return migration_outcome(ctx, harvested)
+    return ctx.family.outcome(ctx, harvested)

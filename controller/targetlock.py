@@ -39,19 +39,27 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from jobclaim import is_epoch, lease_name
-from jobclaim.apiserver import LEASES, AlreadyExists, ApiClient, Conflict, NotFound, Object
+from jobclaim.apiserver import (
+    LEASES,
+    AlreadyExists,
+    ApiClient,
+    Conflict,
+    NotFound,
+    Object,
+    compare_and_swap,
+)
 from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY, PREFIX
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.times import micro_timestamp, parse_time, utc_now
 
 __all__ = [
     "ANN_LEASE_EPOCH",
     "LABEL_COORDINATION",
-    "MAX_ATTEMPTS",
-    "Decision",
+    "LeaseDecision",
     "LeaseRecord",
     "LeaseState",
     "MalformedLease",
@@ -70,9 +78,6 @@ COORDINATION: Final = "database-target"
 # plus the grace). A foreign Lease outside them is not one we know how to wait for.
 MIN_DURATION: Final = 5
 MAX_DURATION: Final = 86_460
-# Compare-and-swap attempts per call. Each lost race is another claimant's write, so
-# a few retries settle ordinary contention; more would only hold a worker.
-MAX_ATTEMPTS: Final = 5
 
 
 class MalformedLease(PtahError):
@@ -130,7 +135,7 @@ class Sighting:
 
 
 @dataclass(frozen=True)
-class Decision:
+class LeaseDecision:
     """``create`` a missing Lease, ``keep`` our own tenure, ``take`` a free or expired
     one under a new epoch, or ``wait`` for a foreign holder."""
 
@@ -158,21 +163,6 @@ def read_lease(obj: Mapping[str, Any]) -> LeaseRecord:
     )
 
 
-def parse_micro_time(value: object) -> datetime | None:
-    """An RFC 3339 MicroTime, or None when it is absent or not one."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def format_micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _valid_duration(value: object) -> bool:
     return (
         isinstance(value, int)
@@ -191,7 +181,7 @@ def malformed_problem(record: LeaseRecord) -> str | None:
     stamps = [t for t in (record.acquire_time, record.renew_time) if t is not None]
     if not stamps:
         return "it carries neither an acquireTime nor a renewTime"
-    if any(parse_micro_time(t) is None for t in stamps):
+    if any(parse_time(t) is None for t in stamps):
         return "a timestamp it carries is not an RFC 3339 time"
     if not is_epoch(record.epoch):
         return "its epoch annotation is not v1- followed by 32 lowercase hex"
@@ -205,22 +195,22 @@ def lease_decision(
     sighting: Sighting | None,
     now: float,
     token: Callable[[], str],
-) -> Decision:
+) -> LeaseDecision:
     """What to do with the Lease as read: pure but for ``token``, the new-epoch source.
 
     ``sighting`` is what this process remembers of the record; ``now`` is its own
     monotonic clock. Raises ``MalformedLease`` for a foreign Lease it cannot judge.
     """
     if record is None:
-        return Decision("create", epoch=token())
+        return LeaseDecision("create", epoch=token())
     if record.holder == holder and is_epoch(record.epoch):
         # Our own tenure: renewing keeps the epoch, even if the claim expected another,
         # because the epoch is the identity of this tenure and it never ended.
         assert isinstance(record.epoch, str)
-        return Decision("keep", epoch=record.epoch)
+        return LeaseDecision("keep", epoch=record.epoch)
     if record.holder in ("", holder):
         # Released, or ours with an epoch nobody can name: a new tenure begins.
-        return Decision("take", epoch=token())
+        return LeaseDecision("take", epoch=token())
     problem = malformed_problem(record)
     if problem is not None:
         raise MalformedLease(f"the Lease held by {record.holder} cannot be read: {problem}")
@@ -229,13 +219,13 @@ def lease_decision(
     since = seen.since if seen is not None else now
     elapsed = max(0.0, now - since)
     if elapsed >= record.duration:
-        return Decision("take", epoch=token())
-    return Decision(
+        return LeaseDecision("take", epoch=token())
+    return LeaseDecision(
         "wait", retry_after=record.duration - elapsed, sighting=Sighting(record.key, since)
     )
 
 
-def _continuity_lost(decision: Decision, expected_epoch: str | None) -> bool:
+def _continuity_lost(decision: LeaseDecision, expected_epoch: str | None) -> bool:
     """True when a claim expected a tenure and this is not it: only keeping our own
     Lease under exactly the expected epoch continues one. A new tenure never does,
     whatever its epoch happens to be, because something else may have held the realm
@@ -249,15 +239,11 @@ def new_epoch() -> str:
     return "v1-" + secrets.token_hex(16)
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _desired(
     current: Object | None,
     *,
     name: str,
-    decision: Decision,
+    decision: LeaseDecision,
     holder: str,
     duration: int,
     moment: datetime,
@@ -273,8 +259,8 @@ def _desired(
     spec = obj.setdefault("spec", {})
     # Never write a renewTime earlier than one already stored: a reader comparing
     # times would see the Lease go back in time when our clock is behind its writer's.
-    stored = [parse_micro_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
-    stamp = format_micro_time(max([moment, *(t for t in stored if t is not None)]))
+    stored = [parse_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
+    stamp = micro_timestamp(max([moment, *(t for t in stored if t is not None)]))
     spec.update(holderIdentity=holder, leaseDurationSeconds=duration, renewTime=stamp)
     if decision.action == "create":
         spec.update(acquireTime=stamp, leaseTransitions=0)
@@ -299,7 +285,7 @@ class TargetLock:
         namespace: str,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = _utc_now,
+        wall: Callable[[], datetime] = utc_now,
         token: Callable[[], str] = new_epoch,
     ) -> None:
         if not namespace:
@@ -332,8 +318,8 @@ class TargetLock:
                 f"a Lease duration must be between {MIN_DURATION} and {MAX_DURATION} seconds"
             )
         name = lease_name(coordination_digest)
-        lost: Conflict | AlreadyExists | None = None
-        for _ in range(MAX_ATTEMPTS):
+
+        def attempt() -> LeaseState:
             current = self._read(name)
             decision = self._decide(name, current, holder)
             if decision.action == "wait":
@@ -351,16 +337,11 @@ class TargetLock:
                 duration=duration_seconds,
                 moment=self._wall(),
             )
-            try:
-                if current is None:
-                    self._api.create(LEASES, self._namespace, desired)
-                else:
-                    self._api.replace(LEASES, self._namespace, desired)
-            except (Conflict, AlreadyExists) as error:
-                # Someone wrote between our read and our write: decide again from
-                # what they wrote, never from what we read before it.
-                lost = error
-                continue
+            # A create beaten by another creator races like a replace beaten by a writer.
+            if current is None:
+                self._api.create(LEASES, self._namespace, desired)
+            else:
+                self._api.replace(LEASES, self._namespace, desired)
             with self._memory:
                 self._sightings.pop(name, None)
             return LeaseState(
@@ -369,8 +350,8 @@ class TargetLock:
                 continuity_lost=_continuity_lost(decision, expected_epoch),
                 retry_after=None,
             )
-        assert lost is not None
-        raise lost
+
+        return compare_and_swap(attempt, races=(Conflict, AlreadyExists))
 
     def renew(
         self, coordination_digest: str, holder: str, duration_seconds: int, expected_epoch: str
@@ -390,8 +371,8 @@ class TargetLock:
         if not is_epoch(expected_epoch):
             raise InvalidInput("a release needs the exact epoch of the tenure it ends")
         name = lease_name(coordination_digest)
-        lost: Conflict | None = None
-        for _ in range(MAX_ATTEMPTS):
+
+        def attempt() -> None:
             current = self._read(name)
             if current is None:
                 return
@@ -400,17 +381,12 @@ class TargetLock:
                 return
             released = copy.deepcopy(current)
             spec = released.setdefault("spec", {})
-            stored = [parse_micro_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
+            stored = [parse_time(spec.get(f)) for f in ("acquireTime", "renewTime")]
             moment = max([self._wall(), *(t for t in stored if t is not None)])
-            spec.update(holderIdentity="", renewTime=format_micro_time(moment))
-            try:
-                self._api.replace(LEASES, self._namespace, released)
-            except Conflict as error:
-                lost = error
-                continue
-            return
-        assert lost is not None
-        raise lost
+            spec.update(holderIdentity="", renewTime=micro_timestamp(moment))
+            self._api.replace(LEASES, self._namespace, released)
+
+        compare_and_swap(attempt)
 
     def tenure_of(self, coordination_digest: str, holder: str) -> str | None:
         """The epoch ``holder`` holds the realm under, or None when it holds nothing.
@@ -432,7 +408,7 @@ class TargetLock:
         except NotFound:
             return None
 
-    def _decide(self, name: str, current: Object | None, holder: str) -> Decision:
+    def _decide(self, name: str, current: Object | None, holder: str) -> LeaseDecision:
         record = read_lease(current) if current is not None else None
         with self._memory:
             decision = lease_decision(

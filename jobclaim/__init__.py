@@ -31,7 +31,7 @@ from jobclaim.claim import (
     schema_claim,
 )
 from jobclaim.errors import BuildRefused, InvalidInput, PtahError
-from jobclaim.livejob import Finished, finished, manager_record_of
+from jobclaim.livejob import Finished, finished, manager_record_of, pod_stopped, runner_state
 from jobclaim.match import MATCH, Verdict, manager_record_problem, match
 from jobclaim.naming import (
     coordination_digest,
@@ -52,6 +52,7 @@ from jobclaim.operations import (
     operation_info,
     schema_operation,
 )
+from jobclaim.owners import MigrationOwner, OwnerFamily, SchemaOwner, owner_family
 from jobclaim.plans import (
     PLAN_CONTRACT_VERSION,
     SchemaPlanContent,
@@ -67,6 +68,7 @@ from jobclaim.projection import (
     decode_chunk,
     projection_problem,
 )
+from jobclaim.recordedplan import migration_plan_problem, schema_plan_problem
 from jobclaim.template import template_digest
 
 __all__ = [
@@ -81,9 +83,12 @@ __all__ = [
     "InvalidInput",
     "JobInputs",
     "LockRule",
+    "MigrationOwner",
     "OperationInfo",
     "Owner",
+    "OwnerFamily",
     "PtahError",
+    "SchemaOwner",
     "SchemaPlanContent",
     "Verdict",
     "annotations_for",
@@ -114,15 +119,20 @@ __all__ = [
     "migration_job_inputs",
     "migration_operation",
     "migration_plan_name",
+    "migration_plan_problem",
     "operation_info",
+    "owner_family",
     "pending_apply_claim",
     "plan_name",
+    "pod_stopped",
     "projection_names",
     "projection_problem",
     "published_plan_problem",
+    "runner_state",
     "schema_claim",
     "schema_job_inputs",
     "schema_operation",
+    "schema_plan_problem",
     "seal",
     "sha256_digest",
     "snapshot_digest",

@@ -20,9 +20,9 @@ differently from the controller would allow what the controller refuses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from jobclaim.api._base import GROUP, VERSION
 from jobclaim.errors import PtahError
@@ -61,6 +61,34 @@ class Invalid(Refused):
 
 class Unavailable(ApiError):
     """No answer, or an answer that does not say whether the write happened."""
+
+
+_T = TypeVar("_T")
+
+# How many times a read-decide-write races another writer before giving up: enough
+# for a burst of writers, few enough that a pass never spins.
+CAS_ATTEMPTS: Final = 5
+
+
+def compare_and_swap(
+    attempt: Callable[[], _T],
+    *,
+    races: tuple[type[ApiError], ...] = (Conflict,),
+    attempts: int = CAS_ATTEMPTS,
+) -> _T:
+    """Run ``attempt`` (read, decide, write at the version read) until it wins its race.
+
+    A ``races`` error means someone wrote between the read and the write: the next
+    attempt decides again from what they wrote, never from what was read before it.
+    After ``attempts`` lost races the last one is raised; any other error at once.
+    """
+    for remaining in range(attempts - 1, -1, -1):
+        try:
+            return attempt()
+        except races:
+            if remaining == 0:
+                raise
+    raise AssertionError("compare_and_swap needs at least one attempt")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ carries; the webhook rebuilds a submitted Job the same way. A reader that took t
 record from elsewhere (its own image, say) would refuse every Job a previous replica
 dispatched, and a reader that took it loosely would rebuild a Job nobody can name.
 Whether a Job has finished decides when its cleanup TTL may be set and whether a Plan
-Job's result may be published, on both sides.
+Job's result may be published, on both sides; whether its Pod has stopped decides when
+the controller may hand a database back and whether a harvest may still be written to.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Final, Literal
 
 from jobclaim._canonical import is_pinned_image
 from jobclaim.api.common import ManagerRecord
-from jobclaim.builder import INSTALL_CONTAINER
+from jobclaim.builder import INSTALL_CONTAINER, RUNNER_CONTAINER
 from jobclaim.envelope import ANN_CONTROLLER_IMAGE, ANN_CONTROLLER_REVISION
 from jobclaim.errors import InvalidInput
 from jobclaim.match import manager_record_problem
@@ -76,3 +77,38 @@ def finished(job: Mapping[str, Any]) -> Finished | None:
         if kind in true:
             return "Failed" if kind == "Failed" else "Complete"
     return None
+
+
+def runner_state(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """Why the runner container has not run to its end exactly once, and its message."""
+    items = _map(pod.get("status")).get("containerStatuses")
+    statuses = [
+        _map(s)
+        for s in (items if isinstance(items, list) else [])
+        if _map(s).get("name") == RUNNER_CONTAINER
+    ]
+    if len(statuses) != 1:
+        return "the Pod reports no status for its runner container", None
+    status = statuses[0]
+    if status.get("restartCount", 0) != 0 or _map(status.get("lastState")).get("terminated"):
+        # restartPolicy is Never; a restarted runner ran the executor twice.
+        return "the runner container ran more than once", None
+    terminated = _map(_map(status.get("state")).get("terminated"))
+    if not terminated:
+        return "the runner container has not terminated", None
+    message = terminated.get("message")
+    return None, message if isinstance(message, str) else None
+
+
+def pod_stopped(pod: Mapping[str, Any]) -> bool:
+    """Whether a Pod can no longer run anything: the one answer every reader asks.
+
+    The kubelet says the Pod ended (phase Succeeded or Failed), or its one runner
+    container terminated having run exactly once. A runner that restarted does not
+    count as stopped until the phase says so: restartPolicy is Never, so a restart
+    means the kubelet already broke the rule that would keep a terminated runner
+    terminated, and a Lease handed back on its current state could be handed back
+    while it runs a third time.
+    """
+    phase = _map(pod.get("status")).get("phase")
+    return phase in ("Succeeded", "Failed") or runner_state(pod)[0] is None

@@ -65,6 +65,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
     SERVICEACCOUNTS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -73,10 +74,11 @@ from jobclaim.apiserver import (
     Refused,
     Resource,
 )
+from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
 from lab.localplane import LocalControlPlane
-from webhook import Engine
+from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, uvicorn_server
 
@@ -117,13 +119,6 @@ CRDS: Final = Resource(
     "v1",
     "customresourcedefinitions",
     "CustomResourceDefinition",
-    namespaced=False,
-)
-WEBHOOKS: Final = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
     namespaced=False,
 )
 CLUSTER_ROLES: Final = Resource(
@@ -572,7 +567,7 @@ def webhook_configurations(
         }
         return [table[w] for w in which]
 
-    path = "/validate-controller-write"
+    path = ENDPOINT_PATHS[CONTROLLER_WRITE]
     if jobs_url is None:
         writes = [
             hook(
@@ -606,7 +601,7 @@ def webhook_configurations(
     status = hook(
         "status.manager-state.operator.ptah.run",
         url,
-        "/validate-manager-state",
+        ENDPOINT_PATHS[MANAGER_STATE],
         [
             {
                 "apiGroups": ["operator.ptah.run"],
@@ -633,7 +628,7 @@ def register_webhooks(
     admin (which only the webhook refuses) is retried until it is refused.
     """
     for configuration in configurations:
-        apply(plane, WEBHOOKS, configuration, identity="admin")
+        apply(plane, VALIDATING_WEBHOOK_CONFIGURATIONS, configuration, identity="admin")
     probe = "ptah-localrun-probe"
     with contextlib.suppress(AlreadyExists):
         admin.create(PTAHSCHEMAS, probe_namespace, _probe_schema(probe))
@@ -764,7 +759,7 @@ def seed_plan(
         fingerprint=input_fingerprint({"operation": "Plan", "seeded": True}),
         epoch=epoch,
         nonce=uuid.uuid4().bytes,
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        started_at=timestamp(utc_now()),
     )
     status = PtahSchemaStatus.model_validate(schema.get("status") or {})
     planning_schema = parsed.model_copy(
@@ -862,7 +857,7 @@ def approval_for(schema: Object, *, template: Path | None = None) -> Object:
     spec["planFingerprint"] = plan["fingerprint"]
     spec["executionBindingID"] = plan["executionBindingID"]
     spec["mutationRequestUID"] = str(uuid.uuid4())
-    spec["approvedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    spec["approvedAt"] = timestamp(utc_now())
     return approval
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
+from jobclaim.times import parse_time
 from runner.errors import ConfigurationError
 from runner.result import (
     MAX_OPERATION_ID,
@@ -127,9 +128,6 @@ REDACTED: Final = "[redacted]"
 # A shorter password would redact ordinary words out of every message it appears in.
 MIN_REDACTED_SECRET: Final = 6
 
-_RFC3339: Final = re.compile(
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
-)
 _DIGEST: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _DSN_PASSWORD: Final = re.compile(r"^[^:/@\s]+:([^@\s]+)@")
@@ -291,16 +289,6 @@ def bind(env: Mapping[str, str]) -> tuple[str, str]:
 
 def termination_log(env: Mapping[str, str]) -> Path:
     return Path(env.get(ENV_TERMINATION_LOG) or TERMINATION_LOG)
-
-
-def parse_time(value: str) -> datetime | None:
-    """An RFC 3339 time with its zone, or None. Python reads many more spellings."""
-    if not _RFC3339.fullmatch(value):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float | Refusal:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from jobclaim import Claim, finished
+from jobclaim import Claim, finished, pod_stopped, runner_state
 from jobclaim.builder import INSTALL_CONTAINER, RUNNER_CONTAINER
 from jobclaim.envelope import (
     ANN_EPOCH,
@@ -38,7 +38,7 @@ from jobclaim.envelope import (
     LABEL_OPERATION_ID,
     operation_id_label_value,
 )
-from runner.config import parse_time
+from jobclaim.times import parse_time
 from runner.errors import FrameError, SummaryRefused
 from runner.summary import Account
 
@@ -148,31 +148,6 @@ def pod_envelope_problem(
     return None
 
 
-def _runner_state(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """Why the runner container has not run to its end exactly once, and its message."""
-    statuses = [
-        _map(s)
-        for s in _list(_map(pod.get("status")).get("containerStatuses"))
-        if _map(s).get("name") == RUNNER_CONTAINER
-    ]
-    if len(statuses) != 1:
-        return "the Pod reports no status for its runner container", None
-    status = statuses[0]
-    if status.get("restartCount", 0) != 0 or _map(status.get("lastState")).get("terminated"):
-        # restartPolicy is Never; a restarted runner ran the executor twice.
-        return "the runner container ran more than once", None
-    terminated = _map(_map(status.get("state")).get("terminated"))
-    if not terminated:
-        return "the runner container has not terminated", None
-    message = terminated.get("message")
-    return None, message if isinstance(message, str) else None
-
-
-def _stopped(pod: Mapping[str, Any]) -> bool:
-    phase = _map(pod.get("status")).get("phase")
-    return phase in ("Succeeded", "Failed") or _runner_state(pod)[0] is None
-
-
 def select_pod(
     job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], claim: Claim
 ) -> PodEvidence | NoEvidence:
@@ -186,7 +161,7 @@ def select_pod(
         return NoEvidence("the Job has not finished", may_still_write=True)
     named = [p for p in pods if _names_job(p, job_uid)]
     uids = tuple(str(_map(p.get("metadata")).get("uid", "")) for p in named)
-    still = any(not _stopped(p) for p in named)
+    still = any(not pod_stopped(p) for p in named)
     if any(not _owned_exactly(p, job) for p in named):
         return NoEvidence("a Pod names the Job without being exactly owned by it", still, uids)
     if not named:
@@ -198,7 +173,7 @@ def select_pod(
     problem = pod_envelope_problem(pod, job, claim)
     if problem:
         return NoEvidence(problem, still, uids)
-    state, message = _runner_state(pod)
+    state, message = runner_state(pod)
     if state:
         return NoEvidence(state, still, uids)
     return PodEvidence(str(_map(pod.get("metadata")).get("name", "")), uids[0], message)

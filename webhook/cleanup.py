@@ -25,10 +25,9 @@ from jobclaim import (
     Claim,
     finished,
     match,
-    migration_claim,
     operation_info,
+    owner_family,
     pending_apply_claim,
-    schema_claim,
 )
 from jobclaim.api import ExecutionBindingStatus, PtahMigration, PtahSchema
 from webhook.jobs import OWNERS
@@ -150,10 +149,7 @@ def _naming_claim(
 
 
 def _claim(owner: PtahSchema | PtahMigration, binding: ExecutionBindingStatus | None) -> Claim:
-    if isinstance(owner, PtahSchema):
-        made = schema_claim(owner, built=None, stored=True, binding=binding)
-    else:
-        made = migration_claim(owner, built=None, stored=True, binding=binding)
+    made = owner_family(owner).claim(built=None, stored=True, binding=binding)
     if made is None:
         raise TypeError("the active claim vanished between two reads of one decoded owner")
     return made

@@ -37,10 +37,10 @@ from webhook.rules import (
     Endpoint,
     Fetched,
     Judgement,
-    Key,
     Malformed,
     Object,
     ReadFailed,
+    ReadKey,
     Settings,
     Stored,
 )
@@ -159,12 +159,12 @@ class Engine:
             decision = _defect(error)
         return Outcome(decision, request.uid, request)
 
-    async def _read_in_thread(self, keys: Iterable[Key]) -> Fetched:
+    async def _read_in_thread(self, keys: Iterable[ReadKey]) -> Fetched:
         if not self.blocking_reads:
             return self.read(keys)
         return await anyio.to_thread.run_sync(self.read, tuple(keys))
 
-    def read(self, keys: Iterable[Key]) -> Fetched:
+    def read(self, keys: Iterable[ReadKey]) -> Fetched:
         """Read each key directly; None for NotFound, ``ReadFailed`` for anything else."""
         unique = list(dict.fromkeys(keys))
         if len(unique) <= 1:
@@ -173,7 +173,7 @@ class Engine:
             self._pool = ThreadPoolExecutor(MAX_CONCURRENT_READS, thread_name_prefix="webhook-read")
         return dict(zip(unique, self._pool.map(self._read_one, unique), strict=True))
 
-    def _read_one(self, key: Key) -> Stored | None:
+    def _read_one(self, key: ReadKey) -> Stored | None:
         try:
             if self._text_reader is not None:
                 text = self._text_reader.get_text(key.resource, key.namespace, key.name)
@@ -187,7 +187,7 @@ class Engine:
             raise ReadFailed(key, error) from error
 
 
-def run(judgement: Judgement, read: Callable[[Iterable[Key]], Fetched]) -> Decision:
+def run(judgement: Judgement, read: Callable[[Iterable[ReadKey]], Fetched]) -> Decision:
     """Drive one rule to its Decision, sending it what ``read`` answers for each batch."""
     try:
         keys = next(judgement)
@@ -201,7 +201,7 @@ def run(judgement: Judgement, read: Callable[[Iterable[Key]], Fetched]) -> Decis
 
 
 async def run_async(
-    judgement: Judgement, read: Callable[[Iterable[Key]], Awaitable[Fetched]]
+    judgement: Judgement, read: Callable[[Iterable[ReadKey]], Awaitable[Fetched]]
 ) -> Decision:
     """``run`` with an awaitable ``read``; every ending is mapped the same way."""
     try:

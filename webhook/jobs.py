@@ -20,17 +20,16 @@ from jobclaim import (
     build_job,
     manager_record_of,
     match,
-    migration_claim,
-    migration_job_inputs,
+    migration_plan_problem,
     operation_info,
-    schema_claim,
-    schema_job_inputs,
+    owner_family,
+    schema_plan_problem,
 )
 from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
 from webhook.objects import Candidate, configmap_key, read_owner, stored
-from webhook.projections import plan_record_problem, projection_mismatch
-from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Reads, Trail, read, rule
+from webhook.projections import projection_mismatch
+from webhook.rules import CONTROLLER_WRITE, Judgement, ReadKey, Reads, Trail, read, rule
 
 JOB_CREATE: Final = rule(
     "job-create",
@@ -89,8 +88,8 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
     if operation is None or operation.job_name != found.name or operation.job_uid:
         raise trail.deny(NOT_RESERVED)
     trail.passed(f"status.activeOperation reserves {found.name} and holds no UID yet")
-    family = "schema" if isinstance(owner, PtahSchema) else "migration"
-    if operation_info(family, operation.type).mutating and not operation.dispatch_started:
+    family = owner_family(owner)
+    if operation_info(family.family, operation.type).mutating and not operation.dispatch_started:
         raise trail.deny(NOT_MARKED)
     binding = status.execution_binding if status else None
     if binding is None:
@@ -102,28 +101,15 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
     snapshot = operation.admission_snapshot
     digest = snapshot.digest if snapshot else None
     try:
-        if isinstance(owner, PtahSchema):
-            yield from _hold_schema_plan(owner, trail)
-            inputs = schema_job_inputs(
-                owner, binding=binding, manager=record, snapshot_digest=digest
-            )
-        else:
-            sequence = yield from _migration_sequence(owner, trail)
-            inputs = migration_job_inputs(
-                owner,
-                binding=binding,
-                manager=record,
-                expected_sequence=sequence,
-                snapshot_digest=digest,
-            )
+        sequence = yield from _hold_plan(owner, trail)
+        inputs = family.job_inputs(
+            binding=binding, manager=record, expected_sequence=sequence, snapshot_digest=digest
+        )
         built = build_job(inputs)
     except (BuildRefused, InvalidInput) as error:
         raise trail.deny(CANNOT_REBUILD, reason=str(error)) from error
     trail.passed("rebuilt with jobclaim.build_job from the claim and the binding in force")
-    if isinstance(owner, PtahSchema):
-        claim = schema_claim(owner, built=built, stored=False, binding=binding)
-    else:
-        claim = migration_claim(owner, built=built, stored=False, binding=binding)
+    claim = family.claim(built=built, stored=False, binding=binding)
     if claim is None:
         raise TypeError("a claim vanished between two reads of one decoded owner")
     verdict = match(found.raw, claim)
@@ -131,6 +117,15 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(OUTSIDE_INTENT, reason=verdict.reason)
     trail.passed("jobclaim.match: the Job is its claim's (submitted, binding in force)")
     return trail.allow()
+
+
+def _hold_plan(owner: PtahSchema | PtahMigration, trail: Trail) -> Reads[tuple[str, ...]]:
+    """Hold an Apply's plan to its claim: a schema's plan and projections (the Job
+    mounts them), a migration's referenced plan (its sequence, which the Job expects)."""
+    if isinstance(owner, PtahSchema):
+        yield from _hold_schema_plan(owner, trail)
+        return ()
+    return (yield from _migration_sequence(owner, trail))
 
 
 def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
@@ -145,12 +140,12 @@ def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
     if operation is None or operation.type != "Apply" or record is None:
         return
     namespace = schema.metadata.namespace or ""
-    key = Key(PTAHSCHEMAPLANS, namespace, record.name)
+    key = ReadKey(PTAHSCHEMAPLANS, namespace, record.name)
     fetched = yield from read(key)
     plan = stored(fetched, key, PtahSchemaPlan, trail)
     if plan is None:
         raise trail.deny(PLAN_MISSING, key=key)
-    problem = plan_record_problem(plan, record)
+    problem = schema_plan_problem(plan, record, owner=schema.metadata)
     if problem:
         raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
     keys = [configmap_key(namespace, chunk.name) for chunk in plan.spec.chunks]
@@ -175,17 +170,15 @@ def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[s
     ref = operation.plan_ref
     if ref is None:
         raise trail.deny(NO_PLAN)
-    key = Key(PTAHMIGRATIONPLANS, migration.metadata.namespace or "", ref.name)
+    key = ReadKey(PTAHMIGRATIONPLANS, migration.metadata.namespace or "", ref.name)
     fetched = yield from read(key)
     plan = stored(fetched, key, PtahMigrationPlan, trail)
     if plan is None:
         raise trail.deny(PLAN_MISSING, key=key)
-    owner = plan.spec.migration_ref
-    if plan.metadata.uid != ref.uid:
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="its UID differs")
-    if (owner.name, owner.uid) != (migration.metadata.name, migration.metadata.uid):
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it belongs to another migration")
-    if plan.spec.execution_binding_id != operation.execution_binding_id:
-        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason="it was made under another epoch")
+    problem = migration_plan_problem(
+        plan, ref, owner=migration.metadata, epoch=operation.execution_binding_id
+    )
+    if problem:
+        raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
     trail.passed(f"plan {key} is the one the claim references")
     return tuple(entry.version for entry in plan.spec.migrations)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from jobclaim.api import API_VERSION, GROUP, KINDS, ObjectMeta, OwnerReference
 from jobclaim.apiserver import BY_KIND, CONFIGMAPS, Resource
 from webhook.review import DECODING, AdmissionRequest, validation_message
-from webhook.rules import Fetched, Key, Malformed, Object, Refusal, Trail, read, rule, validated
+from webhook.rules import Fetched, Malformed, Object, ReadKey, Refusal, Trail, read, rule, validated
 
 NO_OBJECT: Final = DECODING.refuses("the {operation} request carries no object", code=400)
 CREATE_WITH_OLD: Final = DECODING.refuses("a create request carries an oldObject", code=400)
@@ -246,7 +246,7 @@ def controller_owner(meta: ObjectMeta, kinds: tuple[str, ...]) -> OwnerReference
     return ref
 
 
-def stored(fetched: Fetched, key: Key, model: type[Model], trail: Trail) -> Model | None:
+def stored(fetched: Fetched, key: ReadKey, model: type[Model], trail: Trail) -> Model | None:
     """The stored object at ``key`` decoded as ``model``, or None when it does not exist.
 
     Refuses when it exists but does not decode.
@@ -268,7 +268,7 @@ def read_owner(
     what: str,
     trail: Trail,
     allow_deleting: bool = False,
-) -> Generator[tuple[Key, ...], Fetched, BaseModel]:
+) -> Generator[tuple[ReadKey, ...], Fetched, BaseModel]:
     """Read the one controller owner ``meta`` names, directly, and hold it to the reference.
 
     ``models`` maps each owner kind the rule accepts to the model it decodes with.
@@ -278,7 +278,7 @@ def read_owner(
     ref = controller_owner(meta, tuple(models))
     if ref is None:
         raise trail.deny(NO_OWNER, what=what, kinds=" or ".join(models))
-    key = Key(BY_KIND[ref.kind], meta.namespace or "", ref.name)
+    key = ReadKey(BY_KIND[ref.kind], meta.namespace or "", ref.name)
     fetched = yield from read(key)
     owner = stored(fetched, key, models[ref.kind], trail)
     if owner is None:
@@ -304,7 +304,7 @@ def owner_meta(model: BaseModel) -> ObjectMeta:
 
 def read_owner_of_kind(
     meta: ObjectMeta, model: type[Model], *, what: str, trail: Trail
-) -> Generator[tuple[Key, ...], Fetched, Model]:
+) -> Generator[tuple[ReadKey, ...], Fetched, Model]:
     """``read_owner`` for a rule that accepts one owner kind, typed as that kind."""
     owner = yield from read_owner(meta, {model.__name__: model}, what=what, trail=trail)
     if not isinstance(owner, model):
@@ -312,5 +312,5 @@ def read_owner_of_kind(
     return owner
 
 
-def configmap_key(namespace: str, name: str) -> Key:
-    return Key(CONFIGMAPS, namespace, name)
+def configmap_key(namespace: str, name: str) -> ReadKey:
+    return ReadKey(CONFIGMAPS, namespace, name)

@@ -49,7 +49,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import JOBS, PTAHSCHEMAPLANS
 from webhook.objects import Candidate, owner_meta, read_owner_of_kind
-from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Object, Trail, read, rule
+from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Trail, read, rule
 
 SCHEMA_PLAN_CREATE: Final = rule(
     "schema-plan-create",
@@ -170,7 +170,7 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(NOT_PUBLISHING)
     if binding is None:
         raise trail.deny(NO_BINDING)
-    key = Key(JOBS, found.namespace, operation.job_name)
+    key = ReadKey(JOBS, found.namespace, operation.job_name)
     fetched = yield from read(key)
     source = fetched.get(key)
     if source is None:
@@ -244,7 +244,7 @@ def judge_plan_chunk_create(found: Candidate, trail: Trail) -> Judgement:
     plan = yield from read_owner_of_kind(found.meta, PtahSchemaPlan, what="plan chunk", trail=trail)
     schema = yield from read_owner_of_kind(plan.metadata, PtahSchema, what="plan", trail=trail)
     schema_meta = owner_meta(schema)
-    plan_key = Key(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
+    plan_key = ReadKey(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
     if (plan.spec.schema_ref.name, plan.spec.schema_ref.uid) != (schema_meta.name, schema_meta.uid):
         raise trail.deny(CHUNK_PLAN_NOT_BOUND, key=plan_key)
     status = schema.status

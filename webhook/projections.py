@@ -18,16 +18,16 @@ from typing import Final
 
 from jobclaim import (
     build_projection,
-    chunk_geometry_problem,
     chunk_problem,
     decode_chunk,
     projection_problem,
+    schema_plan_problem,
 )
-from jobclaim.api import CurrentPlanStatus, PtahSchema, PtahSchemaPlan
+from jobclaim.api import PtahSchema, PtahSchemaPlan
 from jobclaim.api.schema import PlanChunk
 from jobclaim.apiserver import PTAHSCHEMAPLANS
 from webhook.objects import Candidate, owner_meta, read_owner_of_kind
-from webhook.rules import CONTROLLER_WRITE, Judgement, Key, Object, Trail, rule
+from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Trail, rule
 
 PROJECTION_CREATE: Final = rule(
     "projection-create",
@@ -64,28 +64,6 @@ NOT_THE_CHUNK: Final = PROJECTION_CREATE.refuses(
 )
 
 
-def plan_record_problem(plan: PtahSchemaPlan, record: CurrentPlanStatus) -> str | None:
-    """Why the stored plan is not the one ``status.plan`` records, or None.
-
-    Name and UID say it is the same object; the fingerprint and content digest that it
-    still says the same thing; the chunk geometry that its projections are the ones
-    the Apply Job mounts (``<plan>-000`` .. by index).
-    """
-    meta = plan.metadata
-    if meta.name != record.name or meta.uid != record.uid:
-        return "its name or UID differs"
-    if meta.deletion_timestamp is not None:
-        return "it is being deleted"
-    if plan.spec.fingerprint != record.fingerprint:
-        return "its fingerprint differs"
-    if plan.spec.content_digest != record.content_digest:
-        return "its content digest differs"
-    chunks = plan.spec.chunks
-    if len(chunks) != record.chunk_count:
-        return f"it lists {len(chunks)} chunks, status.plan records {record.chunk_count}"
-    return chunk_geometry_problem(record.name, chunks)
-
-
 def projection_mismatch(raw: Object, plan: PtahSchemaPlan, chunk: PlanChunk) -> str | None:
     """Why a submitted or stored ConfigMap is not ``chunk``'s projection, or None."""
     binary = raw.get("binaryData")
@@ -114,7 +92,7 @@ def judge_projection_create(found: Candidate, trail: Trail) -> Judgement:
     plan = yield from read_owner_of_kind(
         found.meta, PtahSchemaPlan, what="plan projection", trail=trail
     )
-    plan_key = Key(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
+    plan_key = ReadKey(PTAHSCHEMAPLANS, found.namespace, plan.metadata.name or "")
     schema = yield from read_owner_of_kind(plan.metadata, PtahSchema, what="plan", trail=trail)
     schema_meta = owner_meta(schema)
     if (plan.spec.schema_ref.name, plan.spec.schema_ref.uid) != (schema_meta.name, schema_meta.uid):
@@ -132,7 +110,7 @@ def judge_projection_create(found: Candidate, trail: Trail) -> Judgement:
     ):
         raise trail.deny(NOT_DISPATCHABLE)
     trail.passed(f"the active Apply {operation.job_name} has not marked dispatchStarted")
-    problem = plan_record_problem(plan, record)
+    problem = schema_plan_problem(plan, record, owner=schema_meta)
     if problem:
         raise trail.deny(NOT_RECORDED, key=plan_key, reason=problem)
     trail.passed(f"status.plan records {plan_key}")

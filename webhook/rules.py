@@ -38,7 +38,7 @@ Object = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Key:
+class ReadKey:
     """One object a rule reads: resource, namespace and name."""
 
     resource: Resource
@@ -52,7 +52,7 @@ class Key:
 class ReadFailed(Exception):
     """A read that did not answer what the API server holds: HTTP 500, never a verdict."""
 
-    def __init__(self, key: Key, error: BaseException) -> None:
+    def __init__(self, key: ReadKey, error: BaseException) -> None:
         super().__init__(f"{key}: {error}")
         self.key = key
         self.error = error
@@ -88,7 +88,9 @@ class Stored:
 
     __slots__ = ("_key", "_text", "_tree")
 
-    def __init__(self, key: Key, *, text: bytes | None = None, tree: Object | None = None) -> None:
+    def __init__(
+        self, key: ReadKey, *, text: bytes | None = None, tree: Object | None = None
+    ) -> None:
         if (text is None) == (tree is None):
             raise TypeError("a stored object is either its text or its tree")
         self._key, self._text, self._tree = key, text, tree
@@ -122,7 +124,7 @@ class Stored:
         return validated(model, self.tree())
 
 
-Fetched = Mapping[Key, Stored | None]
+Fetched = Mapping[ReadKey, Stored | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +245,11 @@ class Trail:
 
 T = TypeVar("T")
 # A step of a rule that reads: ``value = yield from step(...)``.
-Reads = Generator[tuple[Key, ...], Fetched, T]
+Reads = Generator[tuple[ReadKey, ...], Fetched, T]
 Judgement = Reads[Decision]
 
 
-def read(*keys: Key) -> Reads[Fetched]:
+def read(*keys: ReadKey) -> Reads[Fetched]:
     """``fetched = yield from read(key, ...)``: ask the shell for objects, in one batch."""
     fetched = yield keys
     return fetched

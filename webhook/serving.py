@@ -14,7 +14,7 @@ import gc
 import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +22,7 @@ import uvicorn
 
 import certs
 from jobclaim.apiserver import PTAHSCHEMAS, ApiReader, NotFound
+from jobclaim.times import utc_now
 from webhook.app import create_app
 from webhook.engine import Engine
 from webhook.rules import DEFAULT_MANAGER_USERNAME
@@ -53,7 +54,7 @@ def local_certificates(
     Only the CA certificate is kept, never its key: nothing local needs to issue
     again, and a CA key left on disk is one more thing that could mint a certificate.
     """
-    moment = now or datetime.now(UTC)
+    moment = now or utc_now()
     directory.mkdir(parents=True, exist_ok=True)
     ca = certs.generate_ca(now=moment, validity=validity, common_name="ptah-webhook-local-ca")
     leaf = certs.issue_serving_certificate(
@@ -85,7 +86,7 @@ def readiness(
     reader: ApiReader,
     *,
     namespace: str,
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    clock: Callable[[], datetime] = utc_now,
 ) -> Callable[[], list[str]]:
     """What ``/readyz`` checks: a loaded, unexpired certificate and a readable API server."""
 

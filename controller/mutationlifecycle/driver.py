@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from controller.mutationlifecycle.boundary import may_have_dispatched
+from jobclaim.errors import PtahError
 from jobclaim.operations import OperationInfo
 
 
@@ -65,8 +66,10 @@ class DispatchSteps(Protocol):
     def run(self, step: Step) -> Stop | None: ...
 
 
-class MayHaveDispatched(Exception):
-    """A mutating claim that may already have a Job was handed to dispatch again."""
+class MayHaveDispatched(PtahError):
+    """A mutating claim that may already have a Job was handed to dispatch again, or to
+    a retirement that would discard it as if it never ran: either would lose the
+    account of a Job that may be running SQL. One meaning, one exception."""
 
 
 def steps_for(claim: ClaimView) -> tuple[Step, ...]:
@@ -118,7 +121,9 @@ class Driver:
         ):
             return Stop(
                 "a mutating claim that may have dispatched is never dispatched again",
-                error=MayHaveDispatched(),
+                error=MayHaveDispatched(
+                    "a mutating claim that may have dispatched is never dispatched again"
+                ),
             )
         wanted = set(steps_for(claim))
         for step in self._order:

@@ -7,10 +7,11 @@ the field would admit or act on something nobody reviewed.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from jobclaim.times import RFC3339
 
 GROUP: Final = "operator.ptah.run"
 VERSION: Final = "v1alpha1"
@@ -52,13 +53,9 @@ class WireModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-_RFC3339: Final = re.compile(
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
-)
-
 # Times stay the exact strings the API server wrote: a parsed and re-rendered time
 # can change spelling ("Z" vs "+00:00"), and a changed spelling is a changed object.
-Timestamp = Annotated[str, StringConstraints(pattern=_RFC3339.pattern)]
+Timestamp = Annotated[str, StringConstraints(pattern=RFC3339.pattern)]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Epoch = Annotated[str, StringConstraints(pattern=r"^v1-[0-9a-f]{32}$")]
 PinnedImage = Annotated[str, StringConstraints(pattern=r"^[^\s@]+@sha256:[0-9a-f]{64}$")]

@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
 
 import orjson
@@ -65,6 +65,7 @@ from jobclaim.apiserver import (
     Unavailable,
     WatchEvent,
 )
+from jobclaim.times import timestamp, utc_now
 from kube.fake.faults import (
     Call,
     Fault,
@@ -99,14 +100,10 @@ _T = TypeVar("_T")
 _READS: Final = frozenset({"get", "list", "watch", "read_pod_log"})
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class InMemoryApi:
     """``jobclaim.apiserver.ApiClient`` held in memory. Thread-safe; every call is atomic."""
 
-    def __init__(self, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._clock = clock
         self._lock = threading.RLock()
         self._objects: dict[_Key, Object] = {}
@@ -521,7 +518,7 @@ class InMemoryApi:
         return found
 
     def _timestamp(self) -> str:
-        return self._clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return timestamp(self._clock())
 
     # -- faults and the call log ---------------------------------------------------------
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from controller.approvals import (
     CONSUMED,
     DISPATCH_COMMITTED,
-    MAX_ATTEMPTS,
     ApprovalGone,
     choose_schema_approval,
     consume_approval,
@@ -24,6 +23,7 @@ from controller.approvals import (
     held_schema_approval,
 )
 from jobclaim.api import ObjectReference, PtahMigration, PtahSchema
+from jobclaim.apiserver import CAS_ATTEMPTS as MAX_ATTEMPTS
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHSCHEMAAPPROVALS,

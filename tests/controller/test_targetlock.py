@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from controller.targetlock import (
     ANN_LEASE_EPOCH,
     LABEL_COORDINATION,
-    MAX_ATTEMPTS,
     LeaseRecord,
     LeaseState,
     MalformedLease,
@@ -27,6 +26,7 @@ from controller.targetlock import (
     lease_decision,
 )
 from jobclaim import coordination_digest, lease_holder, lease_name
+from jobclaim.apiserver import CAS_ATTEMPTS as MAX_ATTEMPTS
 from jobclaim.apiserver import LEASES, Conflict, Object, Unavailable
 from kube.fake.inmemory import InMemoryApi, matching
 

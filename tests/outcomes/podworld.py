@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.passcontext import timestamp
 from jobclaim.apiserver import JOBS, PODS, Object
+from jobclaim.times import timestamp
 from runner import encode_frame, encode_summary, summary_of
 from runner.protocol import Frame
 from runner.result import RunnerResult

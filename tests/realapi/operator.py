@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobclaim.apiserver import JOBS, Object
+from jobclaim.apiserver import JOBS, VALIDATING_WEBHOOK_CONFIGURATIONS, Object
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
@@ -101,7 +101,7 @@ def registered_webhook(
         yield staged, hook
     finally:
         for name in names:
-            operator.admin.delete(localrun.WEBHOOKS, None, name)
+            operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
         hook.close()
 
 

@@ -26,7 +26,14 @@ import pytest
 from controller.events import RecordingSink
 from controller.mutationlifecycle import CreateOutcome, Stop, classify_create
 from controller.reconciler import Key
-from jobclaim.apiserver import JOBS, PTAHSCHEMAS, NotFound, Object, Resource
+from jobclaim.apiserver import (
+    JOBS,
+    PTAHSCHEMAS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    NotFound,
+    Object,
+    Resource,
+)
 from kube.client import KubeApi
 from lab import run as localrun
 from tests.realapi.operator import (  # noqa: F401
@@ -165,6 +172,6 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
         assert "ClaimRetired" not in events.reasons()
     finally:
         for name in names:
-            operator.admin.delete(localrun.WEBHOOKS, None, name)
+            operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
         jobs.close()
         rest.close()

@@ -28,7 +28,8 @@ from tests.webhook.scenes import (
 from tests.webhook.tables import Row, expect, pattern, unchanged
 from webhook import Decision, Engine, StateReader, jobs, objects
 from webhook.engine import ReadFailed, run
-from webhook.rules import Judgement, Key
+from webhook.rules import Judgement
+from webhook.rules import ReadKey as Key
 
 
 class Failing(StateReader):

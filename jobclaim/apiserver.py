@@ -110,6 +110,7 @@ PTAHSCHEMAS: Final = _ptah("ptahschemas", "PtahSchema")
 PTAHSCHEMAPLANS: Final = _ptah("ptahschemaplans", "PtahSchemaPlan")
 PTAHSCHEMAPLANCHUNKS: Final = _ptah("ptahschemaplanchunks", "PtahSchemaPlanChunk", has_status=False)
 PTAHSCHEMAAPPROVALS: Final = _ptah("ptahschemaapprovals", "PtahSchemaApproval")
+PTAHSCHEMAPROOFSETTLEMENTS: Final = _ptah("ptahschemaproofsettlements", "PtahSchemaProofSettlement")
 PTAHMIGRATIONS: Final = _ptah("ptahmigrations", "PtahMigration")
 PTAHMIGRATIONPLANS: Final = _ptah("ptahmigrationplans", "PtahMigrationPlan", has_status=False)
 PTAHMIGRATIONAPPROVALS: Final = _ptah("ptahmigrationapprovals", "PtahMigrationApproval")
@@ -122,6 +123,7 @@ PTAH_RESOURCES: Final = (
     PTAHSCHEMAPLANS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPROOFSETTLEMENTS,
     PTAHMIGRATIONS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONAPPROVALS,

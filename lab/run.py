@@ -51,6 +51,7 @@ from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
 from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
 from jobclaim.api import (
+    SPEC_WRITER_ANNOTATION,
     CurrentPlanStatus,
     ExecutionBindingStatus,
     ManagerRecord,
@@ -74,6 +75,7 @@ from jobclaim.apiserver import (
     Refused,
     Resource,
 )
+from jobclaim.stamps import STAMPED
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from webhook import Engine
@@ -88,6 +90,7 @@ __all__ = [
     "apply",
     "approval_for",
     "approve",
+    "configuration_resource",
     "grant_manager",
     "install_crds",
     "main",
@@ -104,6 +107,16 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 CRD_DIR: Final = REPO_ROOT / "charts" / "ptah-operator" / "crds"
 EXAMPLES: Final = REPO_ROOT / "examples"
 MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
+# The chart's ptah.cel.specOrWriterChanged (a chart test holds the two equal): which
+# PtahSchema and PtahMigration writes the stamp and decisions webhooks see.
+_WRITER: Final = SPEC_WRITER_ANNOTATION
+SPEC_OR_WRITER_CHANGED: Final = (
+    "request.operation == 'CREATE' || object.spec != oldObject.spec || "
+    f"(has(object.metadata.annotations) && '{_WRITER}' in object.metadata.annotations"
+    f" ? [object.metadata.annotations['{_WRITER}']] : []) != "
+    f"(has(oldObject.metadata.annotations) && '{_WRITER}' in oldObject.metadata.annotations"
+    f" ? [oldObject.metadata.annotations['{_WRITER}']] : [])"
+)
 MANAGER_NAMESPACE: Final = "ptah-system"
 FIELD_MANAGER: Final = "ptah-localrun"
 # Bounds a failure of something the API server does asynchronously (a CRD becoming
@@ -123,6 +136,13 @@ WEBHOOKS: Final = Resource(
     "v1",
     "validatingwebhookconfigurations",
     "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
+MUTATING_WEBHOOKS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
     namespaced=False,
 )
 CLUSTER_ROLES: Final = Resource(
@@ -489,11 +509,15 @@ def webhook_configurations(
     *,
     jobs_url: str | None = None,
     namespace_selector: Object | None = None,
+    stamp: bool = True,
 ) -> list[Object]:
-    """The chart's two configurations (templates/webhook.yaml), registered by ``url``.
+    """The chart's configurations (templates/webhook.yaml), registered by ``url``; each
+    carries its ``kind``, validating or mutating.
 
     ``jobs_url`` sends Job writes to another server than the rest, so a test can stop
     the Job endpoint alone while status writes and projections still go through.
+    ``stamp=False`` leaves the mutating stamp webhook out, as a cluster would that
+    bypassed it: its validating twin is still registered.
     """
     bundle = base64.b64encode(ca_bundle).decode()
     selector = namespace_selector or {}
@@ -583,10 +607,91 @@ def webhook_configurations(
         ],
         matchPolicy="Equivalent",
     )
-    return [
-        {"metadata": {"name": f"{prefix}-controller-write"}, "webhooks": writes},
-        {"metadata": {"name": f"{prefix}-manager-state"}, "webhooks": [status]},
+    decision_rules = [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "apiVersions": ["v1alpha1"],
+            "resources": [kind.resource.plural for kind in STAMPED.values()],
+            "operations": operations,
+            "scope": "Namespaced",
+        }
+        for operations in (["CREATE"], ["CREATE", "UPDATE"])
     ]
+    spec_rules = [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["ptahschemas", "ptahmigrations"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    changed = [{"name": "spec-or-writer-changed", "expression": SPEC_OR_WRITER_CHANGED}]
+    mutate, validate = "/mutate-stamp", "/validate-decisions"
+    stamping = {"matchPolicy": "Exact", "reinvocationPolicy": "IfNeeded"}
+    configurations: list[Object] = [
+        {
+            "kind": WEBHOOKS.kind,
+            "metadata": {"name": f"{prefix}-controller-write"},
+            "webhooks": writes,
+        },
+        {
+            "kind": WEBHOOKS.kind,
+            "metadata": {"name": f"{prefix}-manager-state"},
+            "webhooks": [status],
+        },
+        {
+            "kind": WEBHOOKS.kind,
+            "metadata": {"name": f"{prefix}-decisions"},
+            "webhooks": [
+                hook(
+                    "decisions.operator.ptah.run",
+                    url,
+                    validate,
+                    [decision_rules[1]],
+                    matchPolicy="Exact",
+                ),
+                hook(
+                    "spec-writer.decisions.operator.ptah.run",
+                    url,
+                    validate,
+                    spec_rules,
+                    matchPolicy="Exact",
+                    matchConditions=changed,
+                ),
+            ],
+        },
+    ]
+    if stamp:
+        configurations.append(
+            {
+                "kind": MUTATING_WEBHOOKS.kind,
+                "metadata": {"name": f"{prefix}-stamp"},
+                "webhooks": [
+                    hook(
+                        "decisions.stamp.operator.ptah.run",
+                        url,
+                        mutate,
+                        [decision_rules[0]],
+                        **stamping,
+                    ),
+                    hook(
+                        "spec-writer.stamp.operator.ptah.run",
+                        url,
+                        mutate,
+                        spec_rules,
+                        matchConditions=changed,
+                        **stamping,
+                    ),
+                ],
+            }
+        )
+    return configurations
+
+
+def configuration_resource(configuration: Object) -> Resource:
+    """Where a configuration of ``webhook_configurations`` is stored."""
+    return MUTATING_WEBHOOKS if configuration.get("kind") == MUTATING_WEBHOOKS.kind else WEBHOOKS
 
 
 def register_webhooks(
@@ -598,7 +703,7 @@ def register_webhooks(
     admin (which only the webhook refuses) is retried until it is refused.
     """
     for configuration in configurations:
-        apply(plane, WEBHOOKS, configuration, identity="admin")
+        apply(plane, configuration_resource(configuration), configuration, identity="admin")
     probe = "ptah-localrun-probe"
     with contextlib.suppress(AlreadyExists):
         admin.create(PTAHSCHEMAS, probe_namespace, _probe_schema(probe))

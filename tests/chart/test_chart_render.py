@@ -16,6 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from controller.localrun import SPEC_OR_WRITER_CHANGED
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
 from tests.chart.support import (
@@ -506,6 +507,8 @@ def test_the_stamp_webhook_sees_every_decision_create_and_every_spec_change(
     (condition,) = writer["matchConditions"]
     assert condition["expression"].startswith("request.operation == 'CREATE' || ")
     assert SPEC_WRITER_ANNOTATION in condition["expression"]
+    # make run and the real-API tests register the very same expression.
+    assert condition["expression"] == SPEC_OR_WRITER_CHANGED
 
 
 def test_the_decisions_webhook_checks_what_the_stamp_webhook_writes(

@@ -72,16 +72,32 @@ class Refused(Exception):
     """A decision this command will not make; the sentence says why (exit 1)."""
 
 
+_DEFAULTS: Final[Mapping[str, Any]] = {
+    "kubeconfig": None,
+    "context": None,
+    "namespace": "default",
+    "output": "text",
+}
+
+
+def _common() -> argparse.ArgumentParser:
+    """kubectl's own flags, accepted before the command and after it alike."""
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    common.add_argument("--context", help="kubeconfig context")
+    common.add_argument("-n", "--namespace", help="default: default")
+    common.add_argument("-o", "--output", choices=("text", "json"), help="default: text")
+    return common
+
+
 def _parser() -> argparse.ArgumentParser:
+    common = _common()
     parser = argparse.ArgumentParser(
         prog="kubectl ptah",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
     )
-    parser.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
-    parser.add_argument("--context", help="kubeconfig context")
-    parser.add_argument("-n", "--namespace", default="default")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, kinds, about in (
         ("plan", ("schema", "migration"), "show the pending plan"),
@@ -90,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         ("settle", ("schema",), "settle a proof no read can finish"),
         ("status", ("schema", "migration"), "phase, plan, claim, what is owed"),
     ):
-        command = commands.add_parser(name, help=about)
+        command = commands.add_parser(name, help=about, parents=[common])
         command.add_argument("kind", choices=kinds)
         command.add_argument("name")
         if name in ("approve", "acknowledge", "settle"):
@@ -324,6 +340,9 @@ def main(
     stdout: TextIO | None = None,
 ) -> int:
     args = _parser().parse_args(argv)
+    for key, value in _DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, value)
     ins, out = stdin or sys.stdin, stdout or sys.stdout
     try:
         api = connector(args)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,8 +25,9 @@ from jobclaim.stamps import REQUEST_UID_FIELD, STAMPED, StampedKind, stamp_probl
 from tests.jobclaim.world import example
 from tests.webhook.scenes import Obj, Scene, decide
 from tests.webhook.tables import Row, expect, unchanged
+from webhook import Settings, objects
 from webhook import decisions as d
-from webhook import objects
+from webhook.explain import endpoint_of, explain_files
 
 NOW: Final = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
 STAMPED_AT: Final = "2026-12-03T12:00:00Z"
@@ -588,3 +591,50 @@ def test_whatever_identity_a_client_forges_the_stored_one_is_the_requests(
     stored = apply_patch(scene.obj or {}, outcome.decision.patch)["spec"]
     assert stored[kind.identity_field]["username"] == username
     assert stored[kind.identity_field]["groups"] == groups
+
+
+# -- explain -------------------------------------------------------------------------------
+
+
+def _saved(tmp_path: Path, scene: Scene) -> tuple[Path, Path]:
+    review = tmp_path / "review.json"
+    review.write_text(json.dumps(scene.review(), indent=2))
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(scene.objects))
+    return review, state
+
+
+def test_explain_shows_the_stamp_a_create_gets(tmp_path: Path) -> None:
+    scene = create(STAMPED["PtahSchemaApproval"])
+    spec(scene)["approver"] = FORGED_IDENTITY
+    review, state = _saved(tmp_path, scene)
+    outcome, text = explain_files(review, state, endpoint="stamp")
+    assert outcome.decision.allowed
+    assert "endpoint: POST /mutate-stamp" in text
+    assert "stamp: stamped approver jane@example.com at " in text
+    patch = json.loads(text.split("patch: ", 1)[1].splitlines()[0])
+    assert patch[0]["path"] == "/spec/approver" and patch[0]["value"]["username"] == PERSON
+
+
+def test_explain_names_the_four_eyes_refusal(tmp_path: Path) -> None:
+    scene = create(STAMPED["PtahMigrationApproval"], four_eyes=True, writer=PERSON)
+    review, state = _saved(tmp_path, scene)
+    # The time a saved review was stamped at is long gone: explain judges at that time.
+    settings = Settings(clock=lambda: NOW)
+    outcome, text = explain_files(review, state, settings=settings)
+    assert "endpoint: POST /validate-decisions" in text
+    assert "stamp-check: the stamp is this request's: jane@example.com" in text
+    assert "rule: four-eyes" in text
+    assert not outcome.decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("scene", "endpoint"),
+    [
+        (create(STAMPED["PtahSchemaApproval"]), "decisions"),
+        (update(STAMPED["PtahSchemaProofSettlement"]), "decisions"),
+        (writer_scene(PTAHMIGRATIONS, "UPDATE", changed=True), "decisions"),
+    ],
+)
+def test_explain_infers_the_decisions_endpoint(scene: Scene, endpoint: str) -> None:
+    assert endpoint_of(scene.review()) == endpoint

@@ -28,8 +28,6 @@ from typing import Any, Final, TextIO
 
 from pydantic import ValidationError
 
-# The API adapter; after the layout move it is kube.client, never a controller internal.
-from kube.client import KubeApi
 from jobclaim.api import PtahMigration, PtahSchema
 from jobclaim.api.migration import PtahMigrationPlan
 from jobclaim.api.schema import PtahSchemaPlan
@@ -50,6 +48,9 @@ from jobclaim.apiserver import (
     Resource,
 )
 from jobclaim.stamps import STAMPED, written_stamp
+
+# The API adapter; after the layout move it is kube.client, never a controller internal.
+from kube.client import KubeApi
 from kubectl_ptah.render import plan_text, record_text
 from kubectl_ptah.review import (
     PlanUnreadable,

@@ -16,9 +16,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from controller.localrun import SPEC_OR_WRITER_CHANGED
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
+from lab.run import SPEC_OR_WRITER_CHANGED
 from tests.chart.support import (
     CHART,
     MANAGER,

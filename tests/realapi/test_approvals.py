@@ -26,12 +26,12 @@ from typing import Any, Final
 
 import pytest
 
-from controller import localrun
 from controller.events import RecordingSink
-from controller.kubeapi import KubeApi
 from controller.reconciler import Key
 from jobclaim.api import SPEC_WRITER_ANNOTATION
 from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object, Refused
+from kube.client import KubeApi
+from lab import run as localrun
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,

@@ -50,6 +50,7 @@ from jobclaim.api import (
     PendingObservationStatus,
     PtahSchema,
     PtahSchemaStatus,
+    TargetLockReleaseStatus,
 )
 from jobclaim.api.schema import PtahSchemaProofSettlement, SettledProofStatus
 from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
@@ -359,12 +360,7 @@ def _settle_by_person(
         reason=spec.reason,
         settled_at=timestamp(ctx.now()),
     )
-    release = owed_release(
-        coordination_digest=pending.coordination_digest,
-        operation_id=pending.apply_operation_id,
-        lease_duration_seconds=pending.lease_duration_seconds,
-        lease_epoch=pending.lease_epoch,
-    )
+    release = _proof_release(pending)
     ctx.write_status(
         _status(ctx).model_copy(
             update={
@@ -386,14 +382,19 @@ def _settle_by_person(
     return complete_pending_release(ctx)
 
 
-def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) -> Stop:
-    """Deletion ends a proof no read will finish: the record goes, the release staged."""
-    release = owed_release(
+def _proof_release(pending: PendingObservationStatus) -> TargetLockReleaseStatus:
+    """The release a proof ended without a reading owes: the Apply's own Lease."""
+    return owed_release(
         coordination_digest=pending.coordination_digest,
         operation_id=pending.apply_operation_id,
         lease_duration_seconds=pending.lease_duration_seconds,
         lease_epoch=pending.lease_epoch,
     )
+
+
+def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) -> Stop:
+    """Deletion ends a proof no read will finish: the record goes, the release staged."""
+    release = _proof_release(pending)
     ctx.write_status(
         _status(ctx).model_copy(
             update={"pending_observation": None, "pending_lock_release": release}

@@ -735,7 +735,9 @@ def register_webhooks(
 
 def _probe_schema(name: str) -> Object:
     raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
-    raw["metadata"] = {"name": name}
+    # The admin creates it, and says so: the record the stamp webhook would write, so
+    # the probe passes the decisions webhook whether or not the stamp is registered.
+    raw["metadata"] = {"name": name, "annotations": {SPEC_WRITER_ANNOTATION: "admin"}}
     # Suspended: the controller never claims anything for the probe.
     raw["spec"]["suspend"] = True
     return dict(raw)
@@ -797,6 +799,7 @@ def seed_plan(
     *,
     statements: Sequence[bytes] = (EXAMPLE_STATEMENTS,),
     await_reading: bool = True,
+    destructive: bool = False,
 ) -> CurrentPlanStatus:
     """Stand in for the readings a node would run: Resolve, Verify, Observe and Plan.
 
@@ -849,7 +852,7 @@ def seed_plan(
         content=SchemaPlanContent(
             content_digest=sha256_digest(b"".join(data)),
             statement_count=len(data),
-            destructive=False,
+            destructive=destructive,
             privilege_changes=(),
             chunks=tuple((sha256_digest(d), len(d)) for d in data),
         ),
@@ -875,6 +878,7 @@ def seed_plan(
         ptah_version=binding["ptahVersion"],
         statement_count=len(data),
         chunk_count=len(data),
+        destructive=destructive,
     )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ref = parsed.spec.desired.oci_ref

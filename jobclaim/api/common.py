@@ -153,6 +153,7 @@ class ApprovalPolicy(WireModel):
     they made themselves."""
 
     require_distinct_approver: bool = False
+    """Refuse an approval by the identity that last changed this resource's spec."""
 
 
 class ApproverRecord(WireModel):

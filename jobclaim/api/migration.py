@@ -60,6 +60,7 @@ class MigrationPolicy(WireModel):
     transaction_mode: TransactionMode = "all"
     """How migrations are grouped into transactions: all, file or none."""
     approval: ApprovalPolicy | None = None
+    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
 
 
 class PtahMigrationSpec(WireModel):

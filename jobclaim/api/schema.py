@@ -69,6 +69,7 @@ class SchemaPolicy(WireModel):
     """Tables no plan may change."""
     # Absent (not a default object) so a schema that never names it keeps its digests.
     approval: ApprovalPolicy | None = None
+    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
 
 
 class PtahSchemaSpec(WireModel):
@@ -333,11 +334,17 @@ class PtahSchemaProofSettlementSpec(WireModel):
     """
 
     schema_ref: ObjectReference
+    """The PtahSchema, by name and UID, whose proof this settles."""
     apply_operation_id: str = Field(min_length=1)
+    """The Apply attempt the proof is owed for (status.pendingObservation.applyOperationID)."""
     reason: str | None = Field(default=None, max_length=1024)
+    """Why no reading can finish the proof, in the settler's words."""
     settled_by: ApproverRecord | None = None
+    """Who settled it: stamped by admission from the creating request."""
     settled_at: Timestamp | None = None
+    """When: stamped by admission."""
     mutation_request_uid: str | None = None
+    """The admission request that created it: stamped by admission."""
 
 
 class PtahSchemaProofSettlement(WireModel):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -46,6 +46,7 @@ from jobclaim.apiserver import (
     compare_and_swap,
 )
 from jobclaim.errors import PtahError
+from jobclaim.stamps import STAMPED, stamp_problem
 from jobclaim.times import parse_time
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "DISPATCH_COMMITTED",
     "STALE",
     "ApprovalGone",
+    "approval_stamp_problem",
     "choose_migration_approval",
     "choose_schema_approval",
     "consume_approval",
@@ -61,7 +63,10 @@ __all__ = [
     "held_migration_approval",
     "held_schema_approval",
     "migration_approval_problem",
+    "note_skipped",
     "schema_approval_problem",
+    "skipped_migration_approvals",
+    "skipped_schema_approvals",
 ]
 
 CONSUMED: Final = "Consumed"
@@ -80,8 +85,19 @@ def _true(conditions: Iterable[Condition], kind: str) -> bool:
     return any(c.type == kind and c.status == "True" for c in conditions)
 
 
+def approval_stamp_problem(approval: PtahSchemaApproval | PtahMigrationApproval) -> str | None:
+    """Why the approval's admission stamp cannot be believed, or None.
+
+    Admission stamps who approved, when and in which request; without a stamp the
+    controller can verify, the approval could have been written by anything that can
+    create the object, naming anyone (``jobclaim.stamps.stamp_problem``).
+    """
+    spec = approval.spec.to_wire()
+    return stamp_problem(STAMPED[approval.kind], spec, approval.metadata.creation_timestamp)
+
+
 def _state_problem(
-    approval: PtahSchemaApproval | PtahMigrationApproval, *, consumed_ok: bool
+    approval: PtahSchemaApproval | PtahMigrationApproval, *, consumed_ok: bool, check_stamp: bool
 ) -> str | None:
     """Why the approval authorizes nothing whatever it names, or None."""
     conditions = approval.status.conditions if approval.status else []
@@ -91,16 +107,7 @@ def _state_problem(
         return "it is marked stale"
     if not consumed_ok and _true(conditions, CONSUMED):
         return "it was already consumed"
-    spec = approval.spec
-    # Admission stamps these; without them nobody can say who approved, so the
-    # approval could have been written by anything that can create the object.
-    if spec.approver is None or not spec.approver.username:
-        return "it carries no approver"
-    if not spec.approved_at:
-        return "it carries no approval time"
-    if not spec.mutation_request_uid:
-        return "it carries no admission request UID"
-    return None
+    return approval_stamp_problem(approval) if check_stamp else None
 
 
 def schema_approval_problem(
@@ -110,8 +117,12 @@ def schema_approval_problem(
     schema_uid: str,
     plan: CurrentPlanStatus,
     consumed_ok: bool = False,
+    check_stamp: bool = True,
 ) -> str | None:
-    """Why ``approval`` does not authorize applying ``plan`` to the schema, or None."""
+    """Why ``approval`` does not authorize applying ``plan`` to the schema, or None.
+
+    ``check_stamp=False`` asks whether it would, were its stamp believed: how the
+    approvals skipped only for their stamp are found, to say so in an Event."""
     spec = approval.spec
     if (spec.schema_ref.name, spec.schema_ref.uid) != (schema_name, schema_uid):
         return "it names another schema"
@@ -123,7 +134,7 @@ def schema_approval_problem(
         return "it approves another plan fingerprint"
     if spec.execution_binding_id not in (None, plan.execution_binding_id):
         return "it names another execution epoch than its plan"
-    return _state_problem(approval, consumed_ok=consumed_ok)
+    return _state_problem(approval, consumed_ok=consumed_ok, check_stamp=check_stamp)
 
 
 def migration_approval_problem(
@@ -134,6 +145,7 @@ def migration_approval_problem(
     plan_ref: ObjectReference,
     plan_fingerprint: str,
     consumed_ok: bool = False,
+    check_stamp: bool = True,
 ) -> str | None:
     """Why ``approval`` does not authorize applying the plan to the migration, or None."""
     spec = approval.spec
@@ -143,7 +155,7 @@ def migration_approval_problem(
         return "it names another plan"
     if not plan_fingerprint or spec.plan_fingerprint != plan_fingerprint:
         return "it approves another plan fingerprint"
-    return _state_problem(approval, consumed_ok=consumed_ok)
+    return _state_problem(approval, consumed_ok=consumed_ok, check_stamp=check_stamp)
 
 
 def _created(approval: PtahSchemaApproval | PtahMigrationApproval) -> datetime:
@@ -208,6 +220,66 @@ def choose_migration_approval(
         is None
     ]
     return _oldest(usable)
+
+
+Skipped = tuple[str, str]  # an approval's name, and why its stamp is not believed
+
+
+def skipped_schema_approvals(
+    objects: Iterable[Mapping[str, Any]], schema: PtahSchema, plan: CurrentPlanStatus
+) -> list[Skipped]:
+    """The approvals of ``plan`` that would authorize it but for their stamp."""
+    name, uid = schema.metadata.name or "", schema.metadata.uid or ""
+    return [
+        (a.metadata.name or "", problem)
+        for a in _decoded(PtahSchemaApproval, objects)
+        if schema_approval_problem(
+            a, schema_name=name, schema_uid=uid, plan=plan, check_stamp=False
+        )
+        is None
+        and (problem := approval_stamp_problem(a)) is not None
+    ]
+
+
+def skipped_migration_approvals(
+    objects: Iterable[Mapping[str, Any]],
+    migration: PtahMigration,
+    plan_ref: ObjectReference,
+    plan_fingerprint: str,
+) -> list[Skipped]:
+    """As ``skipped_schema_approvals``, for a migration's plan."""
+    meta = migration.metadata
+    return [
+        (a.metadata.name or "", problem)
+        for a in _decoded(PtahMigrationApproval, objects)
+        if migration_approval_problem(
+            a,
+            migration_name=meta.name or "",
+            migration_uid=meta.uid or "",
+            plan_ref=plan_ref,
+            plan_fingerprint=plan_fingerprint,
+            check_stamp=False,
+        )
+        is None
+        and (problem := approval_stamp_problem(a)) is not None
+    ]
+
+
+class Crossing(Protocol):
+    """Where a pass notes what it saw (``PassContext.crossed``)."""
+
+    def crossed(self, reason: str, note: str, *, warning: bool = False) -> None: ...
+
+
+def note_skipped(ctx: Crossing, skipped: Sequence[Skipped]) -> None:
+    """A Warning Event per approval skipped for its stamp: a person who approved and
+    sees nothing happen learns why (the webhooks were bypassed, or it was copied)."""
+    for name, problem in skipped:
+        ctx.crossed(
+            "ApprovalUnstamped",
+            f"approval {name} is skipped: {problem}; create it again through admission",
+            warning=True,
+        )
 
 
 def find_schema_approval(

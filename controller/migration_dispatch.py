@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from controller.approvals import find_migration_approval, held_migration_approval
+from controller.approvals import (
+    find_migration_approval,
+    held_migration_approval,
+    note_skipped,
+    skipped_migration_approvals,
+)
 from controller.claiming import migration_operation
 from controller.claims import form_claim, retire_undispatched
 from controller.harvesting import Harvest
@@ -241,6 +246,9 @@ class MigrationFamily:
             return (_APPLY, None)
         approval = find_migration_approval(ctx.api, migration, ref, found.spec.fingerprint)
         if approval is None:
+            objects = ctx.api.list(PTAHMIGRATIONAPPROVALS, ctx.namespace)
+            fingerprint = found.spec.fingerprint
+            note_skipped(ctx, skipped_migration_approvals(objects, migration, ref, fingerprint))
             return Stop("the plan awaits an approval")
         return (_APPLY, approval)
 

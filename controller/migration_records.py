@@ -50,6 +50,7 @@ from jobclaim.api import (
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationRunStatus
 from jobclaim.apiserver import PTAHMIGRATIONRUNACKNOWLEDGMENTS, Conflict
 from jobclaim.errors import PtahError
+from jobclaim.stamps import STAMPED, stamp_problem
 from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
 from runner.summary import Account
@@ -318,7 +319,12 @@ def _created(ack: PtahMigrationRunAcknowledgment) -> datetime:
 
 
 def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:
-    """Settle the unresolved record by the oldest stamped acknowledgment naming it."""
+    """Settle the unresolved record by the oldest stamped acknowledgment naming it.
+
+    Settled in the name admission stamped on it (``acknowledgedBy``): an
+    acknowledgment whose stamp cannot be verified (``jobclaim.stamps.stamp_problem``)
+    settles nothing, and a Warning Event says why.
+    """
     status = ctx.status
     if not isinstance(status, PtahMigrationStatus) or status.unresolved_run is None:
         return None
@@ -333,14 +339,21 @@ def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:
         conditions = ack.status.conditions if ack.status else []
         spent = any(c.type in ("Consumed", "Stale") and c.status == "True" for c in conditions)
         if (
-            spec.migration_ref.uid == ctx.uid
-            and spec.operation_id == record.operation_id
-            and spec.mutation_request_uid
-            and spec.acknowledged_by is not None
-            and not spent
-            and not ack.metadata.deletion_timestamp
+            spec.migration_ref.uid != ctx.uid
+            or spec.operation_id != record.operation_id
+            or spent
+            or ack.metadata.deletion_timestamp
         ):
-            found.append(ack)
+            continue
+        problem = stamp_problem(STAMPED[ack.kind], spec.to_wire(), ack.metadata.creation_timestamp)
+        if problem is not None:
+            ctx.crossed(
+                "AcknowledgmentUnstamped",
+                f"acknowledgment {ack.metadata.name} is skipped: {problem}",
+                warning=True,
+            )
+            continue
+        found.append(ack)
     if not found:
         return None
     ack = min(found, key=_created)

@@ -24,16 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
-from jobclaim import (
-    build_projection,
-    chunk_geometry_problem,
-    chunk_problem,
-    decode_chunk,
-    projection_problem,
-)
-from jobclaim.api.schema import PlanChunk, PtahSchemaPlan, PtahSchemaPlanChunk
+from jobclaim import build_projection, projection_problem
+from jobclaim.api.schema import PlanChunk, PtahSchemaPlan
 from jobclaim.apiserver import (
     CONFIGMAPS,
     PTAHSCHEMAPLANCHUNKS,
@@ -45,7 +37,13 @@ from jobclaim.apiserver import (
     Object,
 )
 from jobclaim.errors import PtahError
-from jobclaim.projection import LABEL_PLAN
+from jobclaim.projection import (
+    LABEL_PLAN,
+    chunk_object_problem,
+    chunk_problem,
+    decode_chunk,
+    plan_geometry_problem,
+)
 
 __all__ = [
     "PlanUnverified",
@@ -74,39 +72,6 @@ class ProjectionConflict(PtahError):
 
 def _ordered(plan: PtahSchemaPlan) -> list[PlanChunk]:
     return sorted(plan.spec.chunks, key=lambda c: c.index)
-
-
-def plan_geometry_problem(plan: PtahSchemaPlan) -> str | None:
-    """Why the plan cannot bind its chunks (``jobclaim.chunk_geometry_problem``), or None."""
-    name = plan.metadata.name or ""
-    if not name or not plan.metadata.uid or not plan.metadata.namespace:
-        return "the plan has no name, UID and namespace to bind its chunks to"
-    problem = chunk_geometry_problem(name, plan.spec.chunks)
-    return f"the plan: {problem}" if problem else None
-
-
-def chunk_object_problem(
-    plan: PtahSchemaPlan, chunk: PlanChunk, obj: Mapping[str, Any]
-) -> tuple[bytes | None, str | None]:
-    """The chunk's bytes, or why the stored object is not ``chunk`` of ``plan``."""
-    try:
-        stored = PtahSchemaPlanChunk.model_validate(obj)
-    except ValidationError:
-        return None, f"chunk {chunk.name} is not a chunk this operator can read"
-    if stored.metadata.name != chunk.name:
-        return None, f"chunk {chunk.name} was answered by {stored.metadata.name}"
-    ref = stored.spec.plan_ref
-    if (ref.name, ref.uid) != (plan.metadata.name, plan.metadata.uid):
-        return None, f"chunk {chunk.name} belongs to another plan"
-    if stored.spec.index != chunk.index:
-        return None, f"chunk {chunk.name} sits at index {stored.spec.index}, not {chunk.index}"
-    if (stored.spec.size, stored.spec.digest) != (chunk.size, chunk.digest):
-        return None, f"chunk {chunk.name} records another size or digest than the plan"
-    data = decode_chunk(stored.spec.data)
-    if data is None:
-        return None, f"chunk {chunk.name} is not base64"
-    problem = chunk_problem(chunk, data)
-    return (None, problem) if problem else (data, None)
 
 
 def load_plan(api: ApiReader, namespace: str, plan: PtahSchemaPlan) -> list[bytes]:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from controller.approvals import find_schema_approval, held_schema_approval
+from controller.approvals import (
+    find_schema_approval,
+    held_schema_approval,
+    note_skipped,
+    skipped_schema_approvals,
+)
 from controller.claiming import schema_operation
 from controller.claims import form_claim, retire_undispatched
 from controller.harvesting import Harvest
@@ -234,6 +239,8 @@ class SchemaFamily:
             return (_APPLY, None)
         approval = find_schema_approval(ctx.api, schema, plan)
         if approval is None:
+            objects = ctx.api.list(PTAHSCHEMAAPPROVALS, ctx.namespace)
+            note_skipped(ctx, skipped_schema_approvals(objects, schema, plan))
             return Stop("the plan awaits an approval")
         return (_APPLY, approval)
 

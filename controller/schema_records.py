@@ -41,14 +41,18 @@ from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext
 from controller.readings import settled_observation
 from controller.retirement import retire_schema_claim
+from controller.settlements import consume_settlement, find_settlement
 from controller.targetlock import MalformedLease
 from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
     ActiveOperationStatus,
+    ObjectReference,
     PendingObservationStatus,
     PtahSchema,
     PtahSchemaStatus,
+    TargetLockReleaseStatus,
 )
+from jobclaim.api.schema import PtahSchemaProofSettlement, SettledProofStatus
 from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
 from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time, timestamp
@@ -133,9 +137,9 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
         )
         reason = harvest.reason or "its result was read"
         return record_schema_apply(ctx, reason, succeeded=succeeded, pod_uids=harvest.pod_uids)
-    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
-        return write_retry(ctx, harvest.reason or "the reading gave no account")
     pending = _status(ctx).pending_observation
+    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
+        return _retry_unless_settled(ctx, pending, harvest.reason or "the reading gave no account")
     if pending is not None and info.serves_proof:
         return _proof_reading(ctx, pending, account.frame.result)
     return retire_schema_claim(
@@ -144,6 +148,23 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
         disposition=Disposition.ACCOUNTED,
         record=pending,
     )
+
+
+def _retry_unless_settled(
+    ctx: PassContext, pending: PendingObservationStatus | None, reason: str
+) -> Stop:
+    """A proof's reading that failed runs again, unless a person has settled the proof:
+    then the claim is retired (its Job is terminal, the record kept), and ``prove``
+    takes the settlement on the next pass. Without this a reading that can never
+    finish would retry forever and the settlement would never get its turn."""
+    if pending is not None and ctx.info.serves_proof and _settlement(ctx, pending) is not None:
+        return retire_schema_claim(
+            ctx,
+            f"{reason}; a person's settlement ends the proof",
+            disposition=Disposition.DISCARD,
+            record=pending,
+        )
+    return write_retry(ctx, reason)
 
 
 def restart_proof(ctx: PassContext, why: str) -> Stop:
@@ -165,7 +186,8 @@ def restart_proof(ctx: PassContext, why: str) -> Stop:
 def _proof_reading(ctx: PassContext, pending: PendingObservationStatus, result: Any) -> Stop:
     operation = ctx.operation
     if result.error is not None:
-        return write_retry(ctx, f"the proof's {operation.type} failed: {result.error.code}")
+        reason = f"the proof's {operation.type} failed: {result.error.code}"
+        return _retry_unless_settled(ctx, pending, reason)
     if operation.type == "Observe":
         return retire_schema_claim(
             ctx,
@@ -296,17 +318,83 @@ def prove(ctx: PassContext) -> Stop | None:
     pending = _status(ctx).pending_observation or pending
     if _schema(ctx).metadata.deletion_timestamp:
         return _release_on_deletion(ctx, pending)
+    settlement, skipped = find_settlement(ctx.api, _schema(ctx), pending)
+    for name, problem in skipped:
+        ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
+    if settlement is not None:
+        return _settle_by_person(ctx, pending, settlement)
     return claim_operation(ctx, "Plan" if pending.plan_required else "Observe")
 
 
-def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) -> Stop:
-    """Deletion ends a proof no read will finish: the record goes, the release staged."""
-    release = owed_release(
+def _settlement(
+    ctx: PassContext, pending: PendingObservationStatus
+) -> PtahSchemaProofSettlement | None:
+    """The settlement that ends this proof, if any; a Warning Event for each one
+    naming it that is skipped for its stamp."""
+    settlement, skipped = find_settlement(ctx.api, _schema(ctx), pending)
+    for name, problem in skipped:
+        ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
+    return settlement
+
+
+def _settle_by_person(
+    ctx: PassContext, pending: PendingObservationStatus, settlement: PtahSchemaProofSettlement
+) -> Stop:
+    """A person ends a proof no read can finish, in the name admission stamped.
+
+    Taken only once no Apply Pod can still run (``prove`` waited for that), so the
+    release staged here hands back a database nothing of the claim can write to.
+    One status patch clears the proof, records who settled it and stages the
+    release: no Apply is attributed (``applied`` is left alone), and the plan goes
+    too, so nothing is applied again before a fresh reading.
+    """
+    spec = settlement.spec
+    assert spec.settled_by is not None and spec.settled_at is not None  # verified stamp
+    settled = SettledProofStatus(
+        apply_operation_id=pending.apply_operation_id,
+        outcome=pending.outcome,
+        settlement_ref=ObjectReference(
+            name=settlement.metadata.name or "", uid=settlement.metadata.uid or ""
+        ),
+        settled_by=spec.settled_by,
+        reason=spec.reason,
+        settled_at=timestamp(ctx.now()),
+    )
+    release = _proof_release(pending)
+    ctx.write_status(
+        _status(ctx).model_copy(
+            update={
+                "pending_observation": None,
+                "pending_lock_release": release,
+                "settled_proof": settled,
+                "plan": None,
+                "phase": "Pending",
+            }
+        )
+    )
+    ctx.crossed(
+        "ProofSettled",
+        f"{spec.settled_by.username} settled the proof of {pending.apply_operation_id} "
+        f"(settlement {settlement.metadata.name}); no Apply is attributed",
+        warning=True,
+    )
+    consume_settlement(ctx.api, settlement, timestamp(ctx.now()))
+    return complete_pending_release(ctx)
+
+
+def _proof_release(pending: PendingObservationStatus) -> TargetLockReleaseStatus:
+    """The release a proof ended without a reading owes: the Apply's own Lease."""
+    return owed_release(
         coordination_digest=pending.coordination_digest,
         operation_id=pending.apply_operation_id,
         lease_duration_seconds=pending.lease_duration_seconds,
         lease_epoch=pending.lease_epoch,
     )
+
+
+def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) -> Stop:
+    """Deletion ends a proof no read will finish: the record goes, the release staged."""
+    release = _proof_release(pending)
     ctx.write_status(
         _status(ctx).model_copy(
             update={"pending_observation": None, "pending_lock_release": release}

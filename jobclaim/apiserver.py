@@ -125,6 +125,13 @@ VALIDATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
+MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
 PRIORITYCLASSES: Final = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
 )
@@ -138,6 +145,7 @@ PTAHSCHEMAS: Final = _ptah("ptahschemas", "PtahSchema")
 PTAHSCHEMAPLANS: Final = _ptah("ptahschemaplans", "PtahSchemaPlan")
 PTAHSCHEMAPLANCHUNKS: Final = _ptah("ptahschemaplanchunks", "PtahSchemaPlanChunk", has_status=False)
 PTAHSCHEMAAPPROVALS: Final = _ptah("ptahschemaapprovals", "PtahSchemaApproval")
+PTAHSCHEMAPROOFSETTLEMENTS: Final = _ptah("ptahschemaproofsettlements", "PtahSchemaProofSettlement")
 PTAHMIGRATIONS: Final = _ptah("ptahmigrations", "PtahMigration")
 PTAHMIGRATIONPLANS: Final = _ptah("ptahmigrationplans", "PtahMigrationPlan", has_status=False)
 PTAHMIGRATIONAPPROVALS: Final = _ptah("ptahmigrationapprovals", "PtahMigrationApproval")
@@ -150,6 +158,7 @@ PTAH_RESOURCES: Final = (
     PTAHSCHEMAPLANS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPROOFSETTLEMENTS,
     PTAHMIGRATIONS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONAPPROVALS,
@@ -169,6 +178,7 @@ BY_KIND: Final[Mapping[str, Resource]] = {
         RUNTIMECLASSES,
         PRIORITYCLASSES,
         VALIDATING_WEBHOOK_CONFIGURATIONS,
+        MUTATING_WEBHOOK_CONFIGURATIONS,
         *PTAH_RESOURCES,
     )
 }

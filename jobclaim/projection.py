@@ -14,9 +14,11 @@ import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from jobclaim._canonical import sha256_digest
 from jobclaim.api._base import API_VERSION
-from jobclaim.api.schema import PlanChunk
+from jobclaim.api.schema import PlanChunk, PtahSchemaPlan, PtahSchemaPlanChunk
 from jobclaim.envelope import PREFIX
 from jobclaim.naming import projection_names
 
@@ -108,3 +110,40 @@ def projection_problem(candidate: Mapping[str, Any], expected: Mapping[str, Any]
     if rest != wanted:
         return "the projection's contents are not the plan's chunk bytes"
     return None
+
+
+def plan_geometry_problem(plan: PtahSchemaPlan) -> str | None:
+    """Why the plan cannot bind its chunks (``jobclaim.chunk_geometry_problem``), or None."""
+    name = plan.metadata.name or ""
+    if not name or not plan.metadata.uid or not plan.metadata.namespace:
+        return "the plan has no name, UID and namespace to bind its chunks to"
+    problem = chunk_geometry_problem(name, plan.spec.chunks)
+    return f"the plan: {problem}" if problem else None
+
+
+def chunk_object_problem(
+    plan: PtahSchemaPlan, chunk: PlanChunk, obj: Mapping[str, Any]
+) -> tuple[bytes | None, str | None]:
+    """The chunk's bytes, or why the stored object is not ``chunk`` of ``plan``.
+
+    One reading of a stored chunk for every reader: the controller before an Apply
+    (``controller.planstore``) and ``kubectl ptah plan`` before a person approves,
+    so a person is shown exactly the bytes the Apply would run."""
+    try:
+        stored = PtahSchemaPlanChunk.model_validate(obj)
+    except ValidationError:
+        return None, f"chunk {chunk.name} is not a chunk this operator can read"
+    if stored.metadata.name != chunk.name:
+        return None, f"chunk {chunk.name} was answered by {stored.metadata.name}"
+    ref = stored.spec.plan_ref
+    if (ref.name, ref.uid) != (plan.metadata.name, plan.metadata.uid):
+        return None, f"chunk {chunk.name} belongs to another plan"
+    if stored.spec.index != chunk.index:
+        return None, f"chunk {chunk.name} sits at index {stored.spec.index}, not {chunk.index}"
+    if (stored.spec.size, stored.spec.digest) != (chunk.size, chunk.digest):
+        return None, f"chunk {chunk.name} records another size or digest than the plan"
+    data = decode_chunk(stored.spec.data)
+    if data is None:
+        return None, f"chunk {chunk.name} is not base64"
+    problem = chunk_problem(chunk, data)
+    return (None, problem) if problem else (data, None)

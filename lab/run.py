@@ -50,6 +50,7 @@ from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
 from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
 from jobclaim.api import (
+    SPEC_WRITER_ANNOTATION,
     CurrentPlanStatus,
     ExecutionBindingStatus,
     ManagerRecord,
@@ -59,6 +60,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import (
     JOBS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
     NAMESPACES,
     PTAHSCHEMAAPPROVALS,
     PTAHSCHEMAPLANCHUNKS,
@@ -74,6 +76,7 @@ from jobclaim.apiserver import (
     Refused,
     Resource,
 )
+from jobclaim.stamps import STAMPED
 from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
@@ -90,6 +93,7 @@ __all__ = [
     "apply",
     "approval_for",
     "approve",
+    "configuration_resource",
     "grant_manager",
     "grant_webhook_configurations",
     "install_crds",
@@ -107,6 +111,16 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 CRD_DIR: Final = REPO_ROOT / "charts" / "ptah-operator" / "crds"
 EXAMPLES: Final = REPO_ROOT / "examples"
 MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
+# The chart's ptah.cel.specOrWriterChanged (a chart test holds the two equal): which
+# PtahSchema and PtahMigration writes the stamp and decisions webhooks see.
+_WRITER: Final = SPEC_WRITER_ANNOTATION
+SPEC_OR_WRITER_CHANGED: Final = (
+    "request.operation == 'CREATE' || object.spec != oldObject.spec || "
+    f"(has(object.metadata.annotations) && '{_WRITER}' in object.metadata.annotations"
+    f" ? [object.metadata.annotations['{_WRITER}']] : []) != "
+    f"(has(oldObject.metadata.annotations) && '{_WRITER}' in oldObject.metadata.annotations"
+    f" ? [oldObject.metadata.annotations['{_WRITER}']] : [])"
+)
 MANAGER_NAMESPACE: Final = "ptah-system"
 FIELD_MANAGER: Final = "ptah-localrun"
 # Bounds a failure of something the API server does asynchronously (a CRD becoming
@@ -191,6 +205,7 @@ MANAGER_RULES: Final[list[Object]] = [
             "ptahschemaapprovals",
             "ptahmigrationapprovals",
             "ptahmigrationrunacknowledgments",
+            "ptahschemaproofsettlements",
         ],
         "verbs": ["get", "list", "watch"],
     },
@@ -200,6 +215,7 @@ MANAGER_RULES: Final[list[Object]] = [
             "ptahschemaapprovals/status",
             "ptahmigrationapprovals/status",
             "ptahmigrationrunacknowledgments/status",
+            "ptahschemaproofsettlements/status",
         ],
         "verbs": ["patch"],
     },
@@ -519,11 +535,15 @@ def webhook_configurations(
     *,
     jobs_url: str | None = None,
     namespace_selector: Object | None = None,
+    stamp: bool = True,
 ) -> list[Object]:
-    """The chart's two configurations (templates/webhook.yaml), registered by ``url``.
+    """The chart's configurations (templates/webhook.yaml), registered by ``url``; each
+    carries its ``kind``, validating or mutating.
 
     ``jobs_url`` sends Job writes to another server than the rest, so a test can stop
     the Job endpoint alone while status writes and projections still go through.
+    ``stamp=False`` leaves the mutating stamp webhook out, as a cluster would that
+    bypassed it: its validating twin is still registered.
     """
     bundle = base64.b64encode(ca_bundle).decode()
     selector = namespace_selector or {}
@@ -613,10 +633,95 @@ def webhook_configurations(
         ],
         matchPolicy="Equivalent",
     )
-    return [
-        {"metadata": {"name": f"{prefix}-controller-write"}, "webhooks": writes},
-        {"metadata": {"name": f"{prefix}-manager-state"}, "webhooks": [status]},
+    decision_rules = [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "apiVersions": ["v1alpha1"],
+            "resources": [kind.resource.plural for kind in STAMPED.values()],
+            "operations": operations,
+            "scope": "Namespaced",
+        }
+        for operations in (["CREATE"], ["CREATE", "UPDATE"])
     ]
+    spec_rules = [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["ptahschemas", "ptahmigrations"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    changed = [{"name": "spec-or-writer-changed", "expression": SPEC_OR_WRITER_CHANGED}]
+    mutate, validate = "/mutate-stamp", "/validate-decisions"
+    stamping = {"matchPolicy": "Exact", "reinvocationPolicy": "IfNeeded"}
+    configurations: list[Object] = [
+        {
+            "kind": VALIDATING_WEBHOOK_CONFIGURATIONS.kind,
+            "metadata": {"name": f"{prefix}-controller-write"},
+            "webhooks": writes,
+        },
+        {
+            "kind": VALIDATING_WEBHOOK_CONFIGURATIONS.kind,
+            "metadata": {"name": f"{prefix}-manager-state"},
+            "webhooks": [status],
+        },
+        {
+            "kind": VALIDATING_WEBHOOK_CONFIGURATIONS.kind,
+            "metadata": {"name": f"{prefix}-decisions"},
+            "webhooks": [
+                hook(
+                    "decisions.operator.ptah.run",
+                    url,
+                    validate,
+                    [decision_rules[1]],
+                    matchPolicy="Exact",
+                ),
+                hook(
+                    "spec-writer.decisions.operator.ptah.run",
+                    url,
+                    validate,
+                    spec_rules,
+                    matchPolicy="Exact",
+                    matchConditions=changed,
+                ),
+            ],
+        },
+    ]
+    if stamp:
+        configurations.append(
+            {
+                "kind": MUTATING_WEBHOOK_CONFIGURATIONS.kind,
+                "metadata": {"name": f"{prefix}-stamp"},
+                "webhooks": [
+                    hook(
+                        "decisions.stamp.operator.ptah.run",
+                        url,
+                        mutate,
+                        [decision_rules[0]],
+                        **stamping,
+                    ),
+                    hook(
+                        "spec-writer.stamp.operator.ptah.run",
+                        url,
+                        mutate,
+                        spec_rules,
+                        matchConditions=changed,
+                        **stamping,
+                    ),
+                ],
+            }
+        )
+    return configurations
+
+
+def configuration_resource(configuration: Object) -> Resource:
+    """Where a configuration of ``webhook_configurations`` is stored."""
+    return (
+        MUTATING_WEBHOOK_CONFIGURATIONS
+        if configuration.get("kind") == MUTATING_WEBHOOK_CONFIGURATIONS.kind
+        else VALIDATING_WEBHOOK_CONFIGURATIONS
+    )
 
 
 def register_webhooks(
@@ -628,7 +733,7 @@ def register_webhooks(
     admin (which only the webhook refuses) is retried until it is refused.
     """
     for configuration in configurations:
-        apply(plane, VALIDATING_WEBHOOK_CONFIGURATIONS, configuration, identity="admin")
+        apply(plane, configuration_resource(configuration), configuration, identity="admin")
     probe = "ptah-localrun-probe"
     with contextlib.suppress(AlreadyExists):
         admin.create(PTAHSCHEMAS, probe_namespace, _probe_schema(probe))
@@ -658,7 +763,9 @@ def register_webhooks(
 
 def _probe_schema(name: str) -> Object:
     raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
-    raw["metadata"] = {"name": name}
+    # The admin creates it, and says so: the record the stamp webhook would write, so
+    # the probe passes the decisions webhook whether or not the stamp is registered.
+    raw["metadata"] = {"name": name, "annotations": {SPEC_WRITER_ANNOTATION: "admin"}}
     # Suspended: the controller never claims anything for the probe.
     raw["spec"]["suspend"] = True
     return dict(raw)
@@ -720,6 +827,7 @@ def seed_plan(
     *,
     statements: Sequence[bytes] = (EXAMPLE_STATEMENTS,),
     await_reading: bool = True,
+    destructive: bool = False,
 ) -> CurrentPlanStatus:
     """Stand in for the readings a node would run: Resolve, Verify, Observe and Plan.
 
@@ -772,7 +880,7 @@ def seed_plan(
         content=SchemaPlanContent(
             content_digest=sha256_digest(b"".join(data)),
             statement_count=len(data),
-            destructive=False,
+            destructive=destructive,
             privilege_changes=(),
             chunks=tuple((sha256_digest(d), len(d)) for d in data),
         ),
@@ -798,6 +906,7 @@ def seed_plan(
         ptah_version=binding["ptahVersion"],
         statement_count=len(data),
         chunk_count=len(data),
+        destructive=destructive,
     )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ref = parsed.spec.desired.oci_ref

@@ -23,7 +23,7 @@ from typing import Final
 from webhook.docs import render
 from webhook.engine import Engine
 from webhook.explain import explain_files
-from webhook.rules import CONTROLLER_WRITE, DEFAULT_MANAGER_USERNAME, MANAGER_STATE, Settings
+from webhook.rules import DEFAULT_MANAGER_USERNAME, ENDPOINT_PATHS, Settings
 from webhook.serving import local_certificates, serve, serving_pair
 from webhook.wiring import api_reader
 
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--manager-username", default=DEFAULT_MANAGER_USERNAME)
     explain.add_argument(
         "--endpoint",
-        choices=(CONTROLLER_WRITE, MANAGER_STATE),
+        choices=tuple(ENDPOINT_PATHS),
         help="default: inferred from the review's resource",
     )
     return parser
@@ -101,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "explain":
         settings = Settings(manager_username=args.manager_username)
-        outcome, text = explain_files(args.review, args.objects, settings=settings)
+        outcome, text = explain_files(
+            args.review, args.objects, endpoint=args.endpoint, settings=settings
+        )
         print(text)
         return 0 if outcome.decision.allowed else 1
     # Decision lines are JSON already; the format adds nothing to them.

@@ -1,4 +1,8 @@
-"""The HTTP surface: two validating endpoints, health, readiness and metrics.
+"""The HTTP surface: the admission endpoints, health, readiness and metrics.
+
+The endpoints are the registry's (``webhook.rules.ENDPOINT_PATHS``): three validating
+ones and the mutating stamp. ``create_app`` is the one place they are served, so any
+program that serves the webhook serves all of them.
 
 The handlers are the thin edge of the shell. They take the raw body (the engine
 decodes it strictly itself; FastAPI's own model binding would drop unknown fields and
@@ -13,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Protocol, cast
 
 import orjson
 from fastapi import FastAPI, Request
@@ -24,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from webhook.engine import Engine, Outcome
 from webhook.observability import Metrics, log_decision
 from webhook.review import MAX_BODY_BYTES, response
-from webhook.rules import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Endpoint
+from webhook.rules import ENDPOINT_PATHS, Endpoint
 
 METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 # What is wrong (empty when nothing is): readiness and liveness are both asked this way.
@@ -82,13 +86,10 @@ def create_app(
             failed = response("", allowed=False, code=500, message="the webhook failed")
             return _json(failed, 500)
 
-    @app.post(ENDPOINT_PATHS[CONTROLLER_WRITE])
-    async def controller_write(request: Request) -> Response:
-        return await judge(CONTROLLER_WRITE, request)
-
-    @app.post(ENDPOINT_PATHS[MANAGER_STATE])
-    async def manager_state(request: Request) -> Response:
-        return await judge(MANAGER_STATE, request)
+    # Every endpoint the registry names, and only those: a new one is served by adding
+    # it to ENDPOINT_PATHS and the engine's JUDGES, nowhere else.
+    for endpoint, path in ENDPOINT_PATHS.items():
+        app.add_api_route(path, _handler(judge, endpoint), methods=["POST"], name=endpoint)
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:
@@ -112,6 +113,17 @@ def create_app(
             return Response(counters.render(), media_type=METRICS_CONTENT_TYPE)
 
     return app
+
+
+def _handler(
+    judge: Callable[[Endpoint, Request], Awaitable[Response]], endpoint: str
+) -> Callable[[Request], Awaitable[Response]]:
+    known = cast(Endpoint, endpoint)
+
+    async def handle(request: Request) -> Response:
+        return await judge(known, request)
+
+    return handle
 
 
 async def _bounded_body(request: Request) -> bytes:

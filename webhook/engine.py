@@ -26,12 +26,15 @@ import anyio
 
 from jobclaim.apiserver import ApiReader, NotFound, Resource
 from webhook.controllerwrite import judge_controller_write
+from webhook.decisions import judge_decision_write, judge_stamp
 from webhook.managerstate import judge_manager_state
 from webhook.objects import DEFECT, READ_FAILED, READS
 from webhook.review import AdmissionRequest, parse_review, response
 from webhook.rules import (
     CONTROLLER_WRITE,
+    DECISIONS,
     MANAGER_STATE,
+    STAMP,
     Decision,
     Denied,
     Endpoint,
@@ -70,6 +73,8 @@ class TextReader(Protocol):
 JUDGES: Final[Mapping[str, Callable[[AdmissionRequest, Settings], Judgement]]] = {
     CONTROLLER_WRITE: judge_controller_write,
     MANAGER_STATE: judge_manager_state,
+    STAMP: judge_stamp,
+    DECISIONS: judge_decision_write,
 }
 # A schema Apply reads at most 16 projections in one batch.
 MAX_CONCURRENT_READS: Final = 16
@@ -91,7 +96,7 @@ class Outcome:
 
     def body(self) -> Object:
         d = self.decision
-        return response(self.uid, allowed=d.allowed, code=d.code, message=d.message)
+        return response(self.uid, allowed=d.allowed, code=d.code, message=d.message, patch=d.patch)
 
 
 class Engine:

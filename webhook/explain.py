@@ -17,11 +17,16 @@ from typing import Any, Final
 import orjson
 import yaml
 
+from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import BY_KIND, NotFound, Object, Resource
+from jobclaim.stamps import STAMPED
 from webhook.engine import Engine, Outcome
 from webhook.rules import ENDPOINT_PATHS, Endpoint, Settings
 
 _LIST_KINDS: Final = frozenset({"List"})
+_DECISION_PLURALS: Final = frozenset(
+    {"ptahschemas", "ptahmigrations", *(kind.resource.plural for kind in STAMPED.values())}
+)
 
 
 class StateReader:
@@ -111,21 +116,37 @@ def load_objects(text: str) -> list[Object]:
 
 
 def endpoint_of(review: Mapping[str, Any]) -> Endpoint:
-    """Which endpoint a saved review was (most likely) sent to.
+    """Which validating endpoint a saved review was (most likely) sent to.
 
-    A write to a status subresource, or to an operator resource that is not a plan,
-    is the manager-state endpoint's; everything else the controller-write endpoint's.
+    A write to a status subresource, or one that changes the unresolved-run
+    annotation, is the manager-state endpoint's; any other write to a decision kind,
+    a PtahSchema or a PtahMigration the decisions endpoint's; everything else the
+    controller-write endpoint's. The mutating stamp endpoint is named with
+    ``--endpoint stamp``: the same review reaches both.
     """
     request = review.get("request")
     request = request if isinstance(request, dict) else {}
     resource = request.get("resource")
     resource = resource if isinstance(resource, dict) else {}
-    plans = ("ptahschemaplans", "ptahmigrationplans")
-    if request.get("subResource") == "status" or (
-        resource.get("group") == "operator.ptah.run" and resource.get("resource") not in plans
-    ):
+    plural = resource.get("resource")
+    if resource.get("group") != "operator.ptah.run" and request.get("subResource") != "status":
+        return "controller-write"
+    if request.get("subResource") == "status":
         return "manager-state"
-    return "controller-write"
+    if plural in _DECISION_PLURALS and not _unresolved_run_changed(request):
+        return "decisions"
+    if plural in ("ptahschemaplans", "ptahschemaplanchunks", "ptahmigrationplans"):
+        return "controller-write"
+    return "manager-state"
+
+
+def _unresolved_run_changed(request: Mapping[str, Any]) -> bool:
+    def annotation(raw: object) -> object:
+        meta = raw.get("metadata") if isinstance(raw, dict) else None
+        notes = meta.get("annotations") if isinstance(meta, dict) else None
+        return notes.get(UNRESOLVED_RUN_ANNOTATION) if isinstance(notes, dict) else None
+
+    return annotation(request.get("object")) != annotation(request.get("oldObject"))
 
 
 def explain(
@@ -160,12 +181,18 @@ def explain(
     lines.append(f"rule: {decision.rule}")
     lines.append(f"verdict: {decision.verdict} (HTTP {outcome.http_status}, code {decision.code})")
     lines.append(f"reason: {decision.message}")
+    if decision.patch is not None:
+        lines.append("patch: " + json.dumps(json.loads(decision.patch), sort_keys=True))
     lines.append("response: " + json.dumps(outcome.body(), sort_keys=True))
     return outcome, "\n".join(lines)
 
 
 def explain_files(
-    review: Path, state: Path | None, *, settings: Settings | None = None
+    review: Path,
+    state: Path | None,
+    *,
+    endpoint: Endpoint | None = None,
+    settings: Settings | None = None,
 ) -> tuple[Outcome, str]:
     objects = load_objects(state.read_text()) if state is not None else []
-    return explain(review.read_bytes(), objects, settings=settings)
+    return explain(review.read_bytes(), objects, endpoint=endpoint, settings=settings)

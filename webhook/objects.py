@@ -40,7 +40,7 @@ STATUS_ON_CREATE: Final = DECODING.refuses("a created object must not carry a st
 
 READS: Final = rule(
     "reads",
-    ("controller-write", "manager-state"),
+    ("controller-write", "manager-state", "decisions"),
     "Reads from the API server",
     description="""
     Every object a rule depends on is read directly from the API server on every

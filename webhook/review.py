@@ -12,6 +12,7 @@ the field, never with a verdict.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any, Final, Literal
@@ -19,11 +20,19 @@ from typing import Any, Final, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webhook.rules import CONTROLLER_WRITE, MANAGER_STATE, Malformed, rule, validated
+from webhook.rules import (
+    CONTROLLER_WRITE,
+    DECISIONS,
+    MANAGER_STATE,
+    STAMP,
+    Malformed,
+    rule,
+    validated,
+)
 
 DECODING: Final = rule(
     "decoding",
-    (CONTROLLER_WRITE, MANAGER_STATE),
+    (CONTROLLER_WRITE, MANAGER_STATE, STAMP, DECISIONS),
     "Strict decoding of the review and the objects in it",
     description="""
     The AdmissionReview v1 is decoded completely and strictly: every field a real API
@@ -319,14 +328,13 @@ def _pairs_exactly(body: bytes) -> tuple[Any, bool]:
     return tree, bool(repeated)
 
 
-def response(uid: str, *, allowed: bool, code: int, message: str) -> Object:
-    """An AdmissionReview v1 response: the request uid echoed, the verdict and why."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "AdmissionReview",
-        "response": {
-            "uid": uid,
-            "allowed": allowed,
-            "status": {"code": code, "message": message},
-        },
-    }
+def response(
+    uid: str, *, allowed: bool, code: int, message: str, patch: bytes | None = None
+) -> Object:
+    """An AdmissionReview v1 response: the request uid echoed, the verdict and why, and
+    a mutating endpoint's JSONPatch (base64, as the API server reads it)."""
+    answer: Object = {"uid": uid, "allowed": allowed, "status": {"code": code, "message": message}}
+    if patch is not None and allowed:
+        answer["patchType"] = "JSONPatch"
+        answer["patch"] = base64.b64encode(patch).decode()
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": answer}

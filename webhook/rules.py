@@ -15,8 +15,9 @@ document a security reviewer reads is the list the code refuses by.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar, cast
 
 import orjson
@@ -24,13 +25,20 @@ from pydantic import BaseModel, ValidationError
 
 from jobclaim.apiserver import Resource
 
-Endpoint = Literal["controller-write", "manager-state"]
+Endpoint = Literal["controller-write", "manager-state", "stamp", "decisions"]
 CONTROLLER_WRITE: Final = "controller-write"
 MANAGER_STATE: Final = "manager-state"
+# The mutating endpoint: it stamps who made a person's decision object, and who last
+# changed a resource's spec. Its validating twin checks both.
+STAMP: Final = "stamp"
+DECISIONS: Final = "decisions"
 ENDPOINT_PATHS: Final[Mapping[str, str]] = {
     CONTROLLER_WRITE: "/validate-controller-write",
     MANAGER_STATE: "/validate-manager-state",
+    STAMP: "/mutate-stamp",
+    DECISIONS: "/validate-decisions",
 }
+MUTATING_ENDPOINTS: Final = frozenset({STAMP})
 DEFAULT_MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
 ALLOWED_MESSAGE: Final = "write matches the operator admission contract"
 
@@ -140,6 +148,8 @@ class Decision:
     rule: str
     message: str
     trail: tuple[str, ...] = ()
+    # A mutating endpoint's JSONPatch (RFC 6902), as JSON; only ever on an allowed one.
+    patch: bytes | None = None
 
     @property
     def verdict(self) -> str:
@@ -189,11 +199,17 @@ def rule(
     return registered
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What a deployment configures: whose writes are the manager's."""
+    """What a deployment configures: whose writes are the manager's; and the clock a
+    stamp is written and checked by (a test fixes it)."""
 
     manager_username: str = DEFAULT_MANAGER_USERNAME
+    clock: Callable[[], datetime] = utc_now
 
 
 class Malformed(Exception):
@@ -232,9 +248,9 @@ class Trail:
     def passed(self, step: str) -> None:
         self.steps.append(f"{self.rule.id}: {step}")
 
-    def allow(self) -> Decision:
+    def allow(self, *, patch: bytes | None = None) -> Decision:
         self.steps.append(f"{self.rule.id}: admitted")
-        return Decision(True, 200, self.rule.id, ALLOWED_MESSAGE, tuple(self.steps))
+        return Decision(True, 200, self.rule.id, ALLOWED_MESSAGE, tuple(self.steps), patch)
 
     def deny(self, refusal: Refusal, **parts: object) -> Denied:
         """The refusal to ``raise``: ``raise trail.deny(SENTENCE, part=...)``."""

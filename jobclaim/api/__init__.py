@@ -5,6 +5,9 @@ from typing import Final
 
 from jobclaim.api._base import API_VERSION, GROUP, VERSION, WireModel, to_wire_name
 from jobclaim.api.common import (
+    SPEC_WRITER_ANNOTATION,
+    ApprovalPolicy,
+    ApproverRecord,
     DatabaseTargetSpec,
     ExecutionBindingStatus,
     ExecutionSpec,
@@ -38,6 +41,7 @@ from jobclaim.api.schema import (
     PtahSchemaApproval,
     PtahSchemaPlan,
     PtahSchemaPlanChunk,
+    PtahSchemaProofSettlement,
     PtahSchemaSpec,
     PtahSchemaStatus,
 )
@@ -49,6 +53,7 @@ KINDS: Final[Mapping[str, type[WireModel]]] = {
     "PtahSchemaPlan": PtahSchemaPlan,
     "PtahSchemaPlanChunk": PtahSchemaPlanChunk,
     "PtahSchemaApproval": PtahSchemaApproval,
+    "PtahSchemaProofSettlement": PtahSchemaProofSettlement,
     "PtahMigration": PtahMigration,
     "PtahMigrationPlan": PtahMigrationPlan,
     "PtahMigrationApproval": PtahMigrationApproval,
@@ -61,10 +66,13 @@ __all__ = [
     "KINDS",
     "MIGRATION_FINALIZER",
     "SCHEMA_FINALIZER",
+    "SPEC_WRITER_ANNOTATION",
     "UNRESOLVED_RUN_ANNOTATION",
     "VERSION",
     "ActiveOperationStatus",
     "AdmissionSnapshot",
+    "ApprovalPolicy",
+    "ApproverRecord",
     "BindingRetirementStatus",
     "Condition",
     "CurrentPlanStatus",
@@ -89,6 +97,7 @@ __all__ = [
     "PtahSchemaApproval",
     "PtahSchemaPlan",
     "PtahSchemaPlanChunk",
+    "PtahSchemaProofSettlement",
     "PtahSchemaSpec",
     "PtahSchemaStatus",
     "ResolvedMigrationRunStatus",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -16,6 +16,11 @@ from jobclaim.api._base import (
 )
 from jobclaim.api.meta import ConfigMapKeySelector, NamedReference, SecretKeySelector
 from jobclaim.api.snapshot import Toleration
+
+# The identity admission recorded as the last to change a PtahSchema's or a
+# PtahMigration's spec: the mutating webhook stamps it on every write that changes the
+# spec, and four-eyes refuses that identity as the approver.
+SPEC_WRITER_ANNOTATION: Final = "operator.ptah.run/spec-last-changed-by"
 
 Engine = Literal["PostgreSQL", "MySQL"]
 ApplyPolicy = Literal["Never", "OnApproval", "Always"]
@@ -140,6 +145,15 @@ class TargetLockReleaseStatus(WireModel):
     operation_id: str = Field(min_length=1)
     lease_duration_seconds: int = Field(ge=5, le=86460)
     lease_epoch: Epoch
+
+
+class ApprovalPolicy(WireModel):
+    """Who may approve. Four-eyes: with ``requireDistinctApprover`` the identity admission
+    recorded as the spec's last writer may not approve it, so nobody approves a change
+    they made themselves."""
+
+    require_distinct_approver: bool = False
+    """Refuse an approval by the identity that last changed this resource's spec."""
 
 
 class ApproverRecord(WireModel):

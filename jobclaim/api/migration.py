@@ -16,6 +16,7 @@ from jobclaim.api._base import (
 )
 from jobclaim.api.common import (
     ApplyPolicy,
+    ApprovalPolicy,
     ApproverRecord,
     ArtifactVerificationStatus,
     DatabaseTargetSpec,
@@ -58,6 +59,8 @@ class MigrationPolicy(WireModel):
     """The database lock timeout the executor sets."""
     transaction_mode: TransactionMode = "all"
     """How migrations are grouped into transactions: all, file or none."""
+    approval: ApprovalPolicy | None = None
+    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
 
 
 class PtahMigrationSpec(WireModel):

@@ -16,6 +16,7 @@ from jobclaim.api._base import (
 )
 from jobclaim.api.common import (
     ApplyPolicy,
+    ApprovalPolicy,
     ApproverRecord,
     ArtifactVerificationStatus,
     ConsumedApprovalStatus,
@@ -66,6 +67,9 @@ class SchemaPolicy(WireModel):
     """How statements are grouped into transactions: all, file or none."""
     protected_tables: list[str] = Field(default_factory=list)
     """Tables no plan may change."""
+    # Absent (not a default object) so a schema that never names it keeps its digests.
+    approval: ApprovalPolicy | None = None
+    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
 
 
 class PtahSchemaSpec(WireModel):
@@ -196,6 +200,17 @@ class DriftObservationStatus(WireModel):
     target_identity_digest: Digest | None = None
 
 
+class SettledProofStatus(WireModel):
+    """A proof no read could finish, ended by a person: no Apply is attributed to it."""
+
+    apply_operation_id: str
+    outcome: Literal["ApplySucceeded", "OutcomeUnknown"]
+    settlement_ref: ObjectReference
+    settled_by: ApproverRecord
+    reason: str | None = None
+    settled_at: Timestamp
+
+
 class PtahSchemaStatus(WireModel):
     observed_generation: int | None = None
     phase: SchemaPhase | None = None
@@ -210,6 +225,7 @@ class PtahSchemaStatus(WireModel):
     pending_observation: PendingObservationStatus | None = None
     pending_lock_release: TargetLockReleaseStatus | None = None
     pending_binding_retirement: BindingRetirementStatus | None = None
+    settled_proof: SettledProofStatus | None = None
     last_attempt_time: Timestamp | None = None
     last_successful_reconciliation: Timestamp | None = None
     next_reconciliation_time: Timestamp | None = None
@@ -307,4 +323,33 @@ class PtahSchemaApproval(WireModel):
     kind: Literal["PtahSchemaApproval"] = "PtahSchemaApproval"
     metadata: ObjectMeta
     spec: PtahSchemaApprovalSpec
+    status: ApprovalStatus | None = None
+
+
+class PtahSchemaProofSettlementSpec(WireModel):
+    """A person's settlement of one pending proof: it names the Apply attempt it ends.
+
+    ``settledBy``, ``settledAt`` and ``mutationRequestUID`` are stamped by admission
+    from the creating request, whatever the client wrote.
+    """
+
+    schema_ref: ObjectReference
+    """The PtahSchema, by name and UID, whose proof this settles."""
+    apply_operation_id: str = Field(min_length=1)
+    """The Apply attempt the proof is owed for (status.pendingObservation.applyOperationID)."""
+    reason: str | None = Field(default=None, max_length=1024)
+    """Why no reading can finish the proof, in the settler's words."""
+    settled_by: ApproverRecord | None = None
+    """Who settled it: stamped by admission from the creating request."""
+    settled_at: Timestamp | None = None
+    """When: stamped by admission."""
+    mutation_request_uid: str | None = None
+    """The admission request that created it: stamped by admission."""
+
+
+class PtahSchemaProofSettlement(WireModel):
+    api_version: Literal["operator.ptah.run/v1alpha1"] = "operator.ptah.run/v1alpha1"
+    kind: Literal["PtahSchemaProofSettlement"] = "PtahSchemaProofSettlement"
+    metadata: ObjectMeta
+    spec: PtahSchemaProofSettlementSpec
     status: ApprovalStatus | None = None

@@ -16,8 +16,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
+from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
+from lab.run import SPEC_OR_WRITER_CHANGED
 from tests.chart.support import (
     CHART,
     MANAGER,
@@ -32,7 +33,18 @@ from tests.chart.support import (
 )
 
 CUSTOM_MANAGER = "system:serviceaccount:db-ops:ptah-operator"
-WEBHOOK_CONFIGS = ("ptah-operator-controller-write", "ptah-operator-manager-state")
+WEBHOOK_CONFIGS = (
+    "ptah-operator-controller-write",
+    "ptah-operator-manager-state",
+    "ptah-operator-decisions",
+)
+STAMP_CONFIG = "ptah-operator-stamp"
+DECISION_PLURALS = [
+    "ptahschemaapprovals",
+    "ptahmigrationapprovals",
+    "ptahmigrationrunacknowledgments",
+    "ptahschemaproofsettlements",
+]
 POLICIES = ("ptah-operator-status-writer", "ptah-operator-unresolved-run-annotation")
 
 
@@ -58,7 +70,8 @@ def env(objects: list[Object]) -> dict[str, str]:
 def webhooks(objects: list[Object]) -> list[dict[str, Any]]:
     return [
         hook
-        for config in of_kind(objects, "ValidatingWebhookConfiguration")
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+        for config in of_kind(objects, kind)
         for hook in config["webhooks"]
     ]
 
@@ -81,6 +94,8 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("PodDisruptionBudget", "ptah-operator"),
         ("ValidatingWebhookConfiguration", "ptah-operator-controller-write"),
         ("ValidatingWebhookConfiguration", "ptah-operator-manager-state"),
+        ("ValidatingWebhookConfiguration", "ptah-operator-decisions"),
+        ("MutatingWebhookConfiguration", "ptah-operator-stamp"),
         ("ValidatingAdmissionPolicy", "ptah-operator-status-writer"),
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-status-writer"),
         ("ValidatingAdmissionPolicy", "ptah-operator-unresolved-run-annotation"),
@@ -111,6 +126,7 @@ def test_every_namespaced_object_lands_in_its_namespace(
         "ClusterRole",
         "ClusterRoleBinding",
         "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     }
@@ -329,6 +345,7 @@ def test_the_manager_never_updates_the_spec_of_what_people_write(
         "ptahschemaapprovals",
         "ptahmigrationapprovals",
         "ptahmigrationrunacknowledgments",
+        "ptahschemaproofsettlements",
     }
     for group, resource, verb in grants(rules_of(default_render)):
         if group == "operator.ptah.run" and resource in people_write:
@@ -392,7 +409,7 @@ def test_every_webhook_fails_closed_with_an_explicit_timeout(
 ) -> None:
     objects: list[Object] = request.getfixturevalue(render)
     hooks = webhooks(objects)
-    assert len(hooks) == 3
+    assert len(hooks) == 7
     for hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -458,7 +475,59 @@ def test_manager_state_sees_every_status_write_and_the_annotation(
     (condition,) = annotation["matchConditions"]
     assert UNRESOLVED_RUN_ANNOTATION in condition["expression"]
     custom = webhooks(custom_render)
-    assert sorted(h["timeoutSeconds"] for h in custom) == [5, 5, 20]
+    assert sorted(h["timeoutSeconds"] for h in custom) == [5, 5, 5, 5, 5, 5, 20]
+
+
+def rule_set(hook: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, operation)
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for operation in rule["operations"]
+    }
+
+
+def test_the_stamp_webhook_sees_every_decision_create_and_every_spec_change(
+    default_render: list[Object],
+) -> None:
+    decisions, writer = only(default_render, "MutatingWebhookConfiguration", STAMP_CONFIG)[
+        "webhooks"
+    ]
+    for hook in (decisions, writer):
+        assert hook["clientConfig"]["service"]["path"] == "/mutate-stamp"
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+    # Every creator's decision is stamped, not only some: no match condition.
+    assert "matchConditions" not in decisions
+    group = "operator.ptah.run"
+    assert rule_set(decisions) == {(group, p, "CREATE") for p in DECISION_PLURALS}
+    assert rule_set(writer) == {
+        (group, p, op) for p in ("ptahschemas", "ptahmigrations") for op in ("CREATE", "UPDATE")
+    }
+    (condition,) = writer["matchConditions"]
+    assert condition["expression"].startswith("request.operation == 'CREATE' || ")
+    assert SPEC_WRITER_ANNOTATION in condition["expression"]
+    # make run and the real-API tests register the very same expression.
+    assert condition["expression"] == SPEC_OR_WRITER_CHANGED
+
+
+def test_the_decisions_webhook_checks_what_the_stamp_webhook_writes(
+    default_render: list[Object],
+) -> None:
+    stamp = only(default_render, "MutatingWebhookConfiguration", STAMP_CONFIG)["webhooks"]
+    decisions, writer = only(default_render, "ValidatingWebhookConfiguration", WEBHOOK_CONFIGS[2])[
+        "webhooks"
+    ]
+    group = "operator.ptah.run"
+    assert rule_set(decisions) == {
+        (group, p, op) for p in DECISION_PLURALS for op in ("CREATE", "UPDATE")
+    }
+    assert "matchConditions" not in decisions
+    # One expression decides which spec writes both webhooks see.
+    assert writer["matchConditions"] == stamp[1]["matchConditions"]
+    assert rule_set(writer) == rule_set(stamp[1])
+    for hook in (decisions, writer):
+        assert hook["clientConfig"]["service"]["path"] == "/validate-decisions"
 
 
 def test_the_annotation_rule_is_one_expression_in_both_places(default_render: list[Object]) -> None:

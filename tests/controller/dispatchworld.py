@@ -186,10 +186,13 @@ def add_service_account(api: ApiClient, namespace: str) -> None:
     )
 
 
-def _approver() -> dict[str, Any]:
+def _approver(at: str) -> dict[str, Any]:
+    """Admission's stamp, at ``at``: a time the server wrote a moment before, so the
+    stamp is within the window of the approval's own creationTimestamp on the double
+    (which keeps the world's clock) and on a real server (which keeps its own)."""
     return {
         "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
-        "approvedAt": "2026-12-02T11:59:00Z",
+        "approvedAt": at,
         "mutationRequestUID": "admission-request-1",
     }
 
@@ -314,7 +317,7 @@ def add_schema(
                     "planRef": {"name": plan, "uid": plan_uid},
                     "planFingerprint": fingerprint,
                     "executionBindingID": EPOCH,
-                    **_approver(),
+                    **_approver(plan_obj["metadata"]["creationTimestamp"]),
                 },
             },
         )
@@ -379,7 +382,7 @@ def add_migration(
                 "planRef": {"name": plan, "uid": plan_uid},
                 "planFingerprint": fingerprint,
                 "executionBindingID": EPOCH,
-                **_approver(),
+                **_approver(plan_obj["metadata"]["creationTimestamp"]),
             },
         },
     )

@@ -21,6 +21,9 @@ from controller.approvals import (
     find_schema_approval,
     held_migration_approval,
     held_schema_approval,
+    note_skipped,
+    skipped_migration_approvals,
+    skipped_schema_approvals,
 )
 from jobclaim.api import ObjectReference, PtahMigration, PtahSchema
 from jobclaim.apiserver import CAS_ATTEMPTS as MAX_ATTEMPTS
@@ -146,6 +149,12 @@ SCHEMA_ROWS: list[tuple[str, Arrange, bool]] = [
     ("no-approved-at", stored(schema_approval(approvedAt=None)), False),
     ("no-request-uid", stored(schema_approval(mutationRequestUID=None)), False),
     ("empty-request-uid", stored(schema_approval(mutationRequestUID="")), False),
+    # The stamp's time is held to the creationTimestamp the API server wrote (12:00).
+    ("stamped-a-minute-early", stored(schema_approval(approvedAt="2026-12-02T11:59:00Z")), True),
+    ("stamp-copied-from-before", stored(schema_approval(approvedAt="2026-12-02T11:00:00Z")),
+     False),
+    ("stamp-from-after-creation", stored(schema_approval(approvedAt="2026-12-02T12:05:00Z")),
+     False),
     ("consumed", then(stored(schema_approval()), lambda a: condition(a, CONSUMED, "True")), False),
     ("stale", then(stored(schema_approval()), lambda a: condition(a, "Stale", "True")), False),
     ("deleting", then(stored(schema_approval()), deleting), False),
@@ -159,7 +168,7 @@ SCHEMA_ROWS: list[tuple[str, Arrange, bool]] = [
 def test_only_an_exact_stamped_unspent_approval_authorizes_a_schema_plan(
     arrange: Arrange, authorizes: bool
 ) -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     arrange(api)
     found = find_schema_approval(api, schema(), PLAN)
     assert (found is not None) is authorizes
@@ -182,7 +191,7 @@ def test_the_oldest_usable_approval_wins_then_the_first_by_name() -> None:
 
 
 def test_a_consumed_approval_never_authorizes_a_second_dispatch() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     api.create(PTAHSCHEMAAPPROVALS, NS, schema_approval())
     first = find_schema_approval(api, schema(), PLAN)
     assert first is not None
@@ -217,14 +226,14 @@ HELD: list[tuple[str, Arrange, bool]] = [
 
 @pytest.mark.parametrize(("change", "authorizes"), [r[1:] for r in HELD], ids=[r[0] for r in HELD])
 def test_a_held_approval_is_reread_by_name_and_uid(change: Arrange, authorizes: bool) -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     change(api)
     assert (held_schema_approval(api, schema(), PLAN, ref) is not None) is authorizes
 
 
 def test_consuming_writes_the_consumed_condition_and_keeps_the_rest() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     condition(api, "Accepted", "True")
     consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
@@ -240,7 +249,7 @@ def test_consuming_writes_the_consumed_condition_and_keeps_the_rest() -> None:
 
 
 def test_consuming_is_idempotent_after_a_lost_answer() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     api.fail_after_write(matching("patch_status", PTAHSCHEMAAPPROVALS))
     with pytest.raises(Unavailable):
@@ -265,7 +274,7 @@ GONE: list[tuple[str, Arrange, str | None]] = [
 
 @pytest.mark.parametrize(("change", "sentence"), [r[1:] for r in GONE], ids=[r[0] for r in GONE])
 def test_an_approval_gone_before_it_is_spent_raises(change: Arrange, sentence: str | None) -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     change(api)
     if sentence is None:
@@ -276,14 +285,14 @@ def test_an_approval_gone_before_it_is_spent_raises(change: Arrange, sentence: s
 
 
 def test_a_conflict_rereads_and_a_persistent_one_is_bounded() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     status_patch = matching("patch_status", PTAHSCHEMAAPPROVALS)
     api.fail_before_write(status_patch, Conflict("stale"), times=MAX_ATTEMPTS - 1)
     consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
     assert find_schema_approval(api, schema(), PLAN) is None
 
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     api.fail_before_write(status_patch, Conflict("stale"), times=None)
     with pytest.raises(Conflict):
@@ -292,7 +301,7 @@ def test_a_conflict_rereads_and_a_persistent_one_is_bounded() -> None:
 
 
 def test_a_write_between_read_and_patch_is_seen_by_the_reread() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     # A staleness sweep lands between our read and our patch: the precondition fails,
     # and the re-read finds an approval that no longer authorizes anything.
@@ -363,14 +372,14 @@ MIGRATION_ROWS: list[tuple[str, Arrange, bool]] = [
 def test_only_an_exact_stamped_unspent_approval_authorizes_a_migration_plan(
     arrange: Arrange, authorizes: bool
 ) -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     arrange(api)
     found = find_migration_approval(api, migration(), MPLAN, MPLAN_FINGERPRINT)
     assert (found is not None) is authorizes
 
 
 def test_a_migration_approval_is_spent_once_and_held_by_reference() -> None:
-    api = InMemoryApi()
+    api = InMemoryApi(clock=Clock())
     made = api.create(PTAHMIGRATIONAPPROVALS, NS, migration_approval())
     ref = ObjectReference(name="approve-1", uid=made["metadata"]["uid"])
     consume_approval(api, PTAHMIGRATIONAPPROVALS, NS, ref.name, ref.uid, now=NOW)
@@ -387,7 +396,9 @@ SCHEMA = schema()
 
 def _listed(index: int, minute: int, consumed: bool, stale: bool) -> Object:
     obj = schema_approval(f"a-{index:02d}")
-    obj["metadata"].update(uid=f"uid-{index}", creationTimestamp=f"2026-12-02T12:{minute:02d}:00Z")
+    created = f"2026-12-02T12:{minute:02d}:00Z"
+    obj["metadata"].update(uid=f"uid-{index}", creationTimestamp=created)
+    obj["spec"]["approvedAt"] = created
     conditions = [{"type": CONSUMED, "status": "True"}] if consumed else []
     if stale:
         conditions.append({"type": "Stale", "status": "True"})
@@ -416,3 +427,42 @@ def test_the_choice_is_the_oldest_unspent_one_whatever_the_listing_order(
         return
     assert chosen is not None and reversed_chosen is not None
     assert chosen.metadata.name == reversed_chosen.metadata.name == min(usable)[1]
+
+
+def test_an_approval_skipped_for_its_stamp_is_named_with_why() -> None:
+    api = InMemoryApi(clock=Clock())
+    api.create(
+        PTAHSCHEMAAPPROVALS, NS, schema_approval("copied", approvedAt="2026-12-01T00:00:00Z")
+    )
+    api.create(PTAHSCHEMAAPPROVALS, NS, schema_approval("unstamped", approver=None))
+    api.create(
+        PTAHSCHEMAAPPROVALS,
+        NS,
+        schema_approval("another-plan", approver=None, planFingerprint="sha256:" + "0" * 64),
+    )
+    objects = api.list(PTAHSCHEMAAPPROVALS, NS)
+    assert find_schema_approval(api, schema(), PLAN) is None
+    skipped = dict(skipped_schema_approvals(objects, schema(), PLAN))
+    # An approval of another plan is not this plan's business, stamped or not.
+    assert set(skipped) == {"copied", "unstamped"}
+    assert "is not the time it was created" in skipped["copied"]
+    assert skipped["unstamped"] == ("it carries no admission stamp (approver missing or malformed)")
+    notes: list[tuple[str, str, bool]] = []
+
+    class Recorder:
+        def crossed(self, reason: str, note: str, *, warning: bool = False) -> None:
+            notes.append((reason, note, warning))
+
+    note_skipped(Recorder(), sorted(skipped.items()))
+    assert [(r, w) for r, _, w in notes] == [("ApprovalUnstamped", True)] * 2
+    assert notes[0][1].startswith("approval copied is skipped: its approvedAt")
+
+
+def test_a_migration_approval_skipped_for_its_stamp_is_named() -> None:
+    api = InMemoryApi(clock=Clock())
+    api.create(PTAHMIGRATIONAPPROVALS, NS, migration_approval("bare", mutationRequestUID=None))
+    objects = api.list(PTAHMIGRATIONAPPROVALS, NS)
+    skipped = skipped_migration_approvals(objects, migration(), MPLAN, MPLAN_FINGERPRINT)
+    assert skipped == [
+        ("bare", "it carries no admission stamp (mutationRequestUID missing or malformed)")
+    ]

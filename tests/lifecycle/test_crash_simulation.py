@@ -90,6 +90,7 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
+from jobclaim.stamps import stamp_time
 from tests.controller.dispatchworld import (
     LEASE_NS,
     NS,
@@ -153,10 +154,11 @@ def _approvals(kind: str) -> Resource:
     return PTAHSCHEMAAPPROVALS if kind == "PtahSchema" else PTAHMIGRATIONAPPROVALS
 
 
-def _stamp() -> dict[str, Any]:
+def _stamp(rig: Rig) -> dict[str, Any]:
+    """Admission's stamp, by the world's clock, which the double stamps creation by."""
     return {
         "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
-        "approvedAt": "2026-12-02T11:59:00Z",
+        "approvedAt": stamp_time(rig.clocks.wall()),
         "mutationRequestUID": "admission-request-sim",
     }
 
@@ -277,7 +279,7 @@ def approve(rig: Rig, kind: str, name: str, serial: int) -> bool:
                 "planRef": {"name": plan["name"], "uid": plan["uid"]},
                 "planFingerprint": plan_obj["spec"]["fingerprint"],
                 "executionBindingID": plan_obj["spec"]["executionBindingID"],
-                **_stamp(),
+                **_stamp(rig),
             },
         },
     )
@@ -687,7 +689,7 @@ def _acknowledge(sim: Sim, index: int) -> None:
                 "migrationRef": {"name": key.name, "uid": stored["metadata"]["uid"]},
                 "operationID": record["operationID"],
                 "acknowledgedBy": {"username": "bob", "uid": "bob-uid", "groups": ["dba"]},
-                "acknowledgedAt": "2026-12-02T12:10:00Z",
+                "acknowledgedAt": stamp_time(sim.rig.clocks.wall()),
                 "mutationRequestUID": f"admission-request-ack-{sim.serial}",
             },
         },

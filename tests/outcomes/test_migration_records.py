@@ -20,6 +20,7 @@ from jobclaim.apiserver import (
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHMIGRATIONS,
 )
+from jobclaim.stamps import stamp_time
 from kube.fake.inmemory import matching
 from runner import encode_frame, summary_of
 from runner.protocol import Frame
@@ -203,7 +204,7 @@ def acknowledge(rig: Rig, key: Any, operation_id: str, *, stamped: bool = True) 
     if stamped:
         spec.update(
             acknowledgedBy={"username": "bob", "uid": "bob-uid", "groups": ["dba"]},
-            acknowledgedAt="2026-12-02T12:10:00Z",
+            acknowledgedAt=stamp_time(rig.clocks.wall()),
             mutationRequestUID="admission-request-9",
         )
     rig.api.create(

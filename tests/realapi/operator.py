@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobclaim.apiserver import JOBS, VALIDATING_WEBHOOK_CONFIGURATIONS, Object
+from jobclaim.apiserver import JOBS, Object, Resource
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
@@ -70,38 +70,48 @@ def webhooked_namespace(operator: Operator) -> Webhooked:
 
 
 def register(
-    staged: Webhooked, hook: localrun.LocalWebhook, *, jobs: localrun.LocalWebhook | None = None
-) -> list[str]:
+    staged: Webhooked,
+    hook: localrun.LocalWebhook,
+    *,
+    jobs: localrun.LocalWebhook | None = None,
+    stamp: bool = True,
+) -> list[tuple[Resource, str]]:
     """Register the chart's configurations for ``staged``'s namespace alone and wait
-    until the API server calls them; the names, for deletion."""
+    until the API server calls them; where each is stored and its name, for deletion."""
     configurations = localrun.webhook_configurations(
         staged.prefix,
         hook.url,
         hook.ca_bundle,
         jobs_url=jobs.url if jobs is not None else None,
         namespace_selector={"matchLabels": staged.label},
+        stamp=stamp,
     )
     localrun.register_webhooks(
         staged.operator.plane, staged.operator.admin, configurations, staged.namespace
     )
-    return [c["metadata"]["name"] for c in configurations]
+    return [(localrun.configuration_resource(c), c["metadata"]["name"]) for c in configurations]
+
+
+def unregister(operator: Operator, registered: list[tuple[Resource, str]]) -> None:
+    for resource, name in registered:
+        operator.admin.delete(resource, None, name)
 
 
 @contextmanager
 def registered_webhook(
-    operator: Operator, certificates: Path
+    operator: Operator, certificates: Path, *, stamp: bool = True
 ) -> Iterator[tuple[Webhooked, localrun.LocalWebhook]]:
     """A fresh namespace judged by a started webhook the API server already calls;
-    the configurations are deleted and the webhook closed on the way out."""
+    the configurations are deleted and the webhook closed on the way out.
+    ``stamp=False`` registers everything but the mutating stamp webhook."""
     staged = webhooked_namespace(operator)
     hook = localrun.LocalWebhook(operator.manager, certificates)
     hook.start()
-    names = register(staged, hook)
+    registered = register(staged, hook, stamp=stamp)
     try:
         yield staged, hook
     finally:
-        for name in names:
-            operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+        unregister(operator, registered)
         hook.close()
 
 

@@ -49,6 +49,10 @@ SERVED: dict[tuple[str, str], tuple[str, bool]] = {
         "validatingwebhookconfigurations",
         False,
     ),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): (
+        "mutatingwebhookconfigurations",
+        False,
+    ),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
         "validatingadmissionpolicies",
         False,

@@ -29,7 +29,6 @@ from controller.reconciler import Key
 from jobclaim.apiserver import (
     JOBS,
     PTAHSCHEMAS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
     NotFound,
     Object,
     Resource,
@@ -41,6 +40,7 @@ from tests.realapi.operator import (  # noqa: F401
     dry_run_job_create,
     operator,
     register,
+    unregister,
     webhooked_namespace,
 )
 
@@ -171,7 +171,6 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
         assert events.reasons().count("Claimed") == 1
         assert "ClaimRetired" not in events.reasons()
     finally:
-        for name in names:
-            operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+        unregister(operator, names)
         jobs.close()
         rest.close()

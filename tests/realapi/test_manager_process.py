@@ -25,7 +25,15 @@ from pathlib import Path
 import pytest
 
 from controller.events import REPORTING_CONTROLLER
-from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
+from jobclaim.apiserver import (
+    EVENTS,
+    JOBS,
+    LEASES,
+    PTAHSCHEMAS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    NotFound,
+    Object,
+)
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localmanager import ManagerProcess, local_environment
@@ -141,7 +149,7 @@ def rig(operator: Operator, tmp_path: Path, chart: dict[str, str]) -> Iterator[R
     finally:
         for name in names:
             with suppress(NotFound):
-                operator.admin.delete(localrun.WEBHOOKS, None, name)
+                operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
 
 
 def gauge(process: ManagerProcess, name: str) -> float:

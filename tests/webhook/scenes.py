@@ -16,6 +16,7 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from controller.claiming import input_fingerprint, migration_operation, schema_operation
@@ -201,6 +202,8 @@ class Scene:
     dry_run: bool = False
     uid: str = "3f1c2b7a-0000-4000-8000-000000000001"
     extra: dict[str, Any] = field(default_factory=dict)
+    # The webhook's clock, for rules that stamp or check a time (None: the real one).
+    now: datetime | None = None
 
     def copy(self) -> Scene:
         return copy.deepcopy(self)
@@ -597,7 +600,9 @@ def annotation_write(
 
 def decide(scene: Scene, endpoint: str = "controller-write", reader: Any = None) -> Outcome:
     """What the webhook answers ``scene``'s review, reading from ``reader`` (or the scene)."""
-    engine = Engine(reader if reader is not None else scene.reader(), Settings())
+    now = scene.now
+    settings = Settings() if now is None else Settings(clock=lambda: now)
+    engine = Engine(reader if reader is not None else scene.reader(), settings)
     try:
         return engine.decide(endpoint, scene.body())  # type: ignore[arg-type]
     finally:

@@ -33,6 +33,10 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "ptah.serviceAccountNa
 
 {{- define "ptah.managerStateWebhookName" -}}ptah-operator-manager-state{{- end -}}
 
+{{- define "ptah.decisionsWebhookName" -}}ptah-operator-decisions{{- end -}}
+
+{{- define "ptah.stampWebhookName" -}}ptah-operator-stamp{{- end -}}
+
 {{- define "ptah.labels" -}}
 app.kubernetes.io/name: {{ include "ptah.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -107,6 +111,17 @@ so the two cannot disagree about what a change is.
 {{- define "ptah.cel.unresolvedRunChanged" -}}
 {{- $key := "operator.ptah.run/unresolved-run" -}}
 (has(object.metadata.annotations) && '{{ $key }}' in object.metadata.annotations ? [object.metadata.annotations['{{ $key }}']] : []) != (has(oldObject.metadata.annotations) && '{{ $key }}' in oldObject.metadata.annotations ? [oldObject.metadata.annotations['{{ $key }}']] : [])
+{{- end -}}
+
+{{/*
+CEL: a create, or an update that changes the spec or the spec-writer record. The
+record is written by the stamp webhook alone, so both the mutating and the
+validating webhook see exactly these writes; a finalizer or annotation patch by the
+manager never waits on them. `||` short-circuits, so a create never reads oldObject.
+*/}}
+{{- define "ptah.cel.specOrWriterChanged" -}}
+{{- $key := "operator.ptah.run/spec-last-changed-by" -}}
+request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.annotations) && '{{ $key }}' in object.metadata.annotations ? [object.metadata.annotations['{{ $key }}']] : []) != (has(oldObject.metadata.annotations) && '{{ $key }}' in oldObject.metadata.annotations ? [oldObject.metadata.annotations['{{ $key }}']] : [])
 {{- end -}}
 
 {{/*

@@ -1,0 +1,5 @@
+import sys
+
+from kubectl_ptah.cli import main
+
+sys.exit(main())

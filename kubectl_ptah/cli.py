@@ -1,0 +1,371 @@
+"""kubectl ptah: review and decide what the operator waits on.
+
+    kubectl ptah plan        schema|migration NAME    the pending plan, statement by statement
+    kubectl ptah approve     schema|migration NAME    show it, then approve exactly that plan
+    kubectl ptah acknowledge migration NAME           settle a run nobody accounted for
+    kubectl ptah settle      schema NAME --reason R   end a proof no read can finish
+    kubectl ptah status      schema|migration NAME    phase, plan, claim, what is owed
+
+Every decision is created without who made it: admission stamps the identity, the
+time and the request from the request itself, and the command prints what was
+stamped. ``approve`` re-reads the plan after showing it and refuses when it moved;
+``--fingerprint`` pins a plan shown earlier (``plan -o json``), ``--yes`` skips the
+question. ``-o json`` prints one JSON document for tools.
+
+The shell: it reads and creates through a ``jobclaim.apiserver.ApiClient``; what to
+show and whether a plan moved are the pure functions of ``kubectl_ptah.review``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from pydantic import ValidationError
+
+from jobclaim.api import PtahMigration, PtahSchema
+from jobclaim.api.migration import PtahMigrationPlan
+from jobclaim.api.schema import PtahSchemaPlan
+from jobclaim.apiserver import (
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPLANS,
+    PTAHSCHEMAPROOFSETTLEMENTS,
+    PTAHSCHEMAS,
+    ApiClient,
+    ApiError,
+    NotFound,
+    Object,
+    Resource,
+)
+from jobclaim.stamps import STAMPED, written_stamp
+
+# The API adapter; after the layout move it is kube.client, never a controller internal.
+from kube.client import KubeApi
+from kubectl_ptah.render import plan_text, record_text
+from kubectl_ptah.review import (
+    PlanUnreadable,
+    PlanView,
+    migration_plan_view,
+    moved,
+    schema_plan_view,
+)
+
+API_VERSION: Final = "operator.ptah.run/v1alpha1"
+KINDS: Final[Mapping[str, Resource]] = {"schema": PTAHSCHEMAS, "migration": PTAHMIGRATIONS}
+APPROVALS: Final[Mapping[str, Resource]] = {
+    "schema": PTAHSCHEMAAPPROVALS,
+    "migration": PTAHMIGRATIONAPPROVALS,
+}
+Connect = Callable[[argparse.Namespace], ApiClient]
+
+
+class Refused(Exception):
+    """A decision this command will not make; the sentence says why (exit 1)."""
+
+
+_DEFAULTS: Final[Mapping[str, Any]] = {
+    "kubeconfig": None,
+    "context": None,
+    "namespace": "default",
+    "output": "text",
+}
+
+
+def _common() -> argparse.ArgumentParser:
+    """kubectl's own flags, accepted before the command and after it alike."""
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    common.add_argument("--context", help="kubeconfig context")
+    common.add_argument("-n", "--namespace", help="default: default")
+    common.add_argument("-o", "--output", choices=("text", "json"), help="default: text")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="kubectl ptah",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, kinds, about in (
+        ("plan", ("schema", "migration"), "show the pending plan"),
+        ("approve", ("schema", "migration"), "approve exactly the plan shown"),
+        ("acknowledge", ("migration",), "acknowledge an unresolved run"),
+        ("settle", ("schema",), "settle a proof no read can finish"),
+        ("status", ("schema", "migration"), "phase, plan, claim, what is owed"),
+    ):
+        command = commands.add_parser(name, help=about, parents=[common])
+        command.add_argument("kind", choices=kinds)
+        command.add_argument("name")
+        if name in ("approve", "acknowledge", "settle"):
+            command.add_argument("--yes", action="store_true", help="do not ask")
+        if name == "approve":
+            command.add_argument("--fingerprint", help="approve only this plan fingerprint")
+        if name in ("acknowledge", "settle"):
+            command.add_argument("--operation-id", help="settle only this attempt")
+        if name == "settle":
+            command.add_argument("--reason", required=True, help="why no read can finish")
+    return parser
+
+
+def connect(args: argparse.Namespace) -> ApiClient:
+    """The client kubectl would use: --kubeconfig, then $KUBECONFIG, then ~/.kube/config."""
+    path = args.kubeconfig or Path(
+        os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config"
+    )
+    return KubeApi.from_kubeconfig(path, context=args.context)
+
+
+# -- reading --------------------------------------------------------------------------
+
+
+def _approvals(api: ApiClient, kind: str, namespace: str, plan_uid: str) -> list[dict[str, Any]]:
+    """The approvals of one plan, with who admission says made them."""
+    stamped = STAMPED[APPROVALS[kind].kind]
+    out = []
+    for obj in api.list(APPROVALS[kind], namespace):
+        spec = obj.get("spec") or {}
+        if (spec.get("planRef") or {}).get("uid") != plan_uid:
+            continue
+        stamp = written_stamp(stamped, spec)
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        state = [c["type"] for c in conditions if c.get("status") == "True"]
+        out.append(
+            {
+                "name": obj["metadata"]["name"],
+                "by": stamp.username if stamp else None,
+                "at": stamp.at if stamp else None,
+                "state": ", ".join(state),
+            }
+        )
+    return out
+
+
+def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
+    """The pending plan of ``kind`` ``name``, read now and verified."""
+    try:
+        raw = api.get(KINDS[kind], namespace, name)
+        if kind == "schema":
+            schema = PtahSchema.model_validate(raw)
+            current = schema.status.plan if schema.status else None
+            if current is None:
+                raise PlanUnreadable(f"PtahSchema {namespace}/{name} has no pending plan")
+            plan = PtahSchemaPlan.model_validate(api.get(PTAHSCHEMAPLANS, namespace, current.name))
+            chunks: dict[str, Object | None] = {}
+            for chunk in plan.spec.chunks:
+                try:
+                    chunks[chunk.name] = api.get(PTAHSCHEMAPLANCHUNKS, namespace, chunk.name)
+                except NotFound:
+                    chunks[chunk.name] = None
+            approvals = _approvals(api, kind, namespace, current.uid)
+            return schema_plan_view(schema, plan, chunks, approvals)
+        migration = PtahMigration.model_validate(raw)
+        ref = migration.status.plan if migration.status else None
+        if ref is None:
+            raise PlanUnreadable(f"PtahMigration {namespace}/{name} has no pending plan")
+        mplan = PtahMigrationPlan.model_validate(api.get(PTAHMIGRATIONPLANS, namespace, ref.name))
+        return migration_plan_view(migration, mplan, _approvals(api, kind, namespace, ref.uid))
+    except NotFound as error:
+        raise Refused(f"not found: {error}") from error
+    except ValidationError as error:
+        raise Refused(f"a stored object does not decode: {error.errors()[0]['msg']}") from error
+
+
+# -- deciding -------------------------------------------------------------------------
+
+
+def _confirm(args: argparse.Namespace, question: str, stdin: TextIO, stdout: TextIO) -> None:
+    if args.yes:
+        return
+    stdout.write(f"{question} [y/N] ")
+    stdout.flush()
+    if stdin.readline().strip().lower() not in ("y", "yes"):
+        raise Refused("not confirmed; nothing was created")
+
+
+def _decision(kind: Resource, namespace: str, prefix: str, spec: Object) -> Object:
+    """A decision to create: no stamp fields, admission writes them from the request."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind.kind,
+        "metadata": {"generateName": f"{prefix}-", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def _stamped(created: Object) -> dict[str, Any]:
+    kind = STAMPED[created["kind"]]
+    stamp = written_stamp(kind, created.get("spec") or {})
+    return {
+        "kind": created["kind"],
+        "namespace": created["metadata"].get("namespace"),
+        "name": created["metadata"]["name"],
+        "uid": created["metadata"].get("uid"),
+        "stampedBy": stamp.username if stamp else None,
+        "stampedGroups": list(stamp.groups) if stamp else [],
+        "stampedAt": stamp.at if stamp else None,
+        "mutationRequestUID": stamp.request_uid if stamp else None,
+    }
+
+
+def approve(
+    api: ApiClient, args: argparse.Namespace, stdin: TextIO, stdout: TextIO
+) -> dict[str, Any]:
+    shown = read_plan(api, args.kind, args.namespace, args.name)
+    if args.fingerprint and args.fingerprint != shown.fingerprint:
+        raise Refused(
+            f"the plan moved since it was shown: {args.fingerprint} is now {shown.fingerprint}"
+        )
+    if args.output == "text":
+        stdout.write(plan_text(shown) + "\n\n")
+    _confirm(args, f"approve plan {shown.plan_name} ({shown.fingerprint})?", stdin, stdout)
+    # Read again: a plan replaced while the person read it is not the one they approve.
+    problem = moved(shown, read_plan(api, args.kind, args.namespace, args.name))
+    if problem is not None:
+        raise Refused(f"{problem}; nothing was approved, review it again")
+    ref_field = "schemaRef" if args.kind == "schema" else "migrationRef"
+    spec: Object = {
+        ref_field: {"name": shown.name, "uid": shown.resource_uid},
+        "planRef": {"name": shown.plan_name, "uid": shown.plan_uid},
+        "planFingerprint": shown.fingerprint,
+        "executionBindingID": shown.epoch,
+    }
+    if args.kind == "migration":
+        spec["historyFingerprint"] = shown.history_fingerprint
+    resource = APPROVALS[args.kind]
+    created = api.create(
+        resource, args.namespace, _decision(resource, args.namespace, f"{args.name}-approval", spec)
+    )
+    return _stamped(created)
+
+
+def acknowledge(
+    api: ApiClient, args: argparse.Namespace, stdin: TextIO, stdout: TextIO
+) -> dict[str, Any]:
+    migration = PtahMigration.model_validate(api.get(PTAHMIGRATIONS, args.namespace, args.name))
+    run = migration.status.unresolved_run if migration.status else None
+    if run is None:
+        raise Refused(f"PtahMigration {args.namespace}/{args.name} has no unresolved run")
+    if args.operation_id and args.operation_id != run.operation_id:
+        raise Refused(f"the unresolved run is {run.operation_id}, not {args.operation_id}")
+    if args.output == "text":
+        stdout.write(record_text("unresolved run:", run.to_wire()) + "\n\n")
+    _confirm(args, f"acknowledge run {run.operation_id} ({run.outcome})?", stdin, stdout)
+    spec: Object = {
+        "migrationRef": {"name": args.name, "uid": migration.metadata.uid},
+        "operationID": run.operation_id,
+    }
+    resource = PTAHMIGRATIONRUNACKNOWLEDGMENTS
+    return _stamped(
+        api.create(resource, args.namespace, _decision(resource, args.namespace, args.name, spec))
+    )
+
+
+def settle(
+    api: ApiClient, args: argparse.Namespace, stdin: TextIO, stdout: TextIO
+) -> dict[str, Any]:
+    schema = PtahSchema.model_validate(api.get(PTAHSCHEMAS, args.namespace, args.name))
+    pending = schema.status.pending_observation if schema.status else None
+    if pending is None:
+        raise Refused(f"PtahSchema {args.namespace}/{args.name} owes no proof")
+    if args.operation_id and args.operation_id != pending.apply_operation_id:
+        raise Refused(
+            f"the proof owed is for {pending.apply_operation_id}, not {args.operation_id}"
+        )
+    owed = {
+        "applyOperationID": pending.apply_operation_id,
+        "outcome": pending.outcome,
+        "applyJob": pending.apply_job_name,
+        "observeAfter": pending.observe_after,
+        "why": "the Apply may have changed the database and no reading has proven what it "
+        "holds; settling hands the database back with no Apply attributed",
+    }
+    if args.output == "text":
+        stdout.write(record_text("proof owed:", owed) + "\n\n")
+    _confirm(args, f"settle the proof of {pending.apply_operation_id}?", stdin, stdout)
+    spec: Object = {
+        "schemaRef": {"name": args.name, "uid": schema.metadata.uid},
+        "applyOperationID": pending.apply_operation_id,
+        "reason": args.reason,
+    }
+    resource = PTAHSCHEMAPROOFSETTLEMENTS
+    return _stamped(
+        api.create(resource, args.namespace, _decision(resource, args.namespace, args.name, spec))
+    )
+
+
+def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
+    raw = api.get(KINDS[args.kind], args.namespace, args.name)
+    found = raw.get("status") or {}
+    out: dict[str, Any] = {
+        "kind": raw["kind"],
+        "namespace": args.namespace,
+        "name": args.name,
+        "phase": found.get("phase"),
+        "plan": (found.get("plan") or {}).get("name"),
+    }
+    claim = found.get("activeOperation")
+    if claim:
+        out["claim"] = {k: claim.get(k) for k in ("type", "id", "jobName", "dispatchStarted")}
+    for owed in ("pendingObservation", "unresolvedRun", "settledProof", "resolvedRun"):
+        if found.get(owed):
+            out[owed] = found[owed]
+    out["conditions"] = [
+        f"{c.get('type')}={c.get('status')} {c.get('reason', '')}".strip()
+        for c in found.get("conditions") or []
+    ]
+    plan_uid = (found.get("plan") or {}).get("uid")
+    if plan_uid:
+        out["approvals"] = _approvals(api, args.kind, args.namespace, plan_uid)
+    return out
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    connector: Connect = connect,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    args = _parser().parse_args(argv)
+    for key, value in _DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, value)
+    ins, out = stdin or sys.stdin, stdout or sys.stdout
+    try:
+        api = connector(args)
+        if args.command == "plan":
+            view = read_plan(api, args.kind, args.namespace, args.name)
+            result: Any = view.to_json() if args.output == "json" else plan_text(view)
+        elif args.command == "status":
+            found = status(api, args)
+            result = found if args.output == "json" else record_text("status:", found)
+        else:
+            act = {"approve": approve, "acknowledge": acknowledge, "settle": settle}
+            made = act[args.command](api, args, ins, out)
+            result = made if args.output == "json" else record_text("created:", made)
+    except (Refused, PlanUnreadable) as refused:
+        sys.stderr.write(f"kubectl ptah: {refused}\n")
+        return 1
+    except ApiError as error:
+        sys.stderr.write(f"kubectl ptah: the API server refused: {error}\n")
+        return 1
+    out.write((json.dumps(result, indent=2) if args.output == "json" else result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -147,7 +147,7 @@ def answer(runner_op: str, db: Database, policy: str = POLICY) -> dict[str, Any]
         if db.drift:
             observe["highestDriftSeverity"] = "warning"
             observe["driftFindings"] = [
-                {"kind": "table", "object": "orders", "severity": "warning"}
+                {"category": "table_changed", "count": 1, "severity": "warning"}
             ]
         return {"observe": observe}
     if runner_op == "plan":

@@ -30,6 +30,7 @@ def test_the_charts_environment_configures_a_manager() -> None:
     assert config.webhook_configurations == (
         "ptah-operator-controller-write",
         "ptah-operator-manager-state",
+        "ptah-operator-decisions",
     )
     assert config.kubeconfig is None  # in-cluster
     assert (config.stall_seconds, config.bind_address, config.watch_namespace) == (

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lab.executor.migrations import sum_text
 from runner.result import RunnerResult
 from tests.runner.ptah_standin import plan_file
 
@@ -120,24 +121,96 @@ class RunnerRun:
     summary: str
 
 
-# Another executor binary (the lab's) runs the same suite: PTAH_CONTRACT_EXECUTOR names
-# it, PTAH_CONTRACT_DB_URL the database it opens. Unset: the stand-in, which opens none.
-CONTRACT_EXECUTOR = os.environ.get("PTAH_CONTRACT_EXECUTOR", "")
-CONTRACT_DB_URL = os.environ.get("PTAH_CONTRACT_DB_URL", "")
-# A dev database, for an executor that plans in one (the lab's does).
-CONTRACT_DEV_URL = os.environ.get("PTAH_CONTRACT_DEV_URL", "")
+FAMILIES = ("schema", "migrations")
+
+
+@dataclass
+class Contract:
+    """What the "any executor" rows run against.
+
+    Unset (the default), the stand-in, which opens no database and reaches no registry.
+    ``PTAH_CONTRACT_EXECUTOR`` names another ptah-compatible binary (the lab's),
+    ``PTAH_CONTRACT_DB_URL`` the database it opens and ``PTAH_CONTRACT_DEV_URL`` a dev
+    database for an executor that plans in one; ``tests/labexecutor`` fills the same
+    fields with its own PostgreSQL and loopback registry.
+    """
+
+    executor: str
+    db_url: str
+    dev_url: str
+    # The registry Resolve and Verify read, and the digest each family's artifact
+    # (``<registry>/shop/<family>:v1``) resolves to there.
+    registry: str = "registry.example"
+    digests: dict[str, str] = field(
+        default_factory=lambda: dict.fromkeys(FAMILIES, "sha256:" + "5" * 64)
+    )
+
+    def requested(self, family: str) -> str:
+        return f"{self.registry}/shop/{family}:v1"
+
+    def resolved(self, family: str) -> str:
+        return f"{self.registry}/shop/{family}@{self.digests[family]}"
+
+
+CONTRACT = Contract(
+    executor=os.environ.get("PTAH_CONTRACT_EXECUTOR", ""),
+    db_url=os.environ.get("PTAH_CONTRACT_DB_URL", ""),
+    dev_url=os.environ.get("PTAH_CONTRACT_DEV_URL", ""),
+)
 SEQUENCE_DOCUMENT = json.dumps(
     {"migrations": [{"version": 4, "version_key": "004"}, {"version": 5, "version_key": "005"}]},
     separators=(",", ":"),
 )
 SEQUENCE_DIGEST = "sha256:" + hashlib.sha256(SEQUENCE_DOCUMENT.encode()).hexdigest()
-ARTIFACT = "registry.example/shop/schema:v1"
-RESOLVED = "registry.example/shop/schema@sha256:" + "5" * 64
+# Inputs both the stand-in and the lab's executor accept, all within ptah's contract:
+# SQL DDL is a valid ``--schema-file`` (the runner's init container names it
+# schema.hcl whatever its language), a digest pin is a policy ptah's YAML states, and
+# migrations are versioned ``.sql`` files with their ``ptah.sum``.
+SCHEMA_SQL = "create table orders (id bigint primary key, note text);\n"
+VERIFICATION_POLICY = "version: 1\nrequire_digest_pin: true\n"
+SCHEMA_TYPE = "application/vnd.stokaro.ptah.schema.v1"
+
+
+def contract_db_url() -> str:
+    return CONTRACT.db_url or SECRET_URL
+
+
+def write_migrations(directory: Path, keys: list[str]) -> None:
+    """One migration per version key, ``<key>_step.sql``, and its ``ptah.sum``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {f"{key}_step.sql": f"create table step_{key} (id int);\n".encode() for key in keys}
+    files["ptah.sum"] = sum_text(files).encode()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+
+
+def approved_plan(tmp_path: Path) -> bytes:
+    """The plan an Apply is given, as the controller would have approved it.
+
+    The stand-in's fixed plan, or the plan the contract executor makes for SCHEMA_SQL
+    against the contract database (an executor applies only its own plan for the
+    database as it is: its ``from_fingerprint`` is checked).
+    """
+    if not CONTRACT.executor:
+        return standin_plan()
+    schema = tmp_path / "approved-schema.sql"
+    schema.write_text(SCHEMA_SQL)
+    output = tmp_path / "approved.plan.json"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PTAH_DB_URL": contract_db_url(),
+        "PTAH_DEV_URL": CONTRACT.dev_url,
+        "PTAH_SCHEMA_FILE": str(schema),
+    }
+    argv = [CONTRACT.executor, "schema", "plan", "--output", str(output), "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return output.read_bytes()
 
 
 def executor_wrapper(tmp_path: Path) -> Path:
     """The ptah the suite runs: ``PTAH_CONTRACT_EXECUTOR``, or the stand-in."""
-    return Path(CONTRACT_EXECUTOR) if CONTRACT_EXECUTOR else standin_wrapper(tmp_path)
+    return Path(CONTRACT.executor) if CONTRACT.executor else standin_wrapper(tmp_path)
 
 
 def standin_wrapper(tmp_path: Path) -> Path:
@@ -147,6 +220,10 @@ def standin_wrapper(tmp_path: Path) -> Path:
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STANDIN}" "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
+
+
+def content_digest(content: bytes) -> str:
+    return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
 def deadline_in(seconds: float) -> str:
@@ -178,10 +255,10 @@ def runner_env(
     summary = tmp_path / "termination-log"
     summary.touch()
     source = tmp_path / "source"
-    (source / "migrations").mkdir(parents=True, exist_ok=True)
-    (source / "schema.hcl").write_text('table "orders" {}\n')
-    policy = tmp_path / "policy.json"
-    policy.write_text('{"require": ["signature"]}\n')
+    write_migrations(source / "migrations", ["004", "005"])
+    (source / "schema.hcl").write_text(SCHEMA_SQL)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(VERIFICATION_POLICY)
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {
@@ -200,21 +277,21 @@ def runner_env(
         "STANDIN_SCRIPT": json.dumps(script),
     }
     if operation == "resolve":
-        env["PTAH_REQUESTED_REFERENCE"] = ARTIFACT
+        env["PTAH_REQUESTED_REFERENCE"] = CONTRACT.requested("schema")
     elif operation == "verify":
-        env["PTAH_RESOLVED_REFERENCE"] = RESOLVED
+        env["PTAH_RESOLVED_REFERENCE"] = CONTRACT.resolved("schema")
         env["PTAH_VERIFICATION_POLICY"] = str(policy)
-        env["PTAH_EXPECTED_ARTIFACT_TYPE"] = "application/vnd.stokaro.ptah.schema.v1"
+        env["PTAH_EXPECTED_ARTIFACT_TYPE"] = SCHEMA_TYPE
     else:
         env.update(
-            PTAH_DB_URL=CONTRACT_DB_URL or SECRET_URL,
+            PTAH_DB_URL=contract_db_url(),
             PTAH_COORDINATION_DIGEST=COORD,
             PTAH_CONNECT_TIMEOUT="7s",
             PTAH_LOCK_TIMEOUT="12s",
             PTAH_TX_MODE="all",
         )
-        if CONTRACT_DEV_URL:
-            env["PTAH_DEV_URL"] = CONTRACT_DEV_URL
+        if CONTRACT.dev_url:
+            env["PTAH_DEV_URL"] = CONTRACT.dev_url
     if operation in ("observe", "plan"):
         env["PTAH_SCHEMA_FILE"] = str(source / "schema.hcl")
     if operation == "apply":
@@ -222,9 +299,7 @@ def runner_env(
         if not plan_dir.exists():
             write_plan_chunks(plan_dir, standin_plan())
         env["PTAH_PLAN_DIR"] = str(plan_dir)
-        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = (
-            "sha256:" + hashlib.sha256(standin_plan()).hexdigest()
-        )
+        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = content_digest(standin_plan())
     if operation in ("migration-history", "migration-apply"):
         env["PTAH_MIGRATIONS_DIR"] = str(source / "migrations")
     if operation == "migration-apply":

@@ -9,7 +9,6 @@ builder, the runner and the harvest are held to one contract, not three.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from datetime import UTC, datetime
@@ -32,19 +31,26 @@ from runner.harvest import Outcome, judge
 from runner.summary import account_for
 from tests.jobclaim.world import BINDING, EVERY_OPERATION, MANAGER, SEQUENCE, World
 from tests.runner.support import (
-    CONTRACT_DB_URL,
-    SECRET_URL,
+    CONTRACT,
+    SCHEMA_SQL,
+    VERIFICATION_POLICY,
+    approved_plan,
+    content_digest,
+    contract_db_url,
     deadline_in,
     executor_wrapper,
     finish,
-    standin_plan,
     start_runner,
+    write_migrations,
     write_plan_chunks,
 )
 
 WORLDS = EVERY_OPERATION
-RESOLVED = "sha256:" + "5" * 64
 T0 = datetime(2026, 12, 2, 12, 5, tzinfo=UTC)
+
+
+def family_of(world: World) -> str:
+    return "schema" if world.family == "schema" else "migrations"
 
 
 def built_job(world: World) -> dict[str, Any]:
@@ -58,18 +64,21 @@ def built_job(world: World) -> dict[str, Any]:
             resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
         )
     reference = inputs.source.oci_ref if inputs.source else ""
-    resolved = OCIArtifactAccessBinding(reference=reference, digest=RESOLVED)
+    digest = CONTRACT.digests[family_of(world)]
+    resolved = OCIArtifactAccessBinding(reference=reference, digest=digest)
     return build_job(inputs._replace(resolved=resolved))
 
 
-def kubelet_env(job: dict[str, Any], tmp_path: Path, script: dict[str, Any]) -> dict[str, str]:
+def kubelet_env(
+    job: dict[str, Any], family: str, tmp_path: Path, script: dict[str, Any]
+) -> dict[str, str]:
     """The main container's environment as the kubelet would give it, paths in tmp_path."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env: dict[str, str] = {}
     for item in container["env"]:
         if "valueFrom" in item:
             assert item["name"] == "PTAH_DB_URL"  # the one value from a Secret
-            env["PTAH_DB_URL"] = CONTRACT_DB_URL or SECRET_URL
+            env["PTAH_DB_URL"] = contract_db_url()
         else:
             env[item["name"]] = item["value"]
     assert env["PTAH_BINARY"] == PTAH_BINARY
@@ -78,22 +87,32 @@ def kubelet_env(job: dict[str, Any], tmp_path: Path, script: dict[str, Any]) -> 
     work = tmp_path / "tmp"
     work.mkdir()
     env["PTAH_RUNNER_WORK_DIR"] = str(work)
+    # The world's artifact lives in no registry; the contract's does (same digest).
+    if "PTAH_REQUESTED_REFERENCE" in env:
+        env["PTAH_REQUESTED_REFERENCE"] = CONTRACT.requested(family)
+    if "PTAH_RESOLVED_REFERENCE" in env:
+        env["PTAH_RESOLVED_REFERENCE"] = CONTRACT.resolved(family)
     if "PTAH_SCHEMA_FILE" in env:
-        (tmp_path / "schema.hcl").write_text('table "orders" {}\n')
+        (tmp_path / "schema.hcl").write_text(SCHEMA_SQL)
         env["PTAH_SCHEMA_FILE"] = str(tmp_path / "schema.hcl")
     if "PTAH_MIGRATIONS_DIR" in env:
-        (tmp_path / "migrations").mkdir()
+        # The files the approved sequence names (an empty directory for History).
+        keys = []
+        if "PTAH_EXPECTED_MIGRATION_SEQUENCE" in env:
+            document = json.loads(env["PTAH_EXPECTED_MIGRATION_SEQUENCE"])
+            keys = [entry["version_key"] for entry in document["migrations"]]
+        write_migrations(tmp_path / "migrations", keys)
         env["PTAH_MIGRATIONS_DIR"] = str(tmp_path / "migrations")
     if "PTAH_VERIFICATION_POLICY" in env:
-        (tmp_path / "policy").write_text('{"require": ["signature"]}\n')
+        (tmp_path / "policy").write_text(VERIFICATION_POLICY)
         env["PTAH_VERIFICATION_POLICY"] = str(tmp_path / "policy")
     if "PTAH_PLAN_DIR" in env:
         # The world's plan is a record with no bytes behind it; the projected plan
-        # here is the stand-in's, so its digests replace the record's.
-        content = standin_plan()
+        # here is the executor's own, so its digests replace the record's.
+        content = approved_plan(tmp_path)
         write_plan_chunks(tmp_path / "plan", content)
         env["PTAH_PLAN_DIR"] = str(tmp_path / "plan")
-        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = "sha256:" + hashlib.sha256(content).hexdigest()
+        env["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = content_digest(content)
         env.pop("PTAH_EXPECTED_TARGET_IDENTITY_DIGEST", None)
     if "PTAH_EXECUTION_NOT_AFTER" in env:
         env["PTAH_EXECUTION_NOT_AFTER"] = deadline_in(120)  # the world's is in the past
@@ -117,14 +136,14 @@ def test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts(
     artifact = (
         f"application/vnd.stokaro.ptah.{'schema' if world.family == 'schema' else 'migrations'}.v1"
     )
-    env = kubelet_env(built_job(world), tmp_path, {"artifact_type": artifact})
+    env = kubelet_env(built_job(world), family_of(world), tmp_path, {"artifact_type": artifact})
     run = finish(start_runner(env), env)
     assert run.returncode == 0, run.stderr
     account = account_for(run.stdout, run.summary, operation, claim.operation_id)
     assert account.source == "frame" and account.frame is not None
     result = account.frame.result
     assert result.succeeded, result.error
-    url = CONTRACT_DB_URL or SECRET_URL
+    url = contract_db_url()
     target = (
         target_identity_digest("PostgreSQL", url)
         if operation not in ("resolve", "verify")

@@ -6,7 +6,8 @@ is read back the way the controller reads it: the frame from stdout, the summary
 the termination log.
 
 Set ``PTAH_CONTRACT_EXECUTOR`` (and ``PTAH_CONTRACT_DB_URL``) to run the rows marked
-"any executor" against another ptah-compatible binary, such as the lab's executor;
+"any executor" against another ptah-compatible binary (``tests/labexecutor/
+test_runner_contract.py`` runs them with the lab's executor, PostgreSQL and registry);
 the scripted rows always use the stand-in, which alone can be told to misbehave.
 
 No test sleeps to synchronize: each waits for the runner to exit, or for a line the
@@ -34,10 +35,12 @@ from runner.result import RUNNER_OPERATIONS
 from runner.run import run_child
 from runner.summary import parse_summary_for
 from tests.runner.support import (
-    CONTRACT_DB_URL,
     OP_ID,
     SECRET_URL,
     RunnerRun,
+    approved_plan,
+    content_digest,
+    contract_db_url,
     deadline_in,
     finish,
     run_runner,
@@ -74,10 +77,15 @@ def scripted(
 
 @pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
 def test_any_executor_every_operation_succeeds(tmp_path: Path, operation: str) -> None:
-    result = read_back(run_runner(tmp_path, operation, {}), operation).result
+    overrides: dict[str, str | None] = {}
+    if operation == "apply":
+        content = approved_plan(tmp_path)
+        write_plan_chunks(tmp_path / "plan", content)
+        overrides["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = content_digest(content)
+    result = read_back(run_runner(tmp_path, operation, {}, **overrides), operation).result
     assert result.succeeded, result.error
     if operation not in ("resolve", "verify"):
-        url = CONTRACT_DB_URL or SECRET_URL
+        url = contract_db_url()
         assert result.target_identity_digest == target_identity_digest("PostgreSQL", url)
 
 

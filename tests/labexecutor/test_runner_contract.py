@@ -1,0 +1,112 @@
+"""The runner's contract rows with the lab's executor as its child.
+
+The same "any executor" rows ``tests/runner`` runs against the stand-in
+(``test_any_executor_*``: every runner operation, then every operation of both
+families from the Job the builder wrote to the controller's harvest) run here through
+``python -m runner`` with ``ptah`` being ``python -m lab.executor``, against a real
+PostgreSQL (a fresh database per row, a shared dev database) and a loopback registry
+holding the schema and migrations artifacts the rows resolve and verify.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
+from lab.executor.migrations import sum_text
+from lab.executor.oci import push_artifact
+from runner.config import RUNNER_KEYS
+from runner.result import RUNNER_OPERATIONS
+from tests.labexecutor.conftest import REPO, Lab
+from tests.runner.support import CONTRACT, SCHEMA_SQL
+from tests.runner.test_built_job_e2e import WORLDS, built_job, family_of, kubelet_env
+from tests.runner.test_built_job_e2e import (
+    test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts as built_job_row,
+)
+from tests.runner.test_runner_e2e import (
+    test_any_executor_every_operation_succeeds as operation_row,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.registry]
+
+
+@pytest.fixture(scope="module")
+def artifacts(registry: str) -> dict[str, str]:
+    """Each family's artifact pushed as ``<registry>/shop/<family>:v1``; its digest."""
+    schema = SCHEMA_SQL.encode()
+    files = {"001_orders.sql": schema}
+    files["ptah.sum"] = sum_text(files).encode()
+    return {
+        "schema": push_artifact(
+            f"{registry}/shop/schema:v1", SCHEMA_ARTIFACT_TYPE, [("schema.sql", schema)]
+        ),
+        "migrations": push_artifact(
+            f"{registry}/shop/migrations:v1", MIGRATIONS_ARTIFACT_TYPE, sorted(files.items())
+        ),
+    }
+
+
+@pytest.fixture
+def lab_contract(
+    lab: Lab, registry: str, artifacts: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """The contract the rows read, pointed at the lab executor, its databases and registry."""
+    wrapper = lab.work / "bin" / "ptah"
+    wrapper.parent.mkdir()
+    # The runner runs a binary; this one is the lab executor under this interpreter.
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m lab.executor "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(CONTRACT, "executor", str(wrapper))
+    monkeypatch.setattr(CONTRACT, "db_url", lab.db)
+    monkeypatch.setattr(CONTRACT, "dev_url", lab.dev)
+    monkeypatch.setattr(CONTRACT, "registry", registry)
+    monkeypatch.setattr(CONTRACT, "digests", artifacts)
+    yield
+
+
+@pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
+def test_every_operation_succeeds_with_the_lab_executor(
+    lab_contract: None, tmp_path: Path, operation: str
+) -> None:
+    operation_row(tmp_path, operation)
+
+
+# The Job the builder writes gives ptah no dev database (no PTAH_DEV_URL), though
+# ptah-cli.md says the child sees one, and the lab executor plans and diffs in one. So
+# these two rows cannot pass until the builder carries a dev database; the last test
+# holds that gap in place, and fails (naming these rows) once it is closed.
+NEED_A_DEV_DATABASE = ("schema Observe", "schema Plan")
+
+
+@pytest.mark.parametrize("name", [name for name in WORLDS if name not in NEED_A_DEV_DATABASE])
+def test_the_built_job_with_the_lab_executor_yields_a_frame_the_harvest_accepts(
+    lab_contract: None, tmp_path: Path, name: str
+) -> None:
+    built_job_row(tmp_path, name)
+
+
+@pytest.mark.parametrize("name", NEED_A_DEV_DATABASE)
+def test_the_built_job_gives_ptah_no_dev_database(
+    lab_contract: None, tmp_path: Path, name: str
+) -> None:
+    world = WORLDS[name]()
+    env = kubelet_env(built_job(world), family_of(world), tmp_path, {})
+    assert "PTAH_DEV_URL" not in env, f"the Job now names a dev database: run {name} above"
+    env = {k: v for k, v in env.items() if k not in RUNNER_KEYS}
+    done = subprocess.run(
+        [CONTRACT.executor, "schema", "drift", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert "needs a dev database" in done.stderr

@@ -21,6 +21,7 @@ from jobclaim.api.common import (
     OCIArtifactAccessBinding,
     OCIArtifactSourceSpec,
 )
+from jobclaim.api.meta import SecretKeySelector
 from jobclaim.api.migration import PtahMigration
 from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
 from jobclaim.claim import Owner
@@ -88,7 +89,7 @@ class JobInputs(NamedTuple):
 
     A named tuple, not a frozen dataclass: it is as immutable, and the webhook builds
     one on every Job-create review, where a frozen dataclass pays an
-    ``object.__setattr__`` call for each of its sixteen fields.
+    ``object.__setattr__`` call for each of its fields.
     """
 
     owner: Owner
@@ -116,6 +117,10 @@ class JobInputs(NamedTuple):
     protected_tables: tuple[str, ...] = ()
     transaction_mode: str = "all"
     lock_timeout: str = "30s"
+    # The schema's scratch database, read from its spec (which the manager cannot
+    # write), never from status: a manager that could name it could point a Job's
+    # scratch work at any database whose Secret the namespace holds.
+    dev_url_from: SecretKeySelector | None = None
 
 
 def schema_job_inputs(
@@ -158,6 +163,7 @@ def schema_job_inputs(
         protected_tables=tuple(schema.spec.policy.protected_tables),
         transaction_mode=schema.spec.policy.transaction_mode,
         lock_timeout=schema.spec.policy.lock_timeout,
+        dev_url_from=schema.spec.dev.url_from if schema.spec.dev else None,
     )
 
 
@@ -322,6 +328,15 @@ def _value(name: str, value: str) -> dict[str, Any]:
     return {"name": name, "value": value}
 
 
+def _from_secret(name: str, selector: SecretKeySelector) -> dict[str, Any]:
+    # A URL with a password reaches the container from its Secret, never as a value
+    # in the Job (which anyone who may read Jobs could read).
+    return {
+        "name": name,
+        "valueFrom": {"secretKeyRef": {"name": selector.name, "key": selector.key}},
+    }
+
+
 def _env(inputs: JobInputs) -> list[dict[str, Any]]:
     family = inputs.owner.family or ""
     info = operation_info(family, inputs.operation)
@@ -344,9 +359,7 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         env.append(_value("PTAH_VERIFICATION_POLICY", POLICY_FILE))
     else:
         # Only a database operation holds the credential; the fetch step holds none.
-        url = inputs.target.url_from
-        secret_ref: dict[str, Any] = {"name": url.name, "key": url.key}
-        env.append({"name": "PTAH_DB_URL", "valueFrom": {"secretKeyRef": secret_ref}})
+        env.append(_from_secret("PTAH_DB_URL", inputs.target.url_from))
         env.append(_value("PTAH_CONNECT_TIMEOUT", inputs.execution.connect_timeout))
         env.append(_value("PTAH_LOCK_TIMEOUT", inputs.lock_timeout))
         env.append(_value("PTAH_TX_MODE", "all"))
@@ -356,6 +369,10 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         env.append(_value("PTAH_EXECUTION_NOT_AFTER", inputs.execution_not_after))
     if runner in ("observe", "plan"):
         env.append(_value("PTAH_SCHEMA_FILE", SCHEMA_FILE))
+        # Only the comparisons get the scratch database: an Apply runs its approved
+        # plan alone (ptah-cli.md), so it holds no second credential it never uses.
+        if inputs.dev_url_from is not None:
+            env.append(_from_secret("PTAH_DEV_URL", inputs.dev_url_from))
     if runner == "plan":
         if inputs.exclude:
             env.append(_value("PTAH_EXCLUDE", ",".join(inputs.exclude)))

@@ -51,7 +51,8 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from jobclaim.api import GROUP, KINDS, VERSION, DatabaseTargetSpec
+from jobclaim.api import GROUP, KINDS, VERSION, DatabaseTargetSpec, PtahSchemaSpec
+from jobclaim.api.schema import DEV_IS_TARGET
 from jobclaim.apiserver import BY_KIND, Resource
 from jobclaim.errors import PtahError
 
@@ -117,6 +118,15 @@ CROSS_FIELD_RULES: Final[Mapping[type[BaseModel], tuple[ValidationRule, ...]]] =
         ValidationRule(
             rule="has(self.coordinationKey) != has(self.realmRef)",
             message="exactly one of coordinationKey and realmRef names the realm",
+        ),
+    ),
+    PtahSchemaSpec: (
+        ValidationRule(
+            rule=(
+                "!has(self.dev) || self.dev.urlFrom.name != self.target.urlFrom.name"
+                " || self.dev.urlFrom.key != self.target.urlFrom.key"
+            ),
+            message=DEV_IS_TARGET,
         ),
     ),
 }

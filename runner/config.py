@@ -191,13 +191,8 @@ def secrets_of(url: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def target_identity_digest(engine: str, url: str) -> str | None:
-    """Which database a URL routes to, without its credential; None if it names none.
-
-    The runner derives it (ptah prints no such thing) from what routes a connection:
-    the engine, host, port, database and user. The password and the query (TLS
-    files, timeouts) are left out, so a rotated password is still the same database.
-    """
+def _route(engine: str, url: str) -> dict[str, object] | None:
+    """What routes a connection of ``url``: engine, host, port, database, user."""
     try:
         parts = urlsplit(url)
         port = parts.port or DEFAULT_PORTS.get(engine)
@@ -205,13 +200,25 @@ def target_identity_digest(engine: str, url: str) -> str | None:
         return None
     if parts.scheme.lower() not in ENGINE_SCHEMES.get(engine, frozenset()) or not parts.hostname:
         return None
-    identity = {
+    return {
         "database": unquote(parts.path.lstrip("/")),
         "engine": engine,
         "host": parts.hostname.lower(),
         "port": port,
         "user": unquote(parts.username or ""),
     }
+
+
+def target_identity_digest(engine: str, url: str) -> str | None:
+    """Which database a URL routes to, without its credential; None if it names none.
+
+    The runner derives it (ptah prints no such thing) from what routes a connection:
+    the engine, host, port, database and user. The password and the query (TLS
+    files, timeouts) are left out, so a rotated password is still the same database.
+    """
+    identity = _route(engine, url)
+    if identity is None:
+        return None
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
@@ -257,6 +264,8 @@ class RunConfig:
     transaction_mode: str = "all"
     exclude: tuple[str, ...] = ()
     protected_tables: tuple[str, ...] = ()
+    # Whether the Job named a scratch database (PTAH_DEV_URL) for ptah to compare in.
+    dev_database: bool = False
     kill_grace_seconds: float = DEFAULT_KILL_GRACE
     drain_seconds: float = DEFAULT_DRAIN
     redactor: Redactor = field(default_factory=lambda: Redactor(()))
@@ -444,8 +453,9 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
     if operation in ("resolve", "verify"):
         # Resolve and Verify talk to a registry; a Job that holds a database
         # credential for them holds one nobody needs.
-        if url:
-            return _invalid(f"{operation} reads an artifact and must not hold {ENV_DB_URL}")
+        for name in (ENV_DB_URL, ENV_DEV_URL):
+            if env.get(name, ""):
+                return _invalid(f"{operation} reads an artifact and must not hold {name}")
         return {}
     if not url:
         return _invalid(f"{ENV_DB_URL} is not set")
@@ -473,13 +483,34 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
     secrets = list(secrets_of(url))
     dev_url = env.get(ENV_DEV_URL, "")
     if dev_url:
+        refusal = _dev_problem(engine, url, dev_url)
+        if refusal is not None:
+            return refusal
         secrets.extend(secrets_of(dev_url))
     return {
         "target_identity_digest": identity,
         "coordination_digest": coordination,
         "expected_target_identity_digest": expected,
         "redactor": Redactor(secrets),
+        "dev_database": bool(dev_url),
     }
+
+
+def _dev_problem(engine: str, url: str, dev_url: str) -> Refusal | None:
+    """Why the dev database must not be handed to ptah, or None."""
+    dev = _route(engine, dev_url)
+    if dev is None:
+        return _invalid(f"{ENV_DEV_URL} is not a {engine} URL that names a host")
+    target = _route(engine, url)
+    if target is not None and {**dev, "user": ""} == {**target, "user": ""}:
+        # ptah creates and drops scratch objects in the dev database; in the target
+        # that is a change nobody planned or approved. Another user is the same place.
+        return Refusal(
+            "dev_database_is_target",
+            "the dev database URL routes to the target database; ptah's scratch work "
+            "must never run there",
+        )
+    return None
 
 
 def prepare(

@@ -246,6 +246,36 @@ def _decode_or_account(config: RunConfig, child: ChildOutcome, kind: type[_D]) -
         return _no_document(config, child, problem)
 
 
+# -- the comparisons' scratch database ---------------------------------------------
+
+# ptah says in its own words what stopped it, and for schema plan the runner never
+# repeats them; a reading that failed with no dev database says where one is named.
+NO_DEV_DATABASE: Final = (
+    "the Job names no dev database (PTAH_DEV_URL): if ptah needs one to compare, "
+    "name its Secret key in the PtahSchema's spec.dev.urlFrom"
+)
+
+
+def noting_no_dev_database(config: RunConfig, result: RunnerResult) -> RunnerResult:
+    """The account of a comparison ptah ended with a runtime error (exit 2) while the
+    Job named no dev database, with a sentence that says where to name one. Pure.
+
+    Only a hint: ptah's reason is not parsed (its words differ by build), and a
+    refusal of the runner's own (exit -1) or an expected negative is left as it is.
+    """
+    error = result.error
+    if (
+        config.operation not in ("observe", "plan")
+        or config.dev_database
+        or error is None
+        or result.child_exit_code != EXIT_ERROR
+    ):
+        return result
+    head = one_line(error.message, config.redactor, MAX_MESSAGE - len(NO_DEV_DATABASE) - 2)
+    noted = error.model_copy(update={"message": f"{head}; {NO_DEV_DATABASE}"})
+    return result.model_copy(update={"error": noted})
+
+
 # -- resolve and verify ------------------------------------------------------------
 
 

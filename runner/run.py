@@ -47,6 +47,7 @@ from runner.decide import (
     history_account,
     interrupted,
     migration_account,
+    noting_no_dev_database,
     observe_account,
     plan_account,
     refused,
@@ -225,7 +226,8 @@ def run_child(config: RunConfig, env: Mapping[str, str], stderr_fd: int) -> Runn
         config = dataclasses.replace(config, work_dir=work)
         with stop_signals() as stop:
             try:
-                return _operate(config, env, _Session(config, stderr_fd, stop))
+                result = _operate(config, env, _Session(config, stderr_fd, stop))
+                return noting_no_dev_database(config, result)
             except _Refused as refusal:
                 return refused(config.operation, config.operation_id, refusal.refusal)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobclaim.api import KINDS, PtahMigration, PtahSchema, to_wire_name
+from jobclaim.api.schema import DEV_IS_TARGET
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -54,6 +56,26 @@ def test_a_target_names_exactly_one_realm() -> None:
     document["spec"]["target"]["realmRef"] = {"name": "r"}  # type: ignore[index]
     with pytest.raises(ValidationError, match="exactly one of coordinationKey and realmRef"):
         PtahSchema.model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("dev", "refused"),
+    [
+        ({"name": "orders-dev-db", "key": "url"}, False),
+        ({"name": "orders-db", "key": "dev-url"}, False),
+        ({"name": "orders-db", "key": "url"}, True),
+    ],
+)
+def test_the_dev_database_is_never_the_targets_secret_key(
+    dev: dict[str, str], refused: bool
+) -> None:
+    document = _schema()
+    document["spec"]["dev"] = {"urlFrom": dev}  # type: ignore[index]
+    if refused:
+        with pytest.raises(ValidationError, match=re.escape(DEV_IS_TARGET)):
+            PtahSchema.model_validate(document)
+    else:
+        assert PtahSchema.model_validate(document).spec.dev is not None
 
 
 def test_status_records_round_trip_with_their_wire_names() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from jobclaim.api._base import (
     Digest,
@@ -30,7 +30,7 @@ from jobclaim.api.common import (
     TargetLockReleaseStatus,
     TransactionMode,
 )
-from jobclaim.api.meta import Condition, ObjectMeta, ObjectReference
+from jobclaim.api.meta import Condition, ObjectMeta, ObjectReference, SecretKeySelector
 from jobclaim.api.snapshot import AdmissionSnapshot
 
 SchemaPhase = Literal[
@@ -72,11 +72,27 @@ class SchemaPolicy(WireModel):
     """Who may approve a plan (four-eyes: requireDistinctApprover)."""
 
 
+class DevDatabaseSpec(WireModel):
+    """A scratch database ptah compares in: never the target, and nothing it holds is kept."""
+
+    url_from: SecretKeySelector
+    """The Secret key holding the dev database's URL; only the Observe and Plan Pods read it
+    (as PTAH_DEV_URL), never the controller, an Apply or a command line."""
+
+
+# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
+DEV_IS_TARGET: Final = "dev.urlFrom must not be the Secret key target.urlFrom names"
+
+
 class PtahSchemaSpec(WireModel):
     target: DatabaseTargetSpec
     """The database the schema converges."""
     desired: OCIArtifactSourceSpec
     """The OCI artifact holding the desired schema, and how it is verified."""
+    # Absent (not a default object) so a schema that never names it keeps its digests.
+    dev: DevDatabaseSpec | None = None
+    """A scratch database ptah loads the desired schema into to compare it with the target
+    (schema drift and schema plan need one for SQL and HCL schemas). Never the target."""
     policy: SchemaPolicy = Field(default_factory=SchemaPolicy)
     """How drift is read and when a plan is applied."""
     interval: str = "10m"
@@ -85,6 +101,18 @@ class PtahSchemaSpec(WireModel):
     """How the operation Jobs run."""
     suspend: bool = False
     """Stop claiming new work; a dispatched Apply is still accounted for."""
+
+    @model_validator(mode="after")
+    def _dev_is_not_target(self) -> PtahSchemaSpec:
+        # ptah creates and drops scratch objects in the dev database: pointed at the
+        # target's own Secret key, that work would run in the database it converges.
+        dev = self.dev
+        if dev is not None and (dev.url_from.name, dev.url_from.key) == (
+            self.target.url_from.name,
+            self.target.url_from.key,
+        ):
+            raise ValueError(DEV_IS_TARGET)
+        return self
 
 
 class CurrentPlanStatus(WireModel):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobclaim import BuildRefused, build_job, schema_job_inputs
+from jobclaim import BuildRefused, build_job, match, schema_job_inputs
 from jobclaim.api import PodMetadataSpec, PtahSchema
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
@@ -106,6 +106,49 @@ def test_the_database_url_comes_from_its_secret_only() -> None:
 
 
 WORLDS = EVERY_OPERATION
+# The operations that compare a schema, and so get the schema's dev database.
+COMPARISONS = ("schema Observe", "schema Plan")
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_only_the_comparisons_get_the_dev_database_and_only_from_its_secret(name: str) -> None:
+    world = WORLDS[name]()
+    env = {e["name"]: e for e in pod(world.built)["containers"][0]["env"]}
+    if name not in COMPARISONS:
+        assert "PTAH_DEV_URL" not in env
+        return
+    assert isinstance(world.resource, PtahSchema) and world.resource.spec.dev is not None
+    assert env["PTAH_DEV_URL"] == {
+        "name": "PTAH_DEV_URL",
+        "valueFrom": {"secretKeyRef": {"name": "orders-dev-db", "key": "url"}},
+    }
+
+
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_a_schema_that_names_no_dev_database_gets_a_job_without_one(name: str) -> None:
+    world = WORLDS[name]()
+    assert isinstance(world.resource, PtahSchema)
+    spec = world.resource.spec.model_copy(update={"dev": None})
+    schema = world.resource.model_copy(update={"spec": spec})
+    job = build_job(schema_job_inputs(schema, binding=BINDING, manager=MANAGER))
+    names = {e["name"] for e in pod(job)["containers"][0]["env"]}
+    assert "PTAH_DEV_URL" not in names and "PTAH_DB_URL" in names
+
+
+@pytest.mark.parametrize("mode", ["rebuild-submitted", "rebuild-stored", "envelope"])
+def test_a_job_pointing_ptah_at_another_dev_database_is_not_its_claims(mode: str) -> None:
+    # The dev database is the spec's: a Job (a manager's, say) that reads another
+    # Secret for it is refused by the one predicate the webhook and controller share.
+    world = schema_world("Plan")
+    job = world.job(mode)
+    for item in pod(job)["containers"][0]["env"]:
+        if item["name"] == "PTAH_DEV_URL":
+            item["valueFrom"]["secretKeyRef"]["name"] = "orders-db"
+    verdict = match(job, world.claim(mode))
+    assert not verdict
+    assert "Pod template" in verdict.reason or "spec is not the one" in verdict.reason
+
+
 # Which init containers each operation's Pod runs before the runner.
 INIT: dict[str, list[str]] = {
     "schema Resolve": ["install-runner"],

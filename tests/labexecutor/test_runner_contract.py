@@ -4,26 +4,30 @@ The same "any executor" rows ``tests/runner`` runs against the stand-in
 (``test_any_executor_*``: every runner operation, then every operation of both
 families from the Job the builder wrote to the controller's harvest) run here through
 ``python -m runner`` with ``ptah`` being ``python -m lab.executor``, against a real
-PostgreSQL (a fresh database per row, a shared dev database) and a loopback registry
-holding the schema and migrations artifacts the rows resolve and verify.
+PostgreSQL (a fresh database per row, a shared dev database, which the built Job
+names through the schema's ``spec.dev``) and a loopback registry holding the schema
+and migrations artifacts the rows resolve and verify.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from jobclaim.api import PtahSchema
+from jobclaim.operations import operation_info
 from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
 from lab.executor.migrations import sum_text
 from lab.executor.oci import push_artifact
-from runner.config import RUNNER_KEYS
+from runner.decide import NO_DEV_DATABASE
 from runner.result import RUNNER_OPERATIONS
+from runner.summary import account_for
 from tests.labexecutor.conftest import REPO, Lab
-from tests.runner.support import CONTRACT, SCHEMA_SQL
+from tests.runner.support import CONTRACT, SCHEMA_SQL, finish, start_runner
 from tests.runner.test_built_job_e2e import WORLDS, built_job, family_of, kubelet_env
 from tests.runner.test_built_job_e2e import (
     test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts as built_job_row,
@@ -78,35 +82,30 @@ def test_every_operation_succeeds_with_the_lab_executor(
     operation_row(tmp_path, operation)
 
 
-# The Job the builder writes gives ptah no dev database (no PTAH_DEV_URL), though
-# ptah-cli.md says the child sees one, and the lab executor plans and diffs in one. So
-# these two rows cannot pass until the builder carries a dev database; the last test
-# holds that gap in place, and fails (naming these rows) once it is closed.
-NEED_A_DEV_DATABASE = ("schema Observe", "schema Plan")
-
-
-@pytest.mark.parametrize("name", [name for name in WORLDS if name not in NEED_A_DEV_DATABASE])
+@pytest.mark.parametrize("name", WORLDS)
 def test_the_built_job_with_the_lab_executor_yields_a_frame_the_harvest_accepts(
     lab_contract: None, tmp_path: Path, name: str
 ) -> None:
     built_job_row(tmp_path, name)
 
 
-@pytest.mark.parametrize("name", NEED_A_DEV_DATABASE)
-def test_the_built_job_gives_ptah_no_dev_database(
+# The lab executor compares only in a dev database, so a schema whose spec names none
+# cannot be read; the account has to say where one is named, not just "exited 2".
+@pytest.mark.parametrize("name", ["schema Observe", "schema Plan"])
+def test_a_schema_without_a_dev_database_is_told_where_to_name_one(
     lab_contract: None, tmp_path: Path, name: str
 ) -> None:
     world = WORLDS[name]()
+    assert isinstance(world.resource, PtahSchema)
+    spec = world.resource.spec.model_copy(update={"dev": None})
+    world = replace(world, resource=world.resource.model_copy(update={"spec": spec}))
     env = kubelet_env(built_job(world), family_of(world), tmp_path, {})
-    assert "PTAH_DEV_URL" not in env, f"the Job now names a dev database: run {name} above"
-    env = {k: v for k, v in env.items() if k not in RUNNER_KEYS}
-    done = subprocess.run(
-        [CONTRACT.executor, "schema", "drift", "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert (done.returncode, done.stdout) == (2, ""), done
-    assert "needs a dev database" in done.stderr
+    assert "PTAH_DEV_URL" not in env
+    run = finish(start_runner(env), env)
+    assert run.returncode == 0, run.stderr
+    operation = operation_info(world.family, world.operation).runner_operation
+    account = account_for(run.stdout, run.summary, operation, env["PTAH_OPERATION_ID"])
+    assert account.frame is not None
+    result = account.frame.result
+    assert result.child_exit_code == 2 and result.error is not None
+    assert result.error.message.endswith(NO_DEV_DATABASE), result.error

@@ -149,8 +149,9 @@ def test_the_examples_validate(operator: Operator) -> None:  # noqa: F811
         ("ptahschema.yaml", ("spec", "policy", "apply"), "Sometimes"),
         ("ptahschema.yaml", ("spec", "target", "engine"), "Oracle"),
         ("ptahmigration.yaml", ("spec", "target", "coordinationKey"), ""),
+        ("ptahschema.yaml", ("spec", "dev", "urlFrom"), {"name": "orders-db", "key": "url"}),
     ],
-    ids=["unknown-apply-policy", "unknown-engine", "empty-coordination-key"],
+    ids=["unknown-apply-policy", "unknown-engine", "empty-coordination-key", "dev-is-target"],
 )
 def test_an_invalid_example_is_refused(
     operator: Operator,  # noqa: F811

@@ -25,6 +25,7 @@ COORD = "sha256:" + "b" * 64
 DIGEST = "sha256:" + "c" * 64
 PLAN_DIGEST = "sha256:" + "e" * 64
 SECRET_URL = "postgres://ptah:s3cret-Pa55word@db.internal:5432/orders?sslmode=require"
+DEV_SECRET_URL = "postgres://dev:devpass-1@dev.internal:5432/scratch"
 
 
 def wire(operation: str, **changes: Any) -> dict[str, Any]:
@@ -173,6 +174,10 @@ SCHEMA_TYPE = "application/vnd.stokaro.ptah.schema.v1"
 
 def contract_db_url() -> str:
     return CONTRACT.db_url or SECRET_URL
+
+
+def contract_dev_url() -> str:
+    return CONTRACT.dev_url or DEV_SECRET_URL
 
 
 def write_migrations(directory: Path, keys: list[str]) -> None:

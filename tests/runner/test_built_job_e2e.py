@@ -37,6 +37,7 @@ from tests.runner.support import (
     approved_plan,
     content_digest,
     contract_db_url,
+    contract_dev_url,
     deadline_in,
     executor_wrapper,
     finish,
@@ -74,11 +75,12 @@ def kubelet_env(
 ) -> dict[str, str]:
     """The main container's environment as the kubelet would give it, paths in tmp_path."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
+    # The values from Secrets: the database URL, and a comparison's dev database.
+    secrets = {"PTAH_DB_URL": contract_db_url(), "PTAH_DEV_URL": contract_dev_url()}
     env: dict[str, str] = {}
     for item in container["env"]:
         if "valueFrom" in item:
-            assert item["name"] == "PTAH_DB_URL"  # the one value from a Secret
-            env["PTAH_DB_URL"] = contract_db_url()
+            env[item["name"]] = secrets[item["name"]]
         else:
             env[item["name"]] = item["value"]
     assert env["PTAH_BINARY"] == PTAH_BINARY

@@ -110,6 +110,37 @@ REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
         "configuration_invalid",
     ),
     ("no schema for a plan", "plan", {"PTAH_SCHEMA_FILE": None}, "configuration_invalid"),
+    ("no dev database, read-only", "observe", {"PTAH_DEV_URL": None}, None),
+    (
+        "a dev database that is the target",
+        "plan",
+        {"PTAH_DEV_URL": "postgres://ptah:s3cret-Pa55word@db.internal:5432/orders"},
+        "dev_database_is_target",
+    ),
+    (
+        "a dev database that is the target as another user",
+        "observe",
+        {"PTAH_DEV_URL": "postgresql://scratch:other-pw1@DB.internal/orders"},
+        "dev_database_is_target",
+    ),
+    (
+        "a dev database in the target's server",
+        "plan",
+        {"PTAH_DEV_URL": "postgres://ptah:s3cret-Pa55word@db.internal:5432/scratch"},
+        None,
+    ),
+    (
+        "a dev database of another engine",
+        "observe",
+        {"PTAH_DEV_URL": MYSQL_URL},
+        "configuration_invalid",
+    ),
+    (
+        "verify holding a dev database",
+        "verify",
+        {"PTAH_DEV_URL": "postgres://dev:devpass-1@dev.internal/scratch"},
+        "configuration_invalid",
+    ),
     ("an exclusion that is not a name", "plan", {"PTAH_EXCLUDE": "a b"}, "configuration_invalid"),
     (
         "a sequence that is not the sealed one",

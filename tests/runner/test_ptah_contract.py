@@ -23,6 +23,7 @@ import pytest
 from runner import ptahcli
 from runner.config import RunConfig, prepare, target_identity_digest
 from runner.decide import (
+    NO_DEV_DATABASE,
     ChildOutcome,
     PlanRun,
     Stop,
@@ -30,6 +31,7 @@ from runner.decide import (
     history_account,
     interrupted,
     migration_account,
+    noting_no_dev_database,
     observe_account,
     plan_account,
     resolve_account,
@@ -793,3 +795,47 @@ def test_a_plan_larger_than_a_frame_holds_is_an_account_not_a_crash() -> None:
     result = plan_account(config_for("plan"), first, second, child(docs.APPLY_DRY_RUN % digest))
     assert result.error_code == "executor_report_invalid" and result.plan is None
     assert result.error is not None and "cannot be framed" in result.error.message
+
+
+# Each row: the operation, whether the Job named a dev database, what ptah did (its
+# exit code, its drift document), and whether the account says where to name one.
+NO_DEV_ROWS = [
+    ("control: observe failed with a dev database", "observe", True, 2, "", False),
+    ("observe failed without one", "observe", False, 2, "", True),
+    ("observe failed without one, with ptah's error", "observe", False, 2, docs.DRIFT_ERROR, True),
+    ("observe found drift without one", "observe", False, 1, docs.DRIFT_FOUND, False),
+    ("observe succeeded without one", "observe", False, 0, docs.DRIFT_NONE, False),
+    ("plan failed without one", "plan", False, 2, "", True),
+    ("history failed (no comparison)", "migration-history", False, 2, "", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "operation", "dev", "code", "stdout", "noted"),
+    NO_DEV_ROWS,
+    ids=[r[0] for r in NO_DEV_ROWS],
+)
+def test_a_comparison_that_failed_without_a_dev_database_says_where_to_name_one(
+    name: str, operation: str, dev: bool, code: int, stdout: str, noted: bool
+) -> None:
+    config = replace(config_for(operation), dev_database=dev)
+    ran = child(stdout, code, stderr=b"Error: needs a dev database")
+    if operation == "observe":
+        result = observe_account(config, ran)
+    elif operation == "plan":
+        result = plan_account(config, *plan_runs(ran, None, b""), None)
+    else:
+        result = history_account(config, ran)
+    account = noting_no_dev_database(config, result)
+    message = account.error.message if account.error else ""
+    assert message.endswith(NO_DEV_DATABASE) is noted, message
+    assert account.error_code == result.error_code
+    if not noted:
+        assert account == result
+
+
+def test_a_refusal_before_ptah_ran_is_not_blamed_on_the_dev_database() -> None:
+    config = replace(config_for("observe"), dev_database=False)
+    result = interrupted(config, ChildOutcome(started=False, start_error="no such file"))
+    assert result is not None and result.child_exit_code == -1
+    assert noting_no_dev_database(config, result) == result

@@ -8,14 +8,18 @@ Job's layout"). So the init container from the manager's image copies into ``DIR
     DIR/lib/ld.so                 the dynamic loader this interpreter runs under
     DIR/lib/<shared objects>      every library mapped into this process, by its names
     DIR/bin/python3               the interpreter
-    DIR/lib/python3.X/            the standard library (no tests, no GUI, no installers)
-    DIR/lib/python3.X/site-packages/  the runner, jobclaim and what they import
+    DIR/lib/python3.X/            the standard library (no tests, no GUI, no installers),
+                                  and beside it the runner, jobclaim and what they import
 
 and the main container starts it through the copied loader,
 ``DIR/lib/ld.so --library-path DIR/lib DIR/bin/python3 -I -m runner``, so
 nothing of the executor image's own filesystem is used but ptah itself. The
 interpreter finds its library from its own path (``lib/python3.X/os.py`` beside
-``bin/``), the way CPython locates its prefix.
+``bin/``), the way CPython locates its prefix. The packages sit in that directory
+itself, not in a ``site-packages`` below it: the directory is on ``sys.path`` from the
+prefix alone, while ``site-packages`` is added by the ``site`` module, which
+distributions patch (Debian's, the manager image's Python, adds only ``dist-packages``
+directories, so a runner there failed with "No module named runner").
 
 The libraries are the ones this process has mapped after importing the whole
 runner: what the runner needs is exactly what this interpreter loaded to become it.
@@ -127,7 +131,8 @@ def install(target: Path) -> None:
     )
     lib, bin_dir = target / "lib", target / "bin"
     libpython = lib / version
-    site = libpython / "site-packages"
+    # Beside the standard library: on sys.path whatever a distribution's site.py does.
+    site = libpython
     for directory in (lib, bin_dir, site):
         directory.mkdir(parents=True, exist_ok=True)
     maps = Path("/proc/self/maps").read_text()

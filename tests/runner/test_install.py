@@ -67,3 +67,30 @@ def test_the_libraries_are_read_from_the_process_maps(tmp_path: Path) -> None:
     (tmp_path / "libz.so.1").symlink_to("libz.so.1.2.13")
     (tmp_path / "libzstd.so.1").symlink_to("libz.so.1.2.13")  # another library's name
     assert names_of(tmp_path / "libz.so.1.2.13") == ["libz.so.1", "libz.so.1.2.13"]
+
+
+def test_the_installed_runner_imports_without_the_site_module(tmp_path: Path) -> None:
+    # Distributions patch site.py (Debian's adds only dist-packages directories): the
+    # runner must be importable from the prefix's own path, with no site module at all.
+    root = tmp_path / "root"
+    installer = [sys.executable, *INSTALL_COMMAND[1:-1], str(root / RUNNER_DIR.lstrip("/"))]
+    subprocess.run(installer, check=True, cwd=ROOT, timeout=300)
+    unshare = shutil.which("unshare")
+    assert unshare, "util-linux unshare is required"
+    loader, *rest = RUNNER_COMMAND
+    python = [loader, *rest[: rest.index("-I")], "-I", "-S"]
+    done = subprocess.run(
+        [
+            unshare,
+            "--user",
+            "--map-root-user",
+            f"--root={root}",
+            *python,
+            "-c",
+            "import runner.run",
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.claims import AGAIN, complete_pending_release, discard_release
-from controller.harvesting import pods_of, set_cleanup_ttl
+from controller.claimsupervision import renew
+from controller.claimwrites import AGAIN, complete_pending_release, discard_release
+from controller.jobaccount import pods_of, set_cleanup_ttl
 from controller.managerconfig import random_epoch
 from controller.migration_records import record_unresolved_run
 from controller.mutationlifecycle import (
@@ -46,7 +47,6 @@ from controller.schema_records import (
     pending_observation_for,
     renew_proof,
 )
-from controller.supervision import renew
 from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,

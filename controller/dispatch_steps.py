@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Final
 
 from controller.approvals import ApprovalGone, consume_approval
-from controller.claims import AGAIN, epoch_update, retire_undispatched
+from controller.claimsupervision import settle_drift
+from controller.claimwrites import AGAIN, epoch_update, retire_undispatched
 from controller.mutationlifecycle import (
     ClaimView,
     CreateOutcome,
@@ -34,7 +35,6 @@ from controller.mutationlifecycle import (
 )
 from controller.passcontext import PassContext
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
-from controller.supervision import settle_drift
 from controller.targetlock import MalformedLease
 from jobclaim import match
 from jobclaim.apiserver import JOBS, ApiError

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from controller.binding_rotation import rotate
-from controller.claims import (
+from controller.claimsupervision import supervise
+from controller.claimwrites import (
     AGAIN,
     claim_operation,
     complete_pending_release,
@@ -45,7 +46,6 @@ from controller.passcontext import Environment, Family, PassContext
 from controller.planning import advance
 from controller.schema_dispatch import SCHEMA
 from controller.schema_records import prove
-from controller.supervision import supervise
 from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError

@@ -22,9 +22,9 @@ from controller.approvals import (
     note_skipped,
     skipped_migration_approvals,
 )
-from controller.claiming import migration_operation
-from controller.claims import form_claim, retire_undispatched
-from controller.harvesting import Harvest
+from controller.claimsupervision import inputs_hold
+from controller.claimwrites import form_claim, retire_undispatched
+from controller.jobaccount import Harvest
 from controller.migration_records import (
     migration_outcome,
     reconcile_unresolved_copy,
@@ -32,9 +32,9 @@ from controller.migration_records import (
     warn_record_lost,
 )
 from controller.mutationlifecycle import Disposition, Stop
+from controller.operationidentity import migration_operation
 from controller.passcontext import Approval, PassContext
 from controller.retirement import retire_migration_claim
-from controller.supervision import inputs_hold
 from jobclaim import (
     Claim,
     build_job,

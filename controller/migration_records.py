@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from controller.claims import AGAIN, write_retry
-from controller.harvesting import Harvest
+from controller.claimwrites import AGAIN, write_retry
+from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim

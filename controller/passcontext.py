@@ -43,7 +43,7 @@ from jobclaim.errors import PtahError
 from jobclaim.times import timestamp, utc_now
 
 if TYPE_CHECKING:
-    from controller.harvesting import Harvest
+    from controller.jobaccount import Harvest
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -137,7 +137,7 @@ class Family(Protocol):
         nonce: bytes,
         started_at: str,
     ) -> Operation:
-        """The claim this family writes before its Job exists (``controller.claiming``)."""
+        """The claim this family writes before its Job exists (``controller.operationidentity``)."""
         ...
 
     def prelude(self, ctx: PassContext) -> Stop | None:

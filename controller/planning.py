@@ -4,7 +4,7 @@ A pass that holds no claim, owes no proof and has its execution binding in force
 ends here (``advance``). It reduces the resource to ``phasemachine.Facts``, asks
 ``phasemachine.decide``, and then makes at most one kind of write:
 
-- a claim (``claims.claim_operation``: the finalizer, then the claim), whose status
+- a claim (``claimwrites.claim_operation``: the finalizer, then the claim), whose status
   patch also carries the phase, the conditions, and, on a spec change, the plan
   discarded (its approvals are marked Stale first, so a stop in between leaves
   stale approvals beside a plan the next pass discards again, never a live
@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from controller.claims import claim_operation
+from controller.claimwrites import claim_operation
 from controller.conditions import conditions_for
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext

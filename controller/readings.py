@@ -2,7 +2,7 @@
 History claims that neither prove an Apply nor settle an unresolved run.
 
 Each reading is a claim with its own Job, frame and harvest; this module only turns
-the account ``harvesting.harvest`` read into status, in the patch that retires the
+the account ``jobaccount.harvest`` read into status, in the patch that retires the
 claim (``retirement``), so a stop on either side leaves a live claim whose terminal
 Job is read again, or the record, never neither:
 
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
-from controller.harvesting import Harvest
+from controller.jobaccount import Harvest
 from controller.migration_records import history_of
 from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext

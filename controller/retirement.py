@@ -8,7 +8,7 @@ status patch that
 3. stages ``status.pendingLockRelease`` when ``mutationlifecycle.Retirement`` says a
    release is owed,
 
-and only then performs the release (``claims.complete_pending_release``). A process
+and only then performs the release (``claimwrites.complete_pending_release``). A process
 that stops between the two leaves the staged record, which the top of the next pass
 performs before anything else; the other order would hand the database back under a
 claim that still reads as live.
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.claims import complete_pending_release
-from controller.harvesting import pods_of
+from controller.claimwrites import complete_pending_release
+from controller.jobaccount import pods_of
 from controller.mutationlifecycle import (
     Disposition,
     Retirement,

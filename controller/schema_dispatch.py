@@ -23,16 +23,16 @@ from controller.approvals import (
     note_skipped,
     skipped_schema_approvals,
 )
-from controller.claiming import schema_operation
-from controller.claims import form_claim, retire_undispatched
-from controller.harvesting import Harvest
+from controller.claimsupervision import inputs_hold
+from controller.claimwrites import form_claim, retire_undispatched
+from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
+from controller.operationidentity import schema_operation
 from controller.passcontext import Approval, PassContext
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.retirement import retire_schema_claim
 from controller.schema_records import record_schema_apply, schema_outcome
-from controller.supervision import inputs_hold
 from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, schema_plan_problem
 from jobclaim.api import (
     SCHEMA_FINALIZER,

@@ -14,7 +14,7 @@ before suspension and the generation gate:
    hands restarts the proof as an unknown outcome: someone else may have written);
 2. wait until no Apply Pod can run (Pods that have not stopped, a Job not finished,
    and for an unknown outcome the ``observeAfter`` horizon while no Job says more);
-3. claim Observe, then Plan, under that same Lease (``claims.realm_fields``).
+3. claim Observe, then Plan, under that same Lease (``claimwrites.realm_fields``).
 
 Only a Plan whose target matches and reports no changes settles the record; its
 write is the one that stages the release. Convergence after an unknown outcome is
@@ -28,14 +28,14 @@ from datetime import timedelta
 from typing import Any, Final
 
 from controller.approvals import CONSUMED, STALE
-from controller.claims import (
+from controller.claimwrites import (
     AGAIN,
     claim_operation,
     complete_pending_release,
     remove_orphan_finalizer,
     write_retry,
 )
-from controller.harvesting import Harvest, pods_of
+from controller.jobaccount import Harvest, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.passcontext import PassContext

@@ -42,9 +42,9 @@ import httpx
 import yaml
 
 import certs
-from controller.claiming import input_fingerprint, schema_operation
 from controller.events import ApiEventSink, EventSink
 from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
+from controller.operationidentity import input_fingerprint, schema_operation
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock

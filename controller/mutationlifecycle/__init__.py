@@ -16,7 +16,7 @@ from controller.mutationlifecycle.driver import (
     Stop,
     steps_for,
 )
-from controller.mutationlifecycle.retirement import (
+from controller.mutationlifecycle.releaserule import (
     Disposition,
     RealmHolder,
     Retirement,

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from controller.claiming import input_fingerprint, migration_operation, schema_operation
+from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
 from jobclaim import (
     Claim,
     build_job,

@@ -60,7 +60,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from controller.claims import target_digest
+from controller.claimwrites import target_digest
 from controller.lifecyclepass import request_claim, run_pass
 from controller.mutationlifecycle import Driver, RealmHolder, Retirement, Step
 from controller.passcontext import Environment

@@ -67,7 +67,7 @@ from typing import Final, Protocol
 
 import pytest
 
-from controller import supervision
+from controller import claimsupervision
 from controller.lifecyclepass import run_pass
 from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step, Stop
 from controller.passcontext import Environment, PassContext
@@ -606,7 +606,7 @@ def test_the_record_check_bites(monkeypatch: pytest.MonkeyPatch) -> None:
         ctx.write_status(ctx.family.retired(ctx.status, drop_plan=False))
         return Stop("dropped without a record")
 
-    monkeypatch.setattr(supervision, "record_unaccounted", drop)
+    monkeypatch.setattr(claimsupervision, "record_unaccounted", drop)
     for family in (SCHEMA, MIGRATION):
         assert RETIRED_NO_RECORD in run_row(Row(family, Step.MARK, "stops"), Driver())
 

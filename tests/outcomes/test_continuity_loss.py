@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from controller.supervision import LEASE_CHANGED_HANDS
+from controller.claimsupervision import LEASE_CHANGED_HANDS
 from controller.targetlock import ANN_LEASE_EPOCH
 from jobclaim.apiserver import LEASES
 from tests.controller.dispatchworld import LEASE_NS, Rig, add_schema, make_rig

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from controller.supervision import HARVEST_PENDING
+from controller.claimsupervision import HARVEST_PENDING
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PODS
 from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig

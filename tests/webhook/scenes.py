@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from controller.claiming import input_fingerprint, migration_operation, schema_operation
+from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
 from jobclaim import (
     CLEANUP_TTL_SECONDS,
     SchemaPlanContent,

@@ -27,7 +27,7 @@ from typing import Any, Final
 import pytest
 
 import certs
-from controller.claiming import input_fingerprint, schema_operation
+from controller.operationidentity import input_fingerprint, schema_operation
 from jobclaim import CLEANUP_TTL_SECONDS, build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (

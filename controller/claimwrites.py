@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.claiming import input_fingerprint
 from controller.mutationlifecycle import (
     Disposition,
     MayHaveDispatched,
@@ -39,6 +38,7 @@ from controller.mutationlifecycle import (
     may_have_dispatched,
     owed_release,
 )
+from controller.operationidentity import input_fingerprint
 from controller.passcontext import Approval, Operation, PassContext, Status
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info

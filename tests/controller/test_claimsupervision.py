@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from controller.supervision import HARVEST_PENDING
+from controller.claimsupervision import HARVEST_PENDING
 from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
 from kube.fake.inmemory import matching

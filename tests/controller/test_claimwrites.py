@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.claims import epoch_update, placeholder_epoch
+from controller.claimwrites import epoch_update, placeholder_epoch
 from controller.targetlock import LeaseState
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder
 from jobclaim.api import ActiveOperationStatus

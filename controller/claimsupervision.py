@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.claiming import input_fingerprint
-from controller.claims import AGAIN, epoch_update, write_retry
-from controller.harvesting import harvest, set_cleanup_ttl
+from controller.claimwrites import AGAIN, epoch_update, write_retry
+from controller.jobaccount import harvest, set_cleanup_ttl
 from controller.mutationlifecycle import Stop, may_have_dispatched
+from controller.operationidentity import input_fingerprint
 from controller.passcontext import PassContext
 from controller.readings import record_reading
 from controller.schema_records import restart_proof

@@ -26,7 +26,9 @@ from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from jobclaim import STAMPED, stamp_problem
 from jobclaim.api import (
+    Condition,
     CurrentPlanStatus,
     ObjectReference,
     PtahMigration,
@@ -34,7 +36,6 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaApproval,
 )
-from jobclaim.api.meta import Condition
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHSCHEMAAPPROVALS,
@@ -46,7 +47,6 @@ from jobclaim.apiserver import (
     compare_and_swap,
 )
 from jobclaim.errors import PtahError
-from jobclaim.stamps import STAMPED, stamp_problem
 from jobclaim.times import parse_time
 
 __all__ = [

@@ -53,8 +53,9 @@ from jobclaim.api import (
     PtahMigrationStatus,
     PtahSchema,
     PtahSchemaStatus,
+    RetiredJobStatus,
+    RetiredPlanReference,
 )
-from jobclaim.api.schema import RetiredJobStatus, RetiredPlanReference
 from jobclaim.apiserver import JOBS, NotFound, Object
 from jobclaim.times import parse_time
 

@@ -31,9 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from controller.passcontext import PassContext
-from jobclaim import CLEANUP_TTL_SECONDS
+from jobclaim import CLEANUP_TTL_SECONDS, RUNNER_CONTAINER
 from jobclaim.apiserver import JOBS, PODS, ApiError, Object
-from jobclaim.builder import RUNNER_CONTAINER
 from runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
 from runner.harvest import (
     Judgement,

@@ -37,9 +37,12 @@ from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
+from jobclaim import STAMPED, stamp_problem
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
+    MigrationHistoryStatus,
     MigrationOperationStatus,
+    MigrationRunStatus,
     ObjectReference,
     PtahMigration,
     PtahMigrationRunAcknowledgment,
@@ -47,10 +50,8 @@ from jobclaim.api import (
     ResolvedMigrationRunStatus,
     UnresolvedMigrationRunStatus,
 )
-from jobclaim.api.migration import MigrationHistoryStatus, MigrationRunStatus
 from jobclaim.apiserver import PTAHMIGRATIONRUNACKNOWLEDGMENTS, Conflict
 from jobclaim.errors import PtahError
-from jobclaim.stamps import STAMPED, stamp_problem
 from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
 from runner.summary import Account

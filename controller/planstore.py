@@ -24,8 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobclaim import build_projection, projection_problem
-from jobclaim.api.schema import PlanChunk, PtahSchemaPlan
+from jobclaim import (
+    LABEL_PLAN,
+    build_projection,
+    chunk_object_problem,
+    chunk_problem,
+    decode_chunk,
+    plan_geometry_problem,
+    projection_problem,
+)
+from jobclaim.api import PlanChunk, PtahSchemaPlan
 from jobclaim.apiserver import (
     CONFIGMAPS,
     PTAHSCHEMAPLANCHUNKS,
@@ -37,13 +45,6 @@ from jobclaim.apiserver import (
     Object,
 )
 from jobclaim.errors import PtahError
-from jobclaim.projection import (
-    LABEL_PLAN,
-    chunk_object_problem,
-    chunk_problem,
-    decode_chunk,
-    plan_geometry_problem,
-)
 
 __all__ = [
     "PlanUnverified",

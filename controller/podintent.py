@@ -28,9 +28,15 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from jobclaim import seal, snapshot_problem, template_digest
-from jobclaim.admission import MAX_KEYS, MAX_LIMIT_RANGES
-from jobclaim.api.snapshot import (
+from jobclaim import (
+    MAX_KEYS,
+    MAX_LIMIT_RANGES,
+    quantity_value,
+    seal,
+    snapshot_problem,
+    template_digest,
+)
+from jobclaim.api import (
     AdmissionSnapshot,
     BoundObject,
     LimitRangeBinding,
@@ -48,7 +54,6 @@ from jobclaim.apiserver import (
     NotFound,
 )
 from jobclaim.errors import PtahError
-from jobclaim.semantic import quantity_value
 
 __all__ = [
     "AdmissionSettings",

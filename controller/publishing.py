@@ -32,9 +32,14 @@ from jobclaim import (
     published_plan_problem,
     sha256_digest,
 )
-from jobclaim.api import CurrentPlanStatus, ObjectReference, PtahMigration, PtahSchema
-from jobclaim.api.migration import MigrationSequenceEntry
-from jobclaim.api.schema import PtahSchemaPlan
+from jobclaim.api import (
+    CurrentPlanStatus,
+    MigrationSequenceEntry,
+    ObjectReference,
+    PtahMigration,
+    PtahSchema,
+    PtahSchemaPlan,
+)
 from jobclaim.apiserver import (
     PTAHMIGRATIONPLANS,
     PTAHSCHEMAPLANCHUNKS,

@@ -40,14 +40,17 @@ from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.retirement import retire_migration_claim, retire_schema_claim
 from jobclaim import finished
-from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
-from jobclaim.api.common import (
+from jobclaim.api import (
     ArtifactVerificationStatus,
+    ConfigMapKeySelector,
+    DriftObservationStatus,
     OCIArtifactAccessBinding,
+    PtahMigration,
+    PtahMigrationStatus,
+    PtahSchema,
+    PtahSchemaStatus,
     ReadingFailureStatus,
 )
-from jobclaim.api.meta import ConfigMapKeySelector
-from jobclaim.api.schema import DriftObservationStatus
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
 from jobclaim.times import timestamp

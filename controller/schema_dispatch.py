@@ -33,10 +33,18 @@ from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.retirement import retire_schema_claim
 from controller.schema_records import record_schema_apply, schema_outcome
-from jobclaim import Claim, build_job, schema_claim, schema_job_inputs, schema_plan_problem
+from jobclaim import (
+    DEFAULT_GRACE_SECONDS,
+    Claim,
+    build_job,
+    schema_claim,
+    schema_job_inputs,
+    schema_plan_problem,
+)
 from jobclaim.api import (
     SCHEMA_FINALIZER,
     ActiveOperationStatus,
+    ConsumedApprovalStatus,
     ManagerRecord,
     ObjectReference,
     PtahSchema,
@@ -44,7 +52,6 @@ from jobclaim.api import (
     PtahSchemaPlan,
     PtahSchemaStatus,
 )
-from jobclaim.api.common import ConsumedApprovalStatus
 from jobclaim.apiserver import (
     CONFIGMAPS,
     PTAHSCHEMAAPPROVALS,
@@ -53,7 +60,6 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from jobclaim.builder import DEFAULT_GRACE_SECONDS
 from jobclaim.errors import BuildRefused, InvalidInput
 
 _APPLY: Final = "Apply"

@@ -49,10 +49,11 @@ from jobclaim.api import (
     ObjectReference,
     PendingObservationStatus,
     PtahSchema,
+    PtahSchemaProofSettlement,
     PtahSchemaStatus,
+    SettledProofStatus,
     TargetLockReleaseStatus,
 )
-from jobclaim.api.schema import PtahSchemaProofSettlement, SettledProofStatus
 from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
 from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time, timestamp

@@ -23,10 +23,9 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from jobclaim.api import PendingObservationStatus, PtahSchema
-from jobclaim.api.schema import PtahSchemaProofSettlement
+from jobclaim import STAMPED, parse_stamp_time, stamp_problem
+from jobclaim.api import PendingObservationStatus, PtahSchema, PtahSchemaProofSettlement
 from jobclaim.apiserver import PTAHSCHEMAPROOFSETTLEMENTS, ApiClient, Conflict
-from jobclaim.stamps import STAMPED, parse_time, stamp_problem
 
 CONSUMED: Final = "Consumed"
 PROOF_SETTLED: Final = "ProofSettled"
@@ -69,7 +68,7 @@ def choose_settlement(
         usable.append(settlement)
     usable.sort(
         key=lambda s: (
-            parse_time(s.metadata.creation_timestamp) or _LATEST,
+            parse_stamp_time(s.metadata.creation_timestamp) or _LATEST,
             s.metadata.name or "",
         )
     )

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from jobclaim import is_epoch, lease_name
+from jobclaim import LABEL_MANAGED_BY, MANAGED_BY, PREFIX, is_epoch, lease_name
 from jobclaim.apiserver import (
     LEASES,
     AlreadyExists,
@@ -52,7 +52,6 @@ from jobclaim.apiserver import (
     Object,
     compare_and_swap,
 )
-from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY, PREFIX
 from jobclaim.errors import InvalidInput, PtahError
 from jobclaim.times import micro_timestamp, parse_time, utc_now
 

@@ -2,7 +2,17 @@
 webhook share.
 
 The public surface is this module; everything the two sides need is named here, so
-neither reaches into a private module and grows a second copy of a rule.
+neither reaches into a private module and grows a second copy of a rule. Four
+submodules are public as well, each one idea the sides speak directly:
+
+- ``jobclaim.api``: the wire and CRD models (the single source of the CRDs);
+- ``jobclaim.apiserver``: the API boundary (protocols, resources, one error hierarchy)
+  that ``kube`` implements and every side calls through;
+- ``jobclaim.errors``: the error tree;
+- ``jobclaim.times``: the one RFC 3339 format and parse, and the clock.
+
+Every other module here is the contract's own business and may move;
+``tests/test_layers.py`` holds every shipping package to this surface.
 """
 
 from jobclaim._canonical import (
@@ -13,8 +23,17 @@ from jobclaim._canonical import (
     is_pinned_image,
     sha256_digest,
 )
-from jobclaim.admission import seal, snapshot_digest, snapshot_problem
+from jobclaim.admission import (
+    MAX_KEYS,
+    MAX_LIMIT_RANGES,
+    seal,
+    snapshot_digest,
+    snapshot_problem,
+)
 from jobclaim.builder import (
+    DEFAULT_GRACE_SECONDS,
+    INSTALL_CONTAINER,
+    RUNNER_CONTAINER,
     JobInputs,
     annotations_for,
     build_job,
@@ -29,6 +48,16 @@ from jobclaim.claim import (
     migration_claim,
     pending_apply_claim,
     schema_claim,
+)
+from jobclaim.envelope import (
+    ANN_EPOCH,
+    ANN_OPERATION_ID,
+    ANN_SNAPSHOT_DIGEST,
+    LABEL_MANAGED_BY,
+    LABEL_OPERATION_ID,
+    MANAGED_BY,
+    PREFIX,
+    operation_id_label_value,
 )
 from jobclaim.errors import BuildRefused, InvalidInput, PtahError
 from jobclaim.livejob import Finished, finished, manager_record_of, pod_stopped, runner_state
@@ -62,21 +91,57 @@ from jobclaim.plans import (
     published_plan_problem,
 )
 from jobclaim.projection import (
+    LABEL_PLAN,
     build_projection,
     chunk_geometry_problem,
+    chunk_object_problem,
     chunk_problem,
     decode_chunk,
+    plan_geometry_problem,
     projection_problem,
 )
 from jobclaim.recordedplan import migration_plan_problem, schema_plan_problem
+from jobclaim.semantic import quantity_value
+from jobclaim.stamps import (
+    REQUEST_UID_FIELD,
+    STAMP_FUTURE_SKEW_SECONDS,
+    STAMP_WINDOW_SECONDS,
+    STAMPED,
+    Stamp,
+    StampedKind,
+    stamp_problem,
+    stamp_time,
+    written_stamp,
+)
+
+# The stamps' own reading of a recorded time; ``jobclaim.times.parse_time`` is the
+# stricter RFC 3339 one the other records use.
+from jobclaim.stamps import parse_time as parse_stamp_time
 from jobclaim.template import template_digest
 
 __all__ = [
+    "ANN_EPOCH",
+    "ANN_OPERATION_ID",
+    "ANN_SNAPSHOT_DIGEST",
     "CLEANUP_TTL_SECONDS",
+    "DEFAULT_GRACE_SECONDS",
+    "INSTALL_CONTAINER",
+    "LABEL_MANAGED_BY",
+    "LABEL_OPERATION_ID",
+    "LABEL_PLAN",
+    "MANAGED_BY",
     "MATCH",
+    "MAX_KEYS",
+    "MAX_LIMIT_RANGES",
     "MIGRATION_OPERATIONS",
     "PLAN_CONTRACT_VERSION",
+    "PREFIX",
+    "REQUEST_UID_FIELD",
+    "RUNNER_CONTAINER",
     "SCHEMA_OPERATIONS",
+    "STAMPED",
+    "STAMP_FUTURE_SKEW_SECONDS",
+    "STAMP_WINDOW_SECONDS",
     "BuildRefused",
     "Claim",
     "Finished",
@@ -90,6 +155,8 @@ __all__ = [
     "PtahError",
     "SchemaOwner",
     "SchemaPlanContent",
+    "Stamp",
+    "StampedKind",
     "Verdict",
     "annotations_for",
     "build_job",
@@ -99,6 +166,7 @@ __all__ = [
     "build_schema_plan",
     "canonical_json",
     "chunk_geometry_problem",
+    "chunk_object_problem",
     "chunk_problem",
     "coordination_digest",
     "decode_chunk",
@@ -120,14 +188,18 @@ __all__ = [
     "migration_operation",
     "migration_plan_name",
     "migration_plan_problem",
+    "operation_id_label_value",
     "operation_info",
     "owner_family",
+    "parse_stamp_time",
     "pending_apply_claim",
+    "plan_geometry_problem",
     "plan_name",
     "pod_stopped",
     "projection_names",
     "projection_problem",
     "published_plan_problem",
+    "quantity_value",
     "runner_state",
     "schema_claim",
     "schema_job_inputs",
@@ -137,5 +209,8 @@ __all__ = [
     "sha256_digest",
     "snapshot_digest",
     "snapshot_problem",
+    "stamp_problem",
+    "stamp_time",
     "template_digest",
+    "written_stamp",
 ]

@@ -28,9 +28,8 @@ from typing import Any, Final, TextIO
 
 from pydantic import ValidationError
 
-from jobclaim.api import PtahMigration, PtahSchema
-from jobclaim.api.migration import PtahMigrationPlan
-from jobclaim.api.schema import PtahSchemaPlan
+from jobclaim import STAMPED, written_stamp
+from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONPLANS,
@@ -47,7 +46,6 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
-from jobclaim.stamps import STAMPED, written_stamp
 
 # The API adapter; after the layout move it is kube.client, never a controller internal.
 from kube.client import KubeApi

@@ -20,15 +20,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from jobclaim import chunk_object_problem, plan_geometry_problem
 from jobclaim.api import (
     CurrentPlanStatus,
     DatabaseTargetSpec,
     PtahMigration,
+    PtahMigrationPlan,
     PtahSchema,
+    PtahSchemaPlan,
 )
-from jobclaim.api.migration import PtahMigrationPlan
-from jobclaim.api.schema import PtahSchemaPlan
-from jobclaim.projection import chunk_object_problem, plan_geometry_problem
 
 Severity = Literal["safe", "privilege", "destructive"]
 ClassifiedBy = Literal["ptah", "kubectl-ptah"]

@@ -29,14 +29,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from jobclaim import Claim, finished, pod_stopped, runner_state
-from jobclaim.builder import INSTALL_CONTAINER, RUNNER_CONTAINER
-from jobclaim.envelope import (
+from jobclaim import (
     ANN_EPOCH,
     ANN_OPERATION_ID,
     ANN_SNAPSHOT_DIGEST,
+    INSTALL_CONTAINER,
     LABEL_OPERATION_ID,
+    RUNNER_CONTAINER,
+    Claim,
+    finished,
     operation_id_label_value,
+    pod_stopped,
+    runner_state,
 )
 from jobclaim.times import parse_time
 from runner.errors import FrameError, SummaryRefused

@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from jobclaim.operations import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
+from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
 
 RUNNER_PROTOCOL_VERSION: Final = 5
 PROTOCOL_MISMATCH: Final = "runner_protocol_mismatch"

@@ -5,7 +5,11 @@ nothing of ours; the Job's program (``runner``) ships in the runner image with o
 that contract beside it; the in-memory double (``kube.fake``) and the checkout-only
 tooling (``lab``) are never reached from code that ships, so a production path can
 never run against a stand-in. A private module (``_name``) is its package's own
-business: another package that reaches into it breaks when it moves.
+business: another package that reaches into it breaks when it moves. The same holds for
+``jobclaim`` as a whole: the shipping packages use its public surface only (the names
+``jobclaim/__init__.py`` lists in ``__all__`` and the few submodules named in
+``JOBCLAIM_PUBLIC``), so its modules can be split, merged or renamed without a change on
+either side, and a rule the contract holds is not re-derived from its internals.
 """
 
 from __future__ import annotations
@@ -61,6 +65,16 @@ ALLOWED: dict[str, frozenset[str]] = {
 UNCHECKED = frozenset({"tests", "benchmarks"})
 OURS = frozenset({unit.split(".")[0] for unit in ALLOWED} | UNCHECKED)
 
+# jobclaim's public surface beyond the names its ``__init__`` exports: the wire and CRD
+# models, the API boundary every implementation and caller speaks, the error tree, and
+# the one RFC 3339 format and clock. Everything else in jobclaim is reached through
+# ``jobclaim`` itself. jobclaim's own modules and the checkout-only ``lab`` (like
+# tests) are not held to it.
+JOBCLAIM_PUBLIC = frozenset(
+    {"jobclaim", "jobclaim.api", "jobclaim.apiserver", "jobclaim.errors", "jobclaim.times"}
+)
+SURFACE_EXEMPT = frozenset({"jobclaim", "lab"})
+
 
 def unit_of(module: str) -> str | None:
     """The table's unit a dotted module name belongs to, or None when it is not ours."""
@@ -81,6 +95,8 @@ class Import:
     file: str
     line: int
     target: str  # the dotted name imported, ``from a.b import c`` giving ``a.b.c``
+    module: str  # the module the import reads: ``a.b`` for ``from a.b import c``
+    name: str | None = None  # ``c`` for ``from a.b import c``; None for ``import a.b``
 
 
 def imports_of(path: Path, root: Path) -> list[Import]:
@@ -90,11 +106,12 @@ def imports_of(path: Path, root: Path) -> list[Import]:
     found: list[Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.extend(Import(rel, node.lineno, alias.name) for alias in node.names)
+            found.extend(Import(rel, node.lineno, alias.name, alias.name) for alias in node.names)
         # Relative imports stay inside their own package, which the table allows.
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.extend(
-                Import(rel, node.lineno, f"{node.module}.{alias.name}") for alias in node.names
+                Import(rel, node.lineno, f"{node.module}.{alias.name}", node.module, alias.name)
+                for alias in node.names
             )
     return found
 
@@ -110,9 +127,42 @@ def checked_files(root: Path) -> list[tuple[str, Path]]:
     return found
 
 
+def jobclaim_exports(root: Path) -> frozenset[str]:
+    """The names ``jobclaim/__init__.py`` lists in ``__all__`` (read, not imported)."""
+    init = root / "jobclaim" / "__init__.py"
+    if not init.is_file():
+        return frozenset()
+    for node in ast.parse(init.read_text()).body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, ast.List | ast.Tuple)
+        ):
+            return frozenset(
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            )
+    return frozenset()
+
+
+def surface_problem(imp: Import, exports: frozenset[str]) -> str | None:
+    """Why an import reaches past jobclaim's public surface, or None when it does not."""
+    if imp.module.split(".")[0] != "jobclaim":
+        return None
+    if imp.module not in JOBCLAIM_PUBLIC:
+        return f"{imp.module} is not jobclaim's public surface"
+    if imp.module == "jobclaim" and imp.name is not None:
+        submodule = f"jobclaim.{imp.name}"
+        if imp.name not in exports and submodule not in JOBCLAIM_PUBLIC:
+            return f"jobclaim.{imp.name} is not in jobclaim's __all__"
+    return None
+
+
 def violations(root: Path, only: str | None = None) -> list[str]:
     """Each import in ``root``'s checked units that the table refuses, as a sentence."""
     problems: list[str] = []
+    exports = jobclaim_exports(root)
     for source_unit, path in checked_files(root):
         if only is not None and source_unit != only:
             continue
@@ -126,6 +176,8 @@ def violations(root: Path, only: str | None = None) -> list[str]:
                 problems.append(f"{where}: {source_unit} may not import {imp.target}")
             if imp.target.split(".")[0] != own_package and is_private(imp.target):
                 problems.append(f"{where}: {imp.target} is private to its package")
+            elif own_package not in SURFACE_EXEMPT and (problem := surface_problem(imp, exports)):
+                problems.append(f"{where}: {problem}")
     return problems
 
 
@@ -163,15 +215,18 @@ def test_only_kube_client_imports_the_kubernetes_client() -> None:
 # --- the checker, on a synthetic tree -------------------------------------------------
 
 CONTROL = {
-    "jobclaim/__init__.py": "import orjson\n",
+    "jobclaim/__init__.py": 'import orjson\n__all__ = ["build_job", "match"]\n',
     "jobclaim/_canonical.py": "import hashlib\n",
     "jobclaim/builder.py": "from jobclaim._canonical import digest_of\n",
-    "runner/run.py": "from jobclaim import build_job\nfrom jobclaim.operations import x\n",
+    "runner/run.py": "from jobclaim import build_job\nfrom jobclaim.errors import PtahError\n",
     "kube/client.py": "import kubernetes\nfrom jobclaim.apiserver import ApiError\n",
     "kube/fake/inmemory.py": "from kube.fake.rules import r\nfrom jobclaim import apiserver\n",
     "controller/pass.py": "from runner import parse_result_for\nfrom kube.client import KubeApi\n",
     "webhook/wiring.py": "from kube.client import KubeApi\nimport certs\n",
-    "lab/run.py": "from kube.fake.inmemory import InMemoryApi\nimport webhook, controller\n",
+    "lab/run.py": (
+        "from kube.fake.inmemory import InMemoryApi\nimport webhook, controller\n"
+        "from jobclaim.stamps import STAMPED\n"
+    ),
     "tests/test_x.py": "from lab import run\nfrom jobclaim._canonical import digest_of\n",
 }
 
@@ -204,6 +259,28 @@ REFUSED = [
         "certs._files.atomic_write is private",
     ),
     ("controller/pass.py", "def f():\n    import webhook\n", "controller may not import webhook"),
+    # Past jobclaim's public surface: a submodule that is not public, by any spelling.
+    (
+        "controller/pass.py",
+        "from jobclaim.builder import RUNNER_CONTAINER\n",
+        "jobclaim.builder is not jobclaim's public surface",
+    ),
+    (
+        "webhook/app.py",
+        "from jobclaim.api.schema import PlanChunk\n",
+        "jobclaim.api.schema is not jobclaim's public surface",
+    ),
+    ("runner/run.py", "import jobclaim.envelope\n", "jobclaim.envelope is not jobclaim's public"),
+    (
+        "kube/client.py",
+        "from jobclaim import stamps\n",
+        "jobclaim.stamps is not in jobclaim's __all__",
+    ),
+    (
+        "manager/main.py",
+        "from jobclaim import seal\n",
+        "jobclaim.seal is not in jobclaim's __all__",
+    ),
 ]
 
 

@@ -32,18 +32,18 @@ from typing import Any, Final
 
 import orjson
 
-from jobclaim.api import SPEC_WRITER_ANNOTATION, PtahMigration, PtahSchema
-from jobclaim.apiserver import PTAH_RESOURCES, PTAHMIGRATIONS, PTAHSCHEMAS, Resource
-from jobclaim.stamps import (
+from jobclaim import (
     REQUEST_UID_FIELD,
     STAMP_FUTURE_SKEW_SECONDS,
     STAMP_WINDOW_SECONDS,
     STAMPED,
     Stamp,
     StampedKind,
-    parse_time,
+    parse_stamp_time,
     stamp_time,
 )
+from jobclaim.api import SPEC_WRITER_ANNOTATION, PtahMigration, PtahSchema
+from jobclaim.apiserver import PTAH_RESOURCES, PTAHMIGRATIONS, PTAHSCHEMAS, Resource
 from webhook.objects import (
     NOT_NAMED,
     Candidate,
@@ -279,7 +279,7 @@ def stamp_mismatch(
                 "written": _shown(written),
                 "actual": _shown(expected.get(part)),
             }
-    at = parse_time(spec[kind.time_field])
+    at = parse_stamp_time(spec[kind.time_field])
     age = (now - at).total_seconds() if at is not None else None
     if age is None or age > STAMP_WINDOW_SECONDS or -age > STAMP_FUTURE_SKEW_SECONDS:
         written_at = spec[kind.time_field]

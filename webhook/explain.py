@@ -17,9 +17,9 @@ from typing import Any, Final
 import orjson
 import yaml
 
+from jobclaim import STAMPED
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import BY_KIND, NotFound, Object, Resource
-from jobclaim.stamps import STAMPED
 from webhook.engine import Engine, Outcome
 from webhook.rules import ENDPOINT_PATHS, Endpoint, Settings
 

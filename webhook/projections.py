@@ -23,8 +23,7 @@ from jobclaim import (
     projection_problem,
     schema_plan_problem,
 )
-from jobclaim.api import PtahSchema, PtahSchemaPlan
-from jobclaim.api.schema import PlanChunk
+from jobclaim.api import PlanChunk, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHSCHEMAPLANS
 from webhook.objects import Candidate, owner_meta, read_owner_of_kind
 from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Trail, rule

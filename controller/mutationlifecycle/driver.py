@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from controller.mutationlifecycle.boundary import may_have_dispatched
+from jobclaim import OperationInfo
 from jobclaim.errors import PtahError
-from jobclaim.operations import OperationInfo
 
 
 class Step(enum.Enum):

@@ -163,9 +163,10 @@ def test_flag_wins_over_its_env_twin(lab: Lab) -> None:
     )
 
 
-def test_version_says_what_it_is() -> None:
+@pytest.mark.parametrize("spelling", [["version"], ["--version"]])
+def test_version_says_what_it_is(spelling: list[str]) -> None:
     result = subprocess.run(
-        [*subprocess_argv(), "version"],
+        [*subprocess_argv(), *spelling],
         env=subprocess_env({}),
         capture_output=True,
         text=True,

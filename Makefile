@@ -18,10 +18,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP) controlplane
 	$(PY) -m lab.run $(RUN_ARGS)
 
-# The manager image (which also supplies the Jobs' runner), built with no Docker
-# daemon: a base from debootstrap, then images/manager/Containerfile by buildah.
-# Writes build/images/ptah-operator.oci.tar and its digest (images/build.sh).
-images: $(STAMP) image-tools
+# The manager image (which also supplies the Jobs' runner) and the lab executor
+# image (the stand-in for the stock ptah image), built with no Docker daemon: a base
+# from debootstrap, then images/{manager,lab-executor}/Containerfile by buildah.
+# Writes build/images/{ptah-operator,ptah-lab-executor}.{oci.tar,digest}, each digest
+# checked against a throw-away registry (crane); a warm run says "cached" and builds
+# nothing (images/build.sh).
+images: $(STAMP) image-tools crane
 	bash images/build.sh
 
 # Debian's buildah and debootstrap, installed when missing (root, apt).

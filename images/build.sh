@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
-# make images: the manager image, built here with no Docker daemon.
+# make images: the manager image and the lab executor image, built here with no
+# Docker daemon.
 #
 #   1. a base image from Debian's packages: debootstrap (minbase + python3) into a
 #      directory, trimmed, the non-root user 65532 added, committed by buildah
 #      (built once, then reused from the project's own container storage);
-#   2. the wheels of this project and its pinned dependencies, built by pip on the host;
-#   3. images/manager/Containerfile built by buildah (chroot isolation, vfs storage:
-#      no daemon, no overlay mounts, no user namespaces needed);
-#   4. a smoke check: the image runs `ptah-manager --help` and the runner as uid 65532;
-#   5. the image written as an OCI archive, its digest beside it.
+#   2. for each image, a fingerprint of what it is built from (images/inputs.py); an
+#      image whose archive is there with the same fingerprint is "cached" and skipped;
+#   3. the wheels the images install, built by pip on the host at the versions this
+#      checkout's .venv runs (its `pip freeze` as constraints), plus lab/executor;
+#   4. images/manager/Containerfile and images/lab-executor/Containerfile built by
+#      buildah (chroot isolation, vfs storage: no daemon, no overlay mounts, no user
+#      namespaces needed);
+#   5. a smoke check per image, as uid 65532, in an image with no shell left in it;
+#   6. each image written as an OCI archive, its digest beside it, and the digest
+#      checked by pushing the archive to a throw-away registry on loopback
+#      (`crane registry serve`) and reading back the digest the registry kept.
 #
+# The stable interface (what `make run` and a cluster install consume):
+#   build/images/ptah-operator.oci.tar       build/images/ptah-operator.digest
+#   build/images/ptah-lab-executor.oci.tar   build/images/ptah-lab-executor.digest
+# each digest `sha256:<hex>` of the image manifest a registry push keeps.
 # Everything lives under build/ (storage, archives); `make clean-images` removes it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-"$ROOT/.venv/bin/python"}
+CRANE=${CRANE:-"$ROOT/.tools/bin/crane"}
 SUITE=bookworm
 OUT="$ROOT/build/images"
 STORE="$ROOT/build/containers"
 BASE="localhost/ptah-base:$SUITE"
-IMAGE="localhost/ptah-operator:dev"
+# image (its directory under images/) -> the name of its archive and local tag
+declare -A ARCHIVE=([manager]=ptah-operator [lab-executor]=ptah-lab-executor)
+ORDER=(manager lab-executor)
 
 bah() {
     buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"
 }
+
+# Whatever this script starts or creates is removed on any exit.
+CONTAINERS=()
+TEMPS=()
+REGISTRY_PID=
+cleanup() {
+    local c
+    for c in "${CONTAINERS[@]}"; do bah rm "$c" >/dev/null 2>&1 || true; done
+    if [ -n "$REGISTRY_PID" ]; then
+        kill "$REGISTRY_PID" 2>/dev/null || true
+        wait "$REGISTRY_PID" 2>/dev/null || true
+    fi
+    [ "${#TEMPS[@]}" -eq 0 ] || rm -rf "${TEMPS[@]}"
+}
+trap cleanup EXIT
 
 # The Debian mirror this machine's apt already uses (deb822 or one-line sources).
 mirror() {
@@ -37,26 +66,29 @@ mirror() {
 }
 
 stamp() { printf '# %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+fail() { echo "images: $*" >&2; exit 1; }
 
 mkdir -p "$OUT" "$STORE"
 started=$(date +%s)
 
+# -- 1. the base ------------------------------------------------------------------------
 if bah inspect --type image "$BASE" >/dev/null 2>&1; then
     stamp "base $BASE: cached"
 else
     stamp "base $BASE: debootstrap $SUITE (minbase + python3)"
     rootfs=$(mktemp -d /var/tmp/ptah-base-XXXXXX)
-    trap 'rm -rf "$rootfs"' EXIT
+    TEMPS+=("$rootfs")
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         "$SUITE" "$rootfs" "$(mirror)" >"$OUT/debootstrap.log" 2>&1 \
         || { tail -20 "$OUT/debootstrap.log" >&2; exit 1; }
-    # What a running manager never reads: package indexes, caches, documentation.
+    # What a running program never reads: package indexes, caches, documentation.
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/log/* \
         "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
         "$rootfs"/usr/share/locale/*
     echo "ptah:x:65532:65532:ptah-operator:/nonexistent:/usr/sbin/nologin" >>"$rootfs/etc/passwd"
     echo "ptah:x:65532:" >>"$rootfs/etc/group"
     ctr=$(bah from scratch)
+    CONTAINERS+=("$ctr")
     mnt=$(bah mount "$ctr")
     tar -C "$rootfs" --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' -cf - . \
         | tar -C "$mnt" -xf -
@@ -64,43 +96,151 @@ else
     bah config --env PATH=/usr/bin:/bin --user 65532:65532 --workingdir / "$ctr"
     bah commit --quiet --rm "$ctr" "$BASE" >/dev/null
     rm -rf "$rootfs"
-    trap - EXIT
+fi
+base_id=$(bah inspect --type image --format '{{.FromImageID}}' "$BASE")
+
+# -- 2. what is out of date ----------------------------------------------------------------
+# The versions the tests ran with pin every transitive dependency the images install.
+constraints="$OUT/constraints.txt"
+"$PYTHON" -m pip freeze --exclude-editable --disable-pip-version-check >"$constraints"
+declare -A FINGERPRINT
+stale=()
+for image in "${ORDER[@]}"; do
+    name=${ARCHIVE[$image]}
+    FINGERPRINT[$image]=$("$PYTHON" "$ROOT/images/inputs.py" fingerprint "$image" "$base_id" "$constraints")
+    if [ -f "$OUT/$name.oci.tar" ] && [ -f "$OUT/$name.digest" ] \
+        && [ "$(cat "$OUT/$name.inputs" 2>/dev/null)" = "${FINGERPRINT[$image]}" ]; then
+        stamp "image $name: cached ($(cat "$OUT/$name.digest"))"
+    else
+        stale+=("$image")
+    fi
+done
+if [ "${#stale[@]}" -eq 0 ]; then
+    stamp "both images cached in $(( $(date +%s) - started ))s"
+    exit 0
 fi
 
-stamp "wheels: this project and its pinned dependencies"
+# -- 3. the build context ------------------------------------------------------------------
+stamp "wheels: this project, the executor's dependencies, pinned as .venv runs them"
 context="$OUT/context"
 rm -rf "$context"
-mkdir -p "$context/wheels"
+mkdir -p "$context/wheels" "$context/lab-executor/lab/executor"
+"$PYTHON" "$ROOT/images/inputs.py" requirements lab-executor \
+    >"$context/lab-executor/requirements.txt"
 # setuptools reuses build/lib between builds: a module deleted or moved since the last
 # wheel would otherwise still be packed into this one.
 rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.*
-"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$context/wheels" "$ROOT"
+"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --constraint "$constraints" \
+    --wheel-dir "$context/wheels" "$ROOT" --requirement "$context/lab-executor/requirements.txt"
+cp "$ROOT/lab/__init__.py" "$context/lab-executor/lab/"
+cp "$ROOT"/lab/executor/*.py "$context/lab-executor/lab/executor/"
+cp "$ROOT/images/lab-executor/ptah" "$context/lab-executor/ptah"
 
-stamp "image $IMAGE from images/manager/Containerfile"
-bah bud --quiet --isolation chroot --build-arg "BASE=$BASE" \
-    -f "$ROOT/images/manager/Containerfile" -t "$IMAGE" "$context" >/dev/null
+# -- 4 and 5. build and smoke-check -----------------------------------------------------
+# Each check runs an exec-form argv in a container of the image, whose shells are gone
+# (the Containerfiles remove them): whatever runs here needs no shell. One container
+# per image: with vfs storage every container is a full copy of the image.
+in_ctr() { # container, argv...
+    local ctr=$1
+    shift
+    bah run --isolation chroot "$ctr" -- "$@"
+}
 
-stamp "smoke: ptah-manager --help and the runner, as uid 65532"
-ctr=$(bah from "$IMAGE")
-trap 'bah rm "$ctr" >/dev/null 2>&1 || true' EXIT
-bah run --isolation chroot "$ctr" -- ptah-manager --help | head -1
-uid=$(bah run --isolation chroot "$ctr" -- python -c 'import os; print(os.getuid())')
-[ "$uid" = 65532 ] || { echo "images: the image runs as uid $uid, not 65532" >&2; exit 1; }
-# With no Job environment the runner refuses with its own sentence (and exit 2), which
-# proves it starts; buildah's lines about the non-zero exit are dropped.
-runner=$(bah run --isolation chroot "$ctr" -- python -m runner 2>&1 \
-    | grep '^ptah-runner: ' || true)
-case "$runner" in
-    "ptah-runner: no result frame can be written"*) ;;
-    *) echo "images: the runner did not start" >&2; exit 1 ;;
-esac
-echo "runner as uid $uid, no Job environment: $runner"
-bah rm "$ctr" >/dev/null
-trap - EXIT
+no_shell() { # container python
+    local found
+    found=$(in_ctr "$1" "$2" -c 'import os
+print(" ".join(p for p in ("/bin/sh", "/bin/bash", "/bin/dash", "/usr/bin/sh", "/usr/bin/bash") if os.path.lexists(p)))')
+    [ -z "$found" ] || fail "the image still holds a shell: $found"
+    echo "no shell in the image (/bin/sh, /bin/bash, /bin/dash absent)"
+}
 
-stamp "export: OCI archive and digest"
-rm -f "$OUT/ptah-operator.oci.tar"
-bah push --quiet --digestfile "$OUT/ptah-operator.digest" "$IMAGE" \
-    "oci-archive:$OUT/ptah-operator.oci.tar:ptah-operator:dev"
-size=$(du -h "$OUT/ptah-operator.oci.tar" | cut -f1)
-stamp "ptah-operator $(cat "$OUT/ptah-operator.digest") ($size) in $(( $(date +%s) - started ))s"
+uid_of() { # container python
+    local uid
+    uid=$(in_ctr "$1" "$2" -c 'import os; print(os.getuid(), os.getgid())')
+    [ "$uid" = "65532 65532" ] || fail "the image runs as uid/gid $uid, not 65532"
+    echo "runs as uid/gid $uid"
+}
+
+smoke_manager() {
+    local ctr=$1 runner
+    in_ctr "$ctr" ptah-manager --help | head -1
+    in_ctr "$ctr" python -m manager --help | head -1
+    uid_of "$ctr" python
+    # With no Job environment the runner refuses with its own sentence (and exit 2),
+    # which proves it starts; buildah's lines about the non-zero exit are dropped.
+    runner=$(in_ctr "$ctr" python -m runner 2>&1 | grep '^ptah-runner: ' || true)
+    case "$runner" in
+        "ptah-runner: no result frame can be written"*) ;;
+        *) fail "the runner did not start" ;;
+    esac
+    echo "runner, no Job environment: $runner"
+    no_shell "$ctr" python
+}
+
+smoke_lab_executor() {
+    local ctr=$1 spelling said
+    for spelling in version --version; do
+        said=$(in_ctr "$ctr" /usr/local/bin/ptah "$spelling")
+        case "$said" in
+            "ptah-compatible lab executor, PostgreSQL subset "*) echo "ptah $spelling: $said" ;;
+            *) fail "ptah $spelling said '$said', not the stand-in's words" ;;
+        esac
+    done
+    uid_of "$ctr" python3
+    no_shell "$ctr" python3
+}
+
+for image in "${stale[@]}"; do
+    name=${ARCHIVE[$image]}
+    tag="localhost/$name:dev"
+    stamp "image $name from images/$image/Containerfile"
+    bah bud --quiet --isolation chroot --build-arg "BASE=$BASE" \
+        -f "$ROOT/images/$image/Containerfile" -t "$tag" "$context" >/dev/null
+    stamp "smoke $name: as uid 65532, no shell in the image"
+    ctr=$(bah from --quiet "$tag")
+    CONTAINERS+=("$ctr")
+    "smoke_${image//-/_}" "$ctr"
+    bah rm "$ctr" >/dev/null
+    CONTAINERS=()
+    stamp "export $name: OCI archive and digest"
+    rm -f "$OUT/$name.oci.tar" "$OUT/$name.digest" "$OUT/$name.inputs"
+    bah push --quiet --digestfile "$OUT/$name.digest.new" "$tag" \
+        "oci-archive:$OUT/$name.oci.tar:$name:dev"
+done
+
+# -- 6. the digests a registry keeps ---------------------------------------------------
+stamp "verify: push to a throw-away registry on 127.0.0.1, compare digests"
+[ -x "$CRANE" ] || fail "crane is missing: run \`make crane\`"
+scratch=$(mktemp -d /var/tmp/ptah-images-XXXXXX)
+TEMPS+=("$scratch")
+mkdir -p "$scratch/registry" # crane's --disk store must exist before the first upload
+"$CRANE" registry serve --address 127.0.0.1:0 --disk "$scratch/registry" >"$scratch/registry.log" 2>&1 &
+REGISTRY_PID=$!
+port=
+for _ in $(seq 100); do # it says its port when it listens; bounded
+    port=$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$scratch/registry.log")
+    [ -n "$port" ] && break
+    kill -0 "$REGISTRY_PID" 2>/dev/null || fail "the registry exited: $(cat "$scratch/registry.log")"
+    sleep 0.1
+done
+[ -n "$port" ] || fail "the registry never said its port"
+for image in "${stale[@]}"; do
+    name=${ARCHIVE[$image]}
+    layout="$scratch/$name"
+    mkdir -p "$layout"
+    tar -C "$layout" -xf "$OUT/$name.oci.tar"
+    "$CRANE" push --insecure "$layout" "127.0.0.1:$port/$name:dev" >"$scratch/push.log" 2>&1 \
+        || fail "crane could not push $name.oci.tar: $(tail -3 "$scratch/push.log")"
+    kept=$("$CRANE" digest --insecure "127.0.0.1:$port/$name:dev")
+    built=$(cat "$OUT/$name.digest.new")
+    [ "$kept" = "$built" ] || fail "$name: buildah wrote $built, the registry kept $kept"
+    mv "$OUT/$name.digest.new" "$OUT/$name.digest"
+    # Written last: an interrupted build leaves no fingerprint, so the next run rebuilds.
+    echo "${FINGERPRINT[$image]}" >"$OUT/$name.inputs"
+    size=$(du -h "$OUT/$name.oci.tar" | cut -f1)
+    stamp "$name $kept ($size), the digest the registry kept"
+done
+kill "$REGISTRY_PID"
+wait "$REGISTRY_PID" 2>/dev/null || true
+REGISTRY_PID=
+stamp "images built in $(( $(date +%s) - started ))s"

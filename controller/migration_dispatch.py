@@ -33,7 +33,13 @@ from controller.migration_records import (
 )
 from controller.mutationlifecycle import Disposition, Stop
 from controller.operationidentity import migration_operation
-from controller.passcontext import Approval, PassContext
+from controller.passcontext import (
+    Approval,
+    PassContext,
+    migration_of,
+    migration_operation_of,
+    migration_status_of,
+)
 from controller.retirement import retire_migration_claim
 from jobclaim import (
     Claim,
@@ -68,23 +74,6 @@ class PlanGone(BuildRefused):
     """A migration Apply cannot build its Job without the plan whose sequence it runs."""
 
 
-def _migration(ctx: PassContext) -> PtahMigration:
-    assert isinstance(ctx.subject, PtahMigration)
-    return ctx.subject
-
-
-def _operation(ctx: PassContext) -> MigrationOperationStatus:
-    operation = ctx.operation
-    assert isinstance(operation, MigrationOperationStatus)
-    return operation
-
-
-def _status(ctx: PassContext) -> PtahMigrationStatus:
-    status = _migration(ctx).status
-    assert status is not None
-    return status
-
-
 class MigrationFamily:
     name: Final = "migration"
     kind: Final = "PtahMigration"
@@ -96,7 +85,7 @@ class MigrationFamily:
         return PtahMigration.model_validate(obj)
 
     def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
-        status = _migration(ctx).status
+        status = migration_of(ctx).status
         if status is None:
             return None
         active = status.active_operation
@@ -105,7 +94,7 @@ class MigrationFamily:
         return status.plan
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        migration = _migration(ctx)
+        migration = migration_of(ctx)
         binding = ctx.binding
         if binding is None:
             return None
@@ -134,13 +123,13 @@ class MigrationFamily:
         epoch = binding.epoch if binding else ""
         # The epoch in force: a claim is authorized only while its inputs (which hold
         # its epoch) still hold, and a new claim records the epoch in force.
-        problem = migration_plan_problem(plan, ref, owner=_migration(ctx).metadata, epoch=epoch)
+        problem = migration_plan_problem(plan, ref, owner=migration_of(ctx).metadata, epoch=epoch)
         if problem is not None:
             return f"plan {ref.name} is not the plan the claim records: {problem}"
         return plan
 
     def authorize(self, ctx: PassContext) -> Stop | None:
-        migration = _migration(ctx)
+        migration = migration_of(ctx)
         apply = ctx.operation.type == _APPLY
         if migration.spec.suspend:
             return retire_undispatched(ctx, "the migration is suspended")
@@ -148,11 +137,11 @@ class MigrationFamily:
             return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
         if not apply:
             return None
-        if _status(ctx).unresolved_run is not None:
+        if migration_status_of(ctx).unresolved_run is not None:
             # A record restored (or written) after this claim was taken: the run nobody
             # accounted for blocks this one as it blocks a new claim.
             return retire_undispatched(ctx, "an unresolved run blocks the Apply", drop_plan=True)
-        ref = _operation(ctx).plan_ref
+        ref = migration_operation_of(ctx).plan_ref
         assert ref is not None  # inputs_hold needs it
         found = self._read_plan(ctx, ref)
         if isinstance(found, str):
@@ -166,11 +155,13 @@ class MigrationFamily:
     def _approval_problem(self, ctx: PassContext, plan: PtahMigrationPlan) -> str | None:
         held = self.approval(ctx)
         if held is None:
-            policy = _migration(ctx).spec.policy.apply
+            policy = migration_of(ctx).spec.policy.apply
             return None if policy == "Always" else "the Apply needs an approval it does not hold"
-        ref = _operation(ctx).plan_ref
+        ref = migration_operation_of(ctx).plan_ref
         assert ref is not None
-        found = held_migration_approval(ctx.api, _migration(ctx), ref, plan.spec.fingerprint, held)
+        found = held_migration_approval(
+            ctx.api, migration_of(ctx), ref, plan.spec.fingerprint, held
+        )
         if found is None:
             return f"approval {held.name} no longer authorizes this plan"
         return None
@@ -185,7 +176,7 @@ class MigrationFamily:
             return ()
         plan = ctx.plan_object
         if not isinstance(plan, PtahMigrationPlan):
-            ref = _operation(ctx).plan_ref
+            ref = migration_operation_of(ctx).plan_ref
             if ref is None:
                 raise PlanGone("the Apply claim names no plan")
             found = self._read_plan(ctx, ref)
@@ -202,7 +193,7 @@ class MigrationFamily:
             raise BuildRefused("the migration records no execution binding")
         return build_job(
             migration_job_inputs(
-                _migration(ctx),
+                migration_of(ctx),
                 binding=binding,
                 manager=manager or ctx.env.config.manager,
                 expected_sequence=self._sequence(ctx),
@@ -211,12 +202,12 @@ class MigrationFamily:
         )
 
     def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = migration_claim(_migration(ctx), built=built, stored=True, binding=ctx.binding)
+        made = migration_claim(migration_of(ctx), built=built, stored=True, binding=ctx.binding)
         assert made is not None
         return made
 
     def approval(self, ctx: PassContext) -> ObjectReference | None:
-        return _operation(ctx).approval_ref
+        return migration_operation_of(ctx).approval_ref
 
     def retired(self, status: Any, *, drop_plan: bool) -> PtahMigrationStatus:
         assert isinstance(status, PtahMigrationStatus)
@@ -228,7 +219,7 @@ class MigrationFamily:
     # -- what to claim -----------------------------------------------------------------
 
     def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
-        migration = _migration(ctx)
+        migration = migration_of(ctx)
         status = migration.status
         binding = ctx.binding
         ref = status.plan if status else None
@@ -255,7 +246,7 @@ class MigrationFamily:
     def new_claim(
         self, ctx: PassContext, operation: str, approval: Approval | None
     ) -> PtahMigrationStatus:
-        status = _status(ctx)
+        status = migration_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
         extra: dict[str, Any] = {}
         if operation == _APPLY:
@@ -287,7 +278,7 @@ class MigrationFamily:
         started_at: str,
     ) -> MigrationOperationStatus:
         return migration_operation(
-            _migration(ctx),
+            migration_of(ctx),
             operation=operation,
             fingerprint=fingerprint,
             epoch=epoch,

@@ -35,16 +35,14 @@ from pydantic import ValidationError
 from controller.claimwrites import AGAIN, write_retry
 from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext
+from controller.passcontext import PassContext, migration_operation_of, migration_status_of
 from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
 from jobclaim import STAMPED, stamp_problem
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
     MigrationHistoryStatus,
-    MigrationOperationStatus,
     MigrationRunStatus,
     ObjectReference,
-    PtahMigration,
     PtahMigrationRunAcknowledgment,
     PtahMigrationStatus,
     ResolvedMigrationRunStatus,
@@ -59,23 +57,6 @@ from runner.summary import Account
 
 class UnreadableCopy(PtahError):
     """The annotation copy of an unresolved run cannot be read: the resource is blocked."""
-
-
-def _migration(ctx: PassContext) -> PtahMigration:
-    assert isinstance(ctx.subject, PtahMigration)
-    return ctx.subject
-
-
-def _status(ctx: PassContext) -> PtahMigrationStatus:
-    status = _migration(ctx).status
-    assert status is not None
-    return status
-
-
-def _operation(ctx: PassContext) -> MigrationOperationStatus:
-    operation = ctx.operation
-    assert isinstance(operation, MigrationOperationStatus)
-    return operation
 
 
 def encode_copy(record: UnresolvedMigrationRunStatus) -> str:
@@ -103,7 +84,7 @@ def _write_copy(ctx: PassContext, record: UnresolvedMigrationRunStatus | None) -
 def _last_run(
     ctx: PassContext, outcome: str, versions: list[str], message: str | None
 ) -> MigrationRunStatus:
-    operation = _operation(ctx)
+    operation = migration_operation_of(ctx)
     return MigrationRunStatus.model_validate(
         {
             "outcome": outcome,
@@ -129,8 +110,8 @@ def record_unresolved_run(
     """Swap an Apply claim for an unresolved record: copy first, then one status patch
     that clears the claim, stores the record and stages the release when nothing the
     claim dispatched can still write (asked before the write, never after)."""
-    operation = _operation(ctx)
-    status = _status(ctx)
+    operation = migration_operation_of(ctx)
+    status = migration_status_of(ctx)
     history = status.history
     record = UnresolvedMigrationRunStatus(
         outcome=outcome,
@@ -223,7 +204,7 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
 def settle_by_history(ctx: PassContext, result: Any) -> Stop:
     """Record the reading; settle the unresolved record when it reads the same database
     with nothing pending and nothing refused. The copy goes after the patch."""
-    status = _status(ctx)
+    status = migration_status_of(ctx)
     history = history_of(result, timestamp(ctx.now()))
     update: dict[str, Any] = {"history": history}
     record = status.unresolved_run

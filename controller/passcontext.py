@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
@@ -53,6 +53,11 @@ Approval = PtahSchemaApproval | PtahMigrationApproval
 
 class NoClaim(PtahError):
     """A step that needs the resource's claim found none (a programming error)."""
+
+
+class NotThisFamily(PtahError):
+    """A step of one family was handed the other family's resource (a programming
+    error): it raises rather than reading the other family's status as its own."""
 
 
 @dataclass(slots=True)
@@ -291,3 +296,40 @@ class PassContext:
             resource_version=self.subject.metadata.resource_version,
         )
         self.subject = self.family.parse(stored)
+
+
+# -- a family's own steps, narrowed ----------------------------------------------------
+# A step that only one family takes (its dispatch, its records) reads the pass's
+# resource as that family's type through these, the one place that checks it.
+
+_Narrowed = TypeVar("_Narrowed")
+
+
+def _narrowed(ctx: PassContext, value: object, kind: type[_Narrowed]) -> _Narrowed:
+    if not isinstance(value, kind):
+        raise NotThisFamily(f"{ctx.family.kind} {ctx.name} has no {kind.__name__} here")
+    return value
+
+
+def schema_of(ctx: PassContext) -> PtahSchema:
+    return _narrowed(ctx, ctx.subject, PtahSchema)
+
+
+def schema_status_of(ctx: PassContext) -> PtahSchemaStatus:
+    return _narrowed(ctx, ctx.subject.status, PtahSchemaStatus)
+
+
+def schema_operation_of(ctx: PassContext) -> ActiveOperationStatus:
+    return _narrowed(ctx, ctx.operation, ActiveOperationStatus)
+
+
+def migration_of(ctx: PassContext) -> PtahMigration:
+    return _narrowed(ctx, ctx.subject, PtahMigration)
+
+
+def migration_status_of(ctx: PassContext) -> PtahMigrationStatus:
+    return _narrowed(ctx, ctx.subject.status, PtahMigrationStatus)
+
+
+def migration_operation_of(ctx: PassContext) -> MigrationOperationStatus:
+    return _narrowed(ctx, ctx.operation, MigrationOperationStatus)

@@ -36,15 +36,10 @@ from controller.mutationlifecycle import (
     Stop,
     owed_release,
 )
-from controller.passcontext import PassContext, Status
+from controller.passcontext import PassContext, Status, migration_status_of, schema_status_of
 from jobclaim import finished, pod_stopped
-from jobclaim.api import PendingObservationStatus, PtahMigrationStatus, PtahSchemaStatus
+from jobclaim.api import PendingObservationStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
-from jobclaim.errors import PtahError
-
-
-class NotThisFamily(PtahError):
-    """A family's retirement was handed the other family's resource."""
 
 
 def dispatched_apply_may_still_write(ctx: PassContext) -> bool:
@@ -111,9 +106,7 @@ def retire_schema_claim(
     """Retire a schema's claim: the claim cleared, ``record`` as the pending observation
     (None removes it, which only the proof's settlement does, with ``ends_proof``),
     and the release owed staged, in one status patch; then the release."""
-    status = ctx.status
-    if not isinstance(status, PtahSchemaStatus):
-        raise NotThisFamily("retire_schema_claim needs a PtahSchema")
+    status = schema_status_of(ctx)
     operation = ctx.operation
     pending = status.pending_observation
     retirement = ctx.retirement(disposition, record_holds_realm=True, ends_proof=ends_proof)
@@ -135,9 +128,7 @@ def retire_migration_claim(
 ) -> Stop:
     """Retire a migration's claim with whatever ``update`` records (its last run, an
     unresolved record), staging the release only when nothing can still write."""
-    status = ctx.status
-    if not isinstance(status, PtahMigrationStatus):
-        raise NotThisFamily("retire_migration_claim needs a PtahMigration")
+    status = migration_status_of(ctx)
     operation = ctx.operation
     info = ctx.info
     retirement = ctx.retirement(disposition, may_still_write=may_still_write)

@@ -28,7 +28,7 @@ from controller.claimwrites import form_claim, retire_undispatched
 from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
 from controller.operationidentity import schema_operation
-from controller.passcontext import Approval, PassContext
+from controller.passcontext import Approval, PassContext, schema_of, schema_status_of
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.retirement import retire_schema_claim
@@ -65,17 +65,6 @@ from jobclaim.errors import BuildRefused, InvalidInput
 _APPLY: Final = "Apply"
 
 
-def _schema(ctx: PassContext) -> PtahSchema:
-    assert isinstance(ctx.subject, PtahSchema)
-    return ctx.subject
-
-
-def _status(ctx: PassContext) -> PtahSchemaStatus:
-    status = _schema(ctx).status
-    assert status is not None
-    return status
-
-
 class SchemaFamily:
     name: Final = "schema"
     kind: Final = "PtahSchema"
@@ -87,7 +76,7 @@ class SchemaFamily:
         return PtahSchema.model_validate(obj)
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        schema = _schema(ctx)
+        schema = schema_of(ctx)
         binding = ctx.binding
         if binding is None:
             return None
@@ -107,7 +96,7 @@ class SchemaFamily:
     # -- authorize and stage -----------------------------------------------------------
 
     def authorize(self, ctx: PassContext) -> Stop | None:
-        schema = _schema(ctx)
+        schema = schema_of(ctx)
         apply = ctx.operation.type == _APPLY
         if schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof):
             # A proof runs before suspension: a suspended schema still owes its account.
@@ -123,7 +112,7 @@ class SchemaFamily:
         return None
 
     def _plan_problem(self, ctx: PassContext) -> str | None:
-        plan = _status(ctx).plan
+        plan = schema_status_of(ctx).plan
         assert plan is not None  # inputs_hold needs it
         try:
             obj = PtahSchemaPlan.model_validate(
@@ -131,7 +120,7 @@ class SchemaFamily:
             )
         except NotFound:
             return f"plan {plan.name} is gone"
-        problem = schema_plan_problem(obj, plan, owner=_schema(ctx).metadata)
+        problem = schema_plan_problem(obj, plan, owner=schema_of(ctx).metadata)
         if problem is not None:
             return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
@@ -142,11 +131,11 @@ class SchemaFamily:
         return None
 
     def _policy_problem(self, ctx: PassContext) -> str | None:
-        plan = _status(ctx).plan
+        plan = schema_status_of(ctx).plan
         assert plan is not None
         if plan.verification_policy_uid is None:
             return None
-        selector = _schema(ctx).spec.desired.verification_policy_from
+        selector = schema_of(ctx).spec.desired.verification_policy_from
         if selector is None:
             return "the plan was verified under a policy the schema no longer names"
         try:
@@ -161,8 +150,8 @@ class SchemaFamily:
         return None
 
     def _approval_problem(self, ctx: PassContext) -> str | None:
-        schema = _schema(ctx)
-        plan = _status(ctx).plan
+        schema = schema_of(ctx)
+        plan = schema_status_of(ctx).plan
         assert plan is not None
         held = self.approval(ctx)
         if held is None:
@@ -201,7 +190,7 @@ class SchemaFamily:
             raise BuildRefused("the schema records no execution binding")
         return build_job(
             schema_job_inputs(
-                _schema(ctx),
+                schema_of(ctx),
                 binding=binding,
                 manager=manager or ctx.env.config.manager,
                 snapshot_digest=snapshot_digest,
@@ -209,12 +198,12 @@ class SchemaFamily:
         )
 
     def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = schema_claim(_schema(ctx), built=built, stored=True, binding=ctx.binding)
+        made = schema_claim(schema_of(ctx), built=built, stored=True, binding=ctx.binding)
         assert made is not None
         return made
 
     def approval(self, ctx: PassContext) -> ObjectReference | None:
-        plan = _status(ctx).plan
+        plan = schema_status_of(ctx).plan
         if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
             return None
         return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
@@ -231,7 +220,7 @@ class SchemaFamily:
     def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
         """An Apply, once the current plan is authorized. Read-only work is claimed when
         asked (issue 5 decides when from the readings)."""
-        schema = _schema(ctx)
+        schema = schema_of(ctx)
         status = schema.status
         binding = ctx.binding
         plan = status.plan if status else None
@@ -253,7 +242,7 @@ class SchemaFamily:
     def new_claim(
         self, ctx: PassContext, operation: str, approval: Approval | None
     ) -> PtahSchemaStatus:
-        status = _status(ctx)
+        status = schema_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
         extra: dict[str, Any] = {}
         if operation == _APPLY:
@@ -285,7 +274,7 @@ class SchemaFamily:
         started_at: str,
     ) -> ActiveOperationStatus:
         return schema_operation(
-            _schema(ctx),
+            schema_of(ctx),
             operation=operation,
             fingerprint=fingerprint,
             epoch=epoch,
@@ -304,7 +293,10 @@ class SchemaFamily:
 
     def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
         return retire_schema_claim(
-            ctx, reason, disposition=Disposition.DISCARD, record=_status(ctx).pending_observation
+            ctx,
+            reason,
+            disposition=Disposition.DISCARD,
+            record=schema_status_of(ctx).pending_observation,
         )
 
 

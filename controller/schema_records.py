@@ -38,17 +38,15 @@ from controller.claimwrites import (
 from controller.jobaccount import Harvest, pods_of
 from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.mutationlifecycle import Disposition, Stop, owed_release
-from controller.passcontext import PassContext
+from controller.passcontext import PassContext, schema_of, schema_operation_of, schema_status_of
 from controller.readings import settled_observation
 from controller.retirement import retire_schema_claim
 from controller.settlements import consume_settlement, find_settlement
 from controller.targetlock import MalformedLease
 from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
-    ActiveOperationStatus,
     ObjectReference,
     PendingObservationStatus,
-    PtahSchema,
     PtahSchemaProofSettlement,
     PtahSchemaStatus,
     SettledProofStatus,
@@ -62,24 +60,12 @@ from runner.harvest import Outcome
 MAX_POD_UIDS: Final = 8
 
 
-def _schema(ctx: PassContext) -> PtahSchema:
-    assert isinstance(ctx.subject, PtahSchema)
-    return ctx.subject
-
-
-def _status(ctx: PassContext) -> PtahSchemaStatus:
-    status = _schema(ctx).status
-    assert status is not None
-    return status
-
-
 def pending_observation_for(
     ctx: PassContext, *, succeeded: bool, pod_uids: tuple[str, ...]
 ) -> PendingObservationStatus:
     """The one constructor of a schema's pending observation, from its Apply claim."""
-    operation = ctx.operation
-    status = _status(ctx)
-    assert isinstance(operation, ActiveOperationStatus)
+    operation = schema_operation_of(ctx)
+    status = schema_status_of(ctx)
     if operation.lease_epoch is None or operation.coordination_digest is None:
         raise InvalidInput("an Apply claim without its realm binding cannot leave a record")
     if operation.lease_duration_seconds is None:
@@ -98,7 +84,7 @@ def pending_observation_for(
         admission_snapshot=operation.admission_snapshot,
         apply_pod_uids=list(pod_uids[:MAX_POD_UIDS]),
         apply_pod_count=len(pod_uids),
-        apply_generation=_schema(ctx).metadata.generation,
+        apply_generation=schema_of(ctx).metadata.generation,
         observe_after=observe_after,
         plan=status.plan,
         dispatched_by=ctx.env.config.manager,
@@ -138,7 +124,7 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
         )
         reason = harvest.reason or "its result was read"
         return record_schema_apply(ctx, reason, succeeded=succeeded, pod_uids=harvest.pod_uids)
-    pending = _status(ctx).pending_observation
+    pending = schema_status_of(ctx).pending_observation
     if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
         return _retry_unless_settled(ctx, pending, harvest.reason or "the reading gave no account")
     if pending is not None and info.serves_proof:
@@ -171,7 +157,7 @@ def _retry_unless_settled(
 def restart_proof(ctx: PassContext, why: str) -> Stop:
     """Retire a proof's reading unread and restart the proof as an unknown outcome under
     the tenure the claim now names: someone else may have written since the Apply."""
-    pending = _status(ctx).pending_observation
+    pending = schema_status_of(ctx).pending_observation
     epoch = ctx.operation.lease_epoch
     if pending is None or epoch is None:
         raise InvalidInput("only a claim serving a proof under a Lease restarts that proof")
@@ -248,7 +234,7 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
         job = None
     if job is not None and not uid:
         # A UID is adopted only for the Job the record's claim would recognize.
-        claim = pending_apply_claim(_schema(ctx), pending)
+        claim = pending_apply_claim(schema_of(ctx), pending)
         if claim is None or not match(job, claim):
             job = None
     if job is not None:
@@ -266,7 +252,7 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
                 "outcome": "OutcomeUnknown" if count > 1 else pending.outcome,
             }
         )
-        ctx.write_status(_status(ctx).model_copy(update={"pending_observation": updated}))
+        ctx.write_status(schema_status_of(ctx).model_copy(update={"pending_observation": updated}))
     if any(not pod_stopped(p) for p in pods):
         return "an Apply Pod has not stopped"
     if job is not None:
@@ -280,7 +266,7 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
 def renew_proof(ctx: PassContext, pending: PendingObservationStatus) -> Stop | None:
     """Renew the realm under the Apply's own holder and tenure; a Stop when the proof
     cannot go on in this pass (the realm is elsewhere, or the tenure changed hands)."""
-    status = _status(ctx)
+    status = schema_status_of(ctx)
     interval = ctx.env.config.renew_interval_seconds
     holder = lease_holder(ctx.uid, pending.apply_operation_id)
     try:
@@ -316,10 +302,10 @@ def prove(ctx: PassContext) -> Stop | None:
     waiting = _apply_may_run(ctx, pending)
     if waiting is not None:
         return Stop(f"the proof waits: {waiting}", requeue_after=interval)
-    pending = _status(ctx).pending_observation or pending
-    if _schema(ctx).metadata.deletion_timestamp:
+    pending = schema_status_of(ctx).pending_observation or pending
+    if schema_of(ctx).metadata.deletion_timestamp:
         return _release_on_deletion(ctx, pending)
-    settlement, skipped = find_settlement(ctx.api, _schema(ctx), pending)
+    settlement, skipped = find_settlement(ctx.api, schema_of(ctx), pending)
     for name, problem in skipped:
         ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
     if settlement is not None:
@@ -332,7 +318,7 @@ def _settlement(
 ) -> PtahSchemaProofSettlement | None:
     """The settlement that ends this proof, if any; a Warning Event for each one
     naming it that is skipped for its stamp."""
-    settlement, skipped = find_settlement(ctx.api, _schema(ctx), pending)
+    settlement, skipped = find_settlement(ctx.api, schema_of(ctx), pending)
     for name, problem in skipped:
         ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
     return settlement
@@ -363,7 +349,7 @@ def _settle_by_person(
     )
     release = _proof_release(pending)
     ctx.write_status(
-        _status(ctx).model_copy(
+        schema_status_of(ctx).model_copy(
             update={
                 "pending_observation": None,
                 "pending_lock_release": release,
@@ -397,7 +383,7 @@ def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) ->
     """Deletion ends a proof no read will finish: the record goes, the release staged."""
     release = _proof_release(pending)
     ctx.write_status(
-        _status(ctx).model_copy(
+        schema_status_of(ctx).model_copy(
             update={"pending_observation": None, "pending_lock_release": release}
         )
     )

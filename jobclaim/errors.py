@@ -20,7 +20,7 @@ drawing; a new exception class belongs in it):
      │    ├── MayHaveDispatched    a claim that may have a Job handed to dispatch or discard
      │    ├── UnknownOperation     a claim of an operation the family does not define
      │    ├── NoClaim              a step that needs the claim found none
-     │    ├── NotThisFamily        a family's retirement handed the other family
+     │    ├── NotThisFamily        a family's step handed the other family's resource
      │    ├── ApprovalGone         the approval no longer authorizes anything
      │    ├── PlanUnverified       a plan whose chunks are not its own
      │    ├── ProjectionConflict   a ConfigMap under a projection's name that is not it

@@ -41,7 +41,13 @@ from controller.mutationlifecycle import (
     Stop,
     may_have_dispatched,
 )
-from controller.passcontext import PassContext, Status
+from controller.passcontext import (
+    PassContext,
+    Status,
+    migration_status_of,
+    schema_of,
+    schema_status_of,
+)
 from controller.schema_records import (
     mark_plan_approvals_stale,
     pending_observation_for,
@@ -50,9 +56,6 @@ from controller.schema_records import (
 from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,
-    PtahMigrationStatus,
-    PtahSchema,
-    PtahSchemaStatus,
     RetiredJobStatus,
     RetiredPlanReference,
 )
@@ -82,22 +85,21 @@ def _finish(ctx: PassContext, reason: str) -> Stop:
 
 
 def rotate(ctx: PassContext) -> Stop | None:
-    """Rotate the binding, or work off a schema's retirement; None when neither is due."""
+    """Rotate the binding, or work off what a rotated one still owes; None when neither
+    is due."""
     status = ctx.status
     binding = ctx.binding
     if status is None or binding is None:
         return None
-    if isinstance(status, PtahSchemaStatus) and status.pending_binding_retirement is not None:
-        return work_off(ctx, status.pending_binding_retirement)
+    retiring = ctx.family.binding_retirement(ctx)
+    if retiring is not None:
+        return work_off(ctx, retiring)
     if ctx.env.config.binding.matches(binding):
         return None
     active = status.active_operation
     if active is not None and not ctx.info.known:
         return Stop("a claim this operator does not define holds the old epoch")
-    if isinstance(status, PtahMigrationStatus):
-        return _rotate_migration(ctx, status)
-    assert isinstance(status, PtahSchemaStatus)
-    return _rotate_schema(ctx, status)
+    return ctx.family.rotate_binding(ctx)
 
 
 def _dispatched(ctx: PassContext) -> bool:
@@ -107,7 +109,10 @@ def _dispatched(ctx: PassContext) -> bool:
     )
 
 
-def _rotate_migration(ctx: PassContext, status: PtahMigrationStatus) -> Stop:
+def rotate_migration_binding(ctx: PassContext) -> Stop:
+    """A migration moves to the new binding with nothing left behind but a dispatched
+    Apply's unresolved record (``MigrationFamily.rotate_binding``)."""
+    status = migration_status_of(ctx)
     update: dict[str, Any] = {}
     if status.active_operation is not None:
         if ctx.info.mutating and _dispatched(ctx):
@@ -121,7 +126,10 @@ def _rotate_migration(ctx: PassContext, status: PtahMigrationStatus) -> Stop:
     return _finish(ctx, "the execution binding was rotated")
 
 
-def _rotate_schema(ctx: PassContext, status: PtahSchemaStatus) -> Stop:
+def rotate_schema_binding(ctx: PassContext) -> Stop:
+    """A schema moves to the new binding and records what the old one still owes
+    (``SchemaFamily.rotate_binding``)."""
+    status = schema_status_of(ctx)
     update: dict[str, Any] = {}
     job: RetiredJobStatus | None = None
     active = status.active_operation
@@ -167,8 +175,7 @@ def _rotate_schema(ctx: PassContext, status: PtahSchemaStatus) -> Stop:
 
 def _write_record(ctx: PassContext, record: BindingRetirementStatus, **extra: Any) -> None:
     remaining = record if (record.plan is not None or record.job is not None) else None
-    status = ctx.status
-    assert isinstance(status, PtahSchemaStatus)
+    status = schema_status_of(ctx)
     ctx.write_status(status.model_copy(update={"pending_binding_retirement": remaining, **extra}))
 
 
@@ -206,8 +213,7 @@ def _still_running(ctx: PassContext, job: Object) -> bool:
 def _read_only_job(
     ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus
 ) -> Stop:
-    status = ctx.status
-    assert isinstance(status, PtahSchemaStatus)
+    status = schema_status_of(ctx)
     found = _get(ctx, job.name)
     active = status.active_operation
     if found is not None and _still_running(ctx, found):
@@ -217,8 +223,7 @@ def _read_only_job(
             "the retired read-only Job is still running",
             requeue_after=ctx.env.config.renew_interval_seconds,
         )
-    schema = ctx.subject
-    assert isinstance(schema, PtahSchema)
+    schema = schema_of(ctx)
     if found is not None and active is not None and active.job_name == job.name:
         claim = schema_claim(schema, built=None, stored=True, binding=None)
         if claim is not None and match(found, claim):
@@ -230,10 +235,8 @@ def _read_only_job(
 
 
 def _apply_job(ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus) -> Stop:
-    status = ctx.status
-    assert isinstance(status, PtahSchemaStatus)
-    schema = ctx.subject
-    assert isinstance(schema, PtahSchema)
+    status = schema_status_of(ctx)
+    schema = schema_of(ctx)
     pending = status.pending_observation
     interval = ctx.env.config.renew_interval_seconds
     if pending is not None:

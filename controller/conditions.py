@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.passcontext import Status, Subject
+from controller.passcontext import Family, Status, Subject
 from controller.phasemachine import Decision, Event, Wait
 from jobclaim.api import Condition, PtahSchemaStatus
 
@@ -39,8 +39,19 @@ def _condition(kind: str, true: bool, reason: str, message: str) -> Condition:
     return Condition(type=kind, status="True" if true else "False", reason=reason, message=message)
 
 
+def drift_condition(status: PtahSchemaStatus) -> Condition:
+    """A schema's ``DriftDetected``: what its last Observe found."""
+    observation = status.observation
+    return _condition(
+        "DriftDetected",
+        bool(observation and observation.drift),
+        "Drift" if observation and observation.drift else "NoDrift",
+        f"{observation.finding_count} findings" if observation else "not observed yet",
+    )
+
+
 def conditions_for(
-    subject: Subject, status: Status, decision: Decision, *, now: str
+    family: Family, subject: Subject, status: Status, decision: Decision, *, now: str
 ) -> list[Condition]:
     """The conditions ``status`` (as this decision leaves it) publishes."""
     phase = status.phase or "Pending"
@@ -66,18 +77,8 @@ def conditions_for(
             failure.message if failure else "the last reading succeeded",
         ),
     ]
-    if isinstance(status, PtahSchemaStatus):
-        source, verification, observation = status.source, status.verification, status.observation
-        found.append(
-            _condition(
-                "DriftDetected",
-                bool(observation and observation.drift),
-                "Drift" if observation and observation.drift else "NoDrift",
-                f"{observation.finding_count} findings" if observation else "not observed yet",
-            )
-        )
-    else:
-        source, verification = status.artifact, status.verification
+    found += family.own_conditions(status)
+    source, verification = family.artifact(status), status.verification
     found += [
         _condition(
             "ArtifactResolved",

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from controller.approvals import (
@@ -22,6 +23,7 @@ from controller.approvals import (
     note_skipped,
     skipped_migration_approvals,
 )
+from controller.binding_rotation import rotate_migration_binding
 from controller.claimsupervision import inputs_hold
 from controller.claimwrites import form_claim, retire_undispatched
 from controller.jobaccount import Harvest
@@ -36,10 +38,14 @@ from controller.operationidentity import migration_operation
 from controller.passcontext import (
     Approval,
     PassContext,
+    Status,
     migration_of,
     migration_operation_of,
     migration_status_of,
+    narrowed,
 )
+from controller.phasemachine import Facts
+from controller.planning import migration_facts
 from controller.retirement import retire_migration_claim
 from jobclaim import (
     Claim,
@@ -50,9 +56,14 @@ from jobclaim import (
 )
 from jobclaim.api import (
     MIGRATION_FINALIZER,
+    BindingRetirementStatus,
+    Condition,
+    ConfigMapKeySelector,
     ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
+    OCIArtifactAccessBinding,
+    PendingObservationStatus,
     PtahMigration,
     PtahMigrationApproval,
     PtahMigrationPlan,
@@ -66,6 +77,8 @@ from jobclaim.apiserver import (
     Object,
 )
 from jobclaim.errors import BuildRefused
+from jobclaim.times import parse_time
+from runner.harvest import Outcome
 
 _APPLY: Final = "Apply"
 
@@ -301,6 +314,62 @@ class MigrationFamily:
         return retire_migration_claim(
             ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
         )
+
+    # -- the family's readings and records, as the shared stages ask for them --------
+
+    def artifact(self, status: Status) -> OCIArtifactAccessBinding | None:
+        return narrowed(status, PtahMigrationStatus).artifact
+
+    def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
+        return {"artifact": source, "history": None}
+
+    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
+        return migration_of(ctx).spec.artifact.verification_policy_from
+
+    def last_reading(self, ctx: PassContext) -> datetime | None:
+        # A History, or an unresolved run recorded: it is read an interval after it
+        # was recorded, like a reading.
+        status = migration_status_of(ctx)
+        times = [parse_time(status.history.observed_at) if status.history else None]
+        if status.unresolved_run is not None:
+            times.append(parse_time(status.unresolved_run.recorded_at))
+        known = [t for t in times if t is not None]
+        return max(known) if known else None
+
+    def facts(self, ctx: PassContext) -> Facts:
+        return migration_facts(migration_of(ctx), migration_status_of(ctx))
+
+    def own_conditions(self, status: Status) -> list[Condition]:
+        return []
+
+    def retire_reading(
+        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+    ) -> Stop:
+        return retire_migration_claim(
+            ctx, reason, disposition=disposition, may_still_write=False, update=update
+        )
+
+    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
+        return None  # a migration's record does not hold the realm
+
+    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+        # A History while a run is unresolved: migration_outcome records it, and
+        # settles the run when it shows nothing pending on the same database.
+        account = harvested.account
+        frame = account.frame if account else None
+        return (
+            migration_status_of(ctx).unresolved_run is not None
+            and ctx.operation.type == "History"
+            and harvested.outcome is Outcome.ACCOUNTED
+            and frame is not None
+            and frame.result.migration_history is not None
+        )
+
+    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
+        return None  # a migration leaves nothing behind a rotation but its record
+
+    def rotate_binding(self, ctx: PassContext) -> Stop:
+        return rotate_migration_binding(ctx)
 
 
 MIGRATION: Final = MigrationFamily()

@@ -25,10 +25,15 @@ from controller.targetlock import TargetLock
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
     ActiveOperationStatus,
+    BindingRetirementStatus,
+    Condition,
+    ConfigMapKeySelector,
     ExecutionBindingStatus,
     ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
+    OCIArtifactAccessBinding,
+    PendingObservationStatus,
     PtahMigration,
     PtahMigrationApproval,
     PtahMigrationPlan,
@@ -44,6 +49,7 @@ from jobclaim.times import timestamp, utc_now
 
 if TYPE_CHECKING:
     from controller.jobaccount import Harvest
+    from controller.phasemachine import Facts
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -161,6 +167,62 @@ class Family(Protocol):
         """A read-only claim whose result will not be used: discarded, records kept."""
         ...
 
+    # -- the family's readings and records, as the shared stages ask for them --------
+    # Each difference between the families is answered here once, so the shared
+    # modules (planning, readings, publishing, conditions, binding_rotation,
+    # retirement) never ask which family they hold.
+
+    def artifact(self, status: Status) -> OCIArtifactAccessBinding | None:
+        """The artifact the last Resolve recorded (a schema's source, a migration's
+        artifact)."""
+        ...
+
+    def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
+        """The status fields a Resolve writes: the artifact, and the reading made from
+        the old one cleared."""
+        ...
+
+    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
+        """The ConfigMap key the spec names as the artifact's verification policy."""
+        ...
+
+    def last_reading(self, ctx: PassContext) -> datetime | None:
+        """When the rung above Verify was last read (the interval counts from it)."""
+        ...
+
+    def facts(self, ctx: PassContext) -> Facts:
+        """The family's records reduced to what the phase machine decides from (the
+        fields both families share are the caller's)."""
+        ...
+
+    def own_conditions(self, status: Status) -> list[Condition]:
+        """The conditions only this family publishes, from ``status``."""
+        ...
+
+    def retire_reading(
+        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+    ) -> Stop:
+        """Retire a reading's claim with what it recorded (``update``)."""
+        ...
+
+    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
+        """The record of an Apply that still owes its proof (it holds the realm)."""
+        ...
+
+    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+        """Whether the family's own records take this reading's account, so that the
+        readings record nothing (a migration's History that may settle its
+        unresolved run)."""
+        ...
+
+    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
+        """What a rotated execution binding still owes before anything else."""
+        ...
+
+    def rotate_binding(self, ctx: PassContext) -> Stop:
+        """Move the resource to the binding now in force."""
+        ...
+
 
 @dataclass(slots=True)
 class PassContext:
@@ -218,9 +280,8 @@ class PassContext:
 
     @property
     def proof_outstanding(self) -> bool:
-        """Whether a schema's Apply still owes its proof (its record holds the realm)."""
-        status = self.subject.status
-        return isinstance(status, PtahSchemaStatus) and status.pending_observation is not None
+        """Whether an Apply still owes its proof (its record holds the realm)."""
+        return self.family.pending_proof(self) is not None
 
     def retirement(
         self,
@@ -252,8 +313,7 @@ class PassContext:
         """Who holds the realm for this claim. A claim that serves a proof holds it as
         the Apply it proves, so the proof's reading runs under the Apply's own tenure
         and no other claimant can write between the Apply and that reading."""
-        status = self.subject.status
-        pending = status.pending_observation if isinstance(status, PtahSchemaStatus) else None
+        pending = self.family.pending_proof(self)
         if pending is not None and self.info.serves_proof:
             return lease_holder(self.uid, pending.apply_operation_id)
         return lease_holder(self.uid, self.operation.id)
@@ -299,37 +359,40 @@ class PassContext:
 
 
 # -- a family's own steps, narrowed ----------------------------------------------------
-# A step that only one family takes (its dispatch, its records) reads the pass's
-# resource as that family's type through these, the one place that checks it.
+# A step that only one family takes (its dispatch, its records, its answers to the
+# Family questions) reads the pass's resource as that family's type through these,
+# the one place that checks it.
 
 _Narrowed = TypeVar("_Narrowed")
 
 
-def _narrowed(ctx: PassContext, value: object, kind: type[_Narrowed]) -> _Narrowed:
+def narrowed(value: object, kind: type[_Narrowed]) -> _Narrowed:
+    """``value`` as the family's own ``kind``; anything else is a step handed the
+    other family's resource."""
     if not isinstance(value, kind):
-        raise NotThisFamily(f"{ctx.family.kind} {ctx.name} has no {kind.__name__} here")
+        raise NotThisFamily(f"a {kind.__name__} was expected, not a {type(value).__name__}")
     return value
 
 
 def schema_of(ctx: PassContext) -> PtahSchema:
-    return _narrowed(ctx, ctx.subject, PtahSchema)
+    return narrowed(ctx.subject, PtahSchema)
 
 
 def schema_status_of(ctx: PassContext) -> PtahSchemaStatus:
-    return _narrowed(ctx, ctx.subject.status, PtahSchemaStatus)
+    return narrowed(ctx.subject.status, PtahSchemaStatus)
 
 
 def schema_operation_of(ctx: PassContext) -> ActiveOperationStatus:
-    return _narrowed(ctx, ctx.operation, ActiveOperationStatus)
+    return narrowed(ctx.operation, ActiveOperationStatus)
 
 
 def migration_of(ctx: PassContext) -> PtahMigration:
-    return _narrowed(ctx, ctx.subject, PtahMigration)
+    return narrowed(ctx.subject, PtahMigration)
 
 
 def migration_status_of(ctx: PassContext) -> PtahMigrationStatus:
-    return _narrowed(ctx, ctx.subject.status, PtahMigrationStatus)
+    return narrowed(ctx.subject.status, PtahMigrationStatus)
 
 
 def migration_operation_of(ctx: PassContext) -> MigrationOperationStatus:
-    return _narrowed(ctx, ctx.operation, MigrationOperationStatus)
+    return narrowed(ctx.operation, MigrationOperationStatus)

@@ -50,19 +50,8 @@ def _interval(ctx: PassContext) -> float:
 
 
 def last_reading(ctx: PassContext) -> datetime | None:
-    """When the rung above Verify was last read: a drift Observe, or a History (or
-    an unresolved run recorded, which waits an interval like a reading)."""
-    status = ctx.status
-    if isinstance(status, PtahSchemaStatus):
-        return _at(status.observation.observed_at) if status.observation else None
-    if isinstance(status, PtahMigrationStatus):
-        times = [_at(status.history.observed_at) if status.history else None]
-        if status.unresolved_run is not None:
-            # An unresolved run is read an interval after it was recorded.
-            times.append(_at(status.unresolved_run.recorded_at))
-        known = [t for t in times if t is not None]
-        return max(known) if known else None
-    return None
+    """When the rung above Verify was last read (``Family.last_reading``)."""
+    return ctx.family.last_reading(ctx)
 
 
 def _retry_at(ctx: PassContext) -> datetime | None:
@@ -71,7 +60,8 @@ def _retry_at(ctx: PassContext) -> datetime | None:
     return _at(failure.retry_not_before) if failure else None
 
 
-def _schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | None) -> Facts:
+def schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | None) -> Facts:
+    """A schema's records reduced to the machine's facts (``Family.facts``). Pure."""
     source = status.source
     digest = source.digest if source else None
     verification = status.verification
@@ -90,7 +80,8 @@ def _schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | Non
     )
 
 
-def _migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Facts:
+def migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Facts:
+    """A migration's records reduced to the machine's facts (``Family.facts``). Pure."""
     artifact = status.artifact
     verification = status.verification
     history = status.history
@@ -118,14 +109,8 @@ def facts_of(ctx: PassContext) -> Facts:
     """The records of the resource, reduced to what the machine decides from."""
     subject = ctx.subject
     status = ctx.status
-    binding = ctx.binding
-    epoch = binding.epoch if binding else None
-    if isinstance(subject, PtahSchema):
-        assert isinstance(status, PtahSchemaStatus)
-        facts = _schema_facts(subject, status, epoch)
-    else:
-        assert isinstance(status, PtahMigrationStatus)
-        facts = _migration_facts(subject, status)
+    facts = ctx.family.facts(ctx)
+    assert status is not None  # the family's facts read it
     now = ctx.now()
     retry_at = _retry_at(ctx)
     last = last_reading(ctx)
@@ -185,7 +170,11 @@ def advance(ctx: PassContext) -> Stop:
         ctx.crossed("PlanDiscarded", f"plan {status.plan.name} was discarded ({marked} stale)")
         update["plan"] = None
     update["conditions"] = conditions_for(
-        ctx.subject, status.model_copy(update=update), decision, now=timestamp(ctx.now())
+        ctx.family,
+        ctx.subject,
+        status.model_copy(update=update),
+        decision,
+        now=timestamp(ctx.now()),
     )
     if decision.claim is not None:
         return claim_operation(ctx, decision.claim, approval, update=update)

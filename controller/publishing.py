@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from controller.passcontext import PassContext
+from controller.passcontext import PassContext, migration_of, schema_of
 from jobclaim import (
     SchemaPlanContent,
     build_migration_plan,
@@ -36,8 +36,6 @@ from jobclaim.api import (
     CurrentPlanStatus,
     MigrationSequenceEntry,
     ObjectReference,
-    PtahMigration,
-    PtahSchema,
     PtahSchemaPlan,
 )
 from jobclaim.apiserver import (
@@ -106,8 +104,7 @@ def schema_plan_content(section: PlanSection) -> tuple[SchemaPlanContent, list[b
 
 def publish_schema_plan(ctx: PassContext, section: PlanSection, job: Object) -> CurrentPlanStatus:
     """Publish the active Plan claim's plan and chunks; the ``status.plan`` naming it."""
-    schema = ctx.subject
-    assert isinstance(schema, PtahSchema)
+    schema = schema_of(ctx)
     status = schema.status
     binding = ctx.binding
     if status is None or binding is None:
@@ -159,8 +156,7 @@ def publish_migration_plan(ctx: PassContext, section: MigrationHistorySection) -
     rest comes from ``status.history`` and ``status.artifact``, which the caller has
     made durable first (the webhook rebuilds the plan from them).
     """
-    migration = ctx.subject
-    assert isinstance(migration, PtahMigration)
+    migration = migration_of(ctx)
     history = migration.status.history if migration.status else None
     entries = tuple(
         MigrationSequenceEntry(version=p.version, name=p.name, digest=p.digest)

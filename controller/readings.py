@@ -35,19 +35,14 @@ from typing import Any, Final
 from controller.jobaccount import Harvest
 from controller.migration_records import history_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext
+from controller.passcontext import PassContext, migration_of, migration_status_of, schema_of
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
-from controller.retirement import retire_migration_claim, retire_schema_claim
 from jobclaim import finished
 from jobclaim.api import (
     ArtifactVerificationStatus,
-    ConfigMapKeySelector,
     DriftObservationStatus,
     OCIArtifactAccessBinding,
-    PtahMigration,
-    PtahMigrationStatus,
-    PtahSchema,
     PtahSchemaStatus,
     ReadingFailureStatus,
 )
@@ -92,16 +87,6 @@ def backoff_seconds(interval: float, failures: int) -> float:
     return min(delay, max(interval, MAX_BACKOFF_SECONDS))
 
 
-def _retire(
-    ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
-) -> Stop:
-    if isinstance(ctx.status, PtahSchemaStatus):
-        return retire_schema_claim(ctx, reason, disposition=disposition, record=None, update=update)
-    return retire_migration_claim(
-        ctx, reason, disposition=disposition, may_still_write=False, update=update
-    )
-
-
 def fail(ctx: PassContext, code: str | None, message: str) -> Stop:
     """Retire the reading's claim with the failure and its retry time."""
     status = ctx.status
@@ -127,7 +112,7 @@ def fail(ctx: PassContext, code: str | None, message: str) -> Stop:
     ctx.crossed(
         "ReadingFailed", f"{operation} failed ({failures} in a row): {sentence}", warning=True
     )
-    return _retire(
+    return ctx.family.retire_reading(
         ctx,
         f"{operation} failed; it is tried again at {record.retry_not_before}",
         Disposition.DISCARD,
@@ -141,7 +126,9 @@ def fail(ctx: PassContext, code: str | None, message: str) -> Stop:
 
 def _accounted(ctx: PassContext, reason: str, update: dict[str, Any]) -> Stop:
     ctx.crossed("ReadingRecorded", reason)
-    return _retire(ctx, reason, Disposition.ACCOUNTED, {"reading_failure": None, **update})
+    return ctx.family.retire_reading(
+        ctx, reason, Disposition.ACCOUNTED, {"reading_failure": None, **update}
+    )
 
 
 # -- each reading ----------------------------------------------------------------------
@@ -160,27 +147,16 @@ def _resolved(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     update: dict[str, Any] = {
         "observed_generation": ctx.subject.metadata.generation,
         "verification": None,
+        **ctx.family.resolved(source),
     }
-    if isinstance(ctx.subject, PtahSchema):
-        update.update(source=source, observation=None)
-    else:
-        update.update(artifact=source, history=None)
     return _accounted(ctx, f"the artifact resolved to {source.digest}", update)
 
 
 def _artifact_digest(ctx: PassContext) -> str | None:
     status = ctx.status
-    if isinstance(status, PtahSchemaStatus):
-        return status.source.digest if status.source else None
-    assert isinstance(status, PtahMigrationStatus)
-    return status.artifact.digest if status.artifact else None
-
-
-def _policy_selector(ctx: PassContext) -> ConfigMapKeySelector | None:
-    subject = ctx.subject
-    if isinstance(subject, PtahSchema):
-        return subject.spec.desired.verification_policy_from
-    return subject.spec.artifact.verification_policy_from
+    assert status is not None
+    artifact = ctx.family.artifact(status)
+    return artifact.digest if artifact else None
 
 
 def _verified(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
@@ -189,7 +165,7 @@ def _verified(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     digest = _artifact_digest(ctx)
     if digest is None:
         raise ReadingUnrecordable("a Verify reading with no resolved artifact verifies nothing")
-    selector = _policy_selector(ctx)
+    selector = ctx.family.policy_selector(ctx)
     policy_uid = None
     if selector is not None:
         try:
@@ -240,9 +216,9 @@ def settled_observation(ctx: PassContext, result: RunnerResult) -> dict[str, Any
 
 def _observed(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     section = result.observe
-    assert section is not None and isinstance(ctx.subject, PtahSchema)
+    assert section is not None
     drift = section.observed_drift
-    if ctx.subject.spec.policy.drift_severity == "destructive":
+    if schema_of(ctx).spec.policy.drift_severity == "destructive":
         drift = section.highest_drift_severity == "destructive"
     update: dict[str, Any] = {"observation": _observation(ctx, result, drift=drift)}
     if not drift:
@@ -252,8 +228,8 @@ def _observed(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
 
 def _planned(ctx: PassContext, result: RunnerResult, job: Object) -> Stop:
     section = result.plan
-    schema = ctx.subject
-    assert section is not None and isinstance(schema, PtahSchema)
+    schema = schema_of(ctx)
+    assert section is not None
     if section.plan_outcome == "NoChanges":
         # The plan is the closer reading: nothing to change is no drift to act on.
         return _accounted(
@@ -275,10 +251,9 @@ def _planned(ctx: PassContext, result: RunnerResult, job: Object) -> Stop:
 
 def _read_history(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     section = result.migration_history
-    migration = ctx.subject
-    status = ctx.status
-    assert section is not None and isinstance(migration, PtahMigration)
-    assert isinstance(status, PtahMigrationStatus)
+    migration = migration_of(ctx)
+    status = migration_status_of(ctx)
+    assert section is not None
     history = history_of(result, timestamp(ctx.now()))
     # The reading first, with the claim kept: the plan is rebuilt (by the webhook
     # too) from what status records, and a stop before the plan leaves the claim to
@@ -308,18 +283,10 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
     """Record a harvested reading; None for a claim whose account is kept elsewhere
     (an Apply, a proof's reading, a History that may settle an unresolved run)."""
     info = ctx.info
-    status = ctx.status
     operation = ctx.operation.type
     if info.mutating or (ctx.proof_outstanding and info.serves_proof):
         return None
-    if (
-        isinstance(status, PtahMigrationStatus)
-        and status.unresolved_run is not None
-        and operation == "History"
-        and _has_history(harvested)
-    ):
-        # migration_records.settle_by_history records it, and settles the run when
-        # the reading shows nothing pending on the same database.
+    if ctx.family.keeps_reading(ctx, harvested):
         return None
     recorder = _RECORDERS.get((ctx.family.name, operation))
     if recorder is None:
@@ -336,16 +303,6 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
         return recorder(ctx, result, job)
     except (ReadingUnrecordable, PublishRefused) as error:
         return fail(ctx, None, str(error))
-
-
-def _has_history(harvested: Harvest) -> bool:
-    account = harvested.account
-    frame = account.frame if account else None
-    return (
-        harvested.outcome is Outcome.ACCOUNTED
-        and frame is not None
-        and frame.result.migration_history is not None
-    )
 
 
 __all__ = [

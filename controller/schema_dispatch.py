@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from controller.approvals import (
@@ -23,12 +24,23 @@ from controller.approvals import (
     note_skipped,
     skipped_schema_approvals,
 )
+from controller.binding_rotation import rotate_schema_binding
 from controller.claimsupervision import inputs_hold
 from controller.claimwrites import form_claim, retire_undispatched
+from controller.conditions import drift_condition
 from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
 from controller.operationidentity import schema_operation
-from controller.passcontext import Approval, PassContext, schema_of, schema_status_of
+from controller.passcontext import (
+    Approval,
+    PassContext,
+    Status,
+    narrowed,
+    schema_of,
+    schema_status_of,
+)
+from controller.phasemachine import Facts
+from controller.planning import schema_facts
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.retirement import retire_schema_claim
@@ -44,9 +56,14 @@ from jobclaim import (
 from jobclaim.api import (
     SCHEMA_FINALIZER,
     ActiveOperationStatus,
+    BindingRetirementStatus,
+    Condition,
+    ConfigMapKeySelector,
     ConsumedApprovalStatus,
     ManagerRecord,
     ObjectReference,
+    OCIArtifactAccessBinding,
+    PendingObservationStatus,
     PtahSchema,
     PtahSchemaApproval,
     PtahSchemaPlan,
@@ -61,6 +78,7 @@ from jobclaim.apiserver import (
     Object,
 )
 from jobclaim.errors import BuildRefused, InvalidInput
+from jobclaim.times import parse_time
 
 _APPLY: Final = "Apply"
 
@@ -298,6 +316,50 @@ class SchemaFamily:
             disposition=Disposition.DISCARD,
             record=schema_status_of(ctx).pending_observation,
         )
+
+    # -- the family's readings and records, as the shared stages ask for them --------
+
+    def artifact(self, status: Status) -> OCIArtifactAccessBinding | None:
+        return narrowed(status, PtahSchemaStatus).source
+
+    def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
+        return {"source": source, "observation": None}
+
+    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
+        return schema_of(ctx).spec.desired.verification_policy_from
+
+    def last_reading(self, ctx: PassContext) -> datetime | None:
+        # A drift Observe is the schema's reading above Verify.
+        observation = schema_status_of(ctx).observation
+        return parse_time(observation.observed_at) if observation else None
+
+    def facts(self, ctx: PassContext) -> Facts:
+        binding = ctx.binding
+        epoch = binding.epoch if binding else None
+        return schema_facts(schema_of(ctx), schema_status_of(ctx), epoch)
+
+    def own_conditions(self, status: Status) -> list[Condition]:
+        return [drift_condition(narrowed(status, PtahSchemaStatus))]
+
+    def retire_reading(
+        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+    ) -> Stop:
+        return retire_schema_claim(ctx, reason, disposition=disposition, record=None, update=update)
+
+    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
+        status = ctx.status
+        return (
+            narrowed(status, PtahSchemaStatus).pending_observation if status is not None else None
+        )
+
+    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+        return False  # a proof's reading is the pending observation's, asked before
+
+    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
+        return schema_status_of(ctx).pending_binding_retirement
+
+    def rotate_binding(self, ctx: PassContext) -> Stop:
+        return rotate_schema_binding(ctx)
 
 
 def _reservation(approval: PtahSchemaApproval) -> ConsumedApprovalStatus:

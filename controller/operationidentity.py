@@ -7,7 +7,7 @@ claim by status patch) before anything external happens.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 
 from jobclaim import digest_of, job_name
 from jobclaim.api import (
@@ -33,90 +33,58 @@ def operation_id(fingerprint: str, nonce: bytes) -> str:
 _Operation = TypeVar("_Operation", ActiveOperationStatus, MigrationOperationStatus)
 
 
+class ClaimFields(TypedDict):
+    """What a new claim is formed from, the same for both families."""
+
+    operation: str
+    fingerprint: str
+    epoch: str
+    nonce: bytes
+    started_at: str
+    attempt: NotRequired[int]
+    execution_not_after: NotRequired[str | None]
+
+
 def _operation(
     model: type[_Operation],
     family: str,
     resource: PtahSchema | PtahMigration,
-    *,
-    operation: str,
-    fingerprint: str,
-    epoch: str,
-    nonce: bytes,
-    started_at: str,
-    attempt: int,
-    execution_not_after: str | None,
+    fields: ClaimFields,
 ) -> _Operation:
     """The claim a resource writes before its Job exists, naming that Job."""
-    op_id = operation_id(fingerprint, nonce)
+    fingerprint = fields["fingerprint"]
+    epoch = fields["epoch"]
+    attempt = fields.get("attempt", 1)
+    op_id = operation_id(fingerprint, fields["nonce"])
     return model(
-        type=operation,
+        type=fields["operation"],
         id=op_id,
         input_fingerprint=fingerprint,
         job_name=job_name(
             family=family,
             owner_name=resource.metadata.name or "",
             owner_uid=resource.metadata.uid or "",
-            operation=operation,
+            operation=fields["operation"],
             operation_id=op_id,
             epoch=epoch,
             input_fingerprint=fingerprint,
             attempt=attempt,
         ),
-        started_at=started_at,
+        started_at=fields["started_at"],
         attempt=attempt,
         execution_binding_id=epoch,
-        execution_not_after=execution_not_after,
+        execution_not_after=fields.get("execution_not_after"),
         target=resource.spec.target,
     )
 
 
-def schema_operation(
-    schema: PtahSchema,
-    *,
-    operation: str,
-    fingerprint: str,
-    epoch: str,
-    nonce: bytes,
-    started_at: str,
-    attempt: int = 1,
-    execution_not_after: str | None = None,
-) -> ActiveOperationStatus:
+def schema_operation(schema: PtahSchema, **fields: Unpack[ClaimFields]) -> ActiveOperationStatus:
     """The claim a PtahSchema writes before its Job exists."""
-    return _operation(
-        ActiveOperationStatus,
-        "schema",
-        schema,
-        operation=operation,
-        fingerprint=fingerprint,
-        epoch=epoch,
-        nonce=nonce,
-        started_at=started_at,
-        attempt=attempt,
-        execution_not_after=execution_not_after,
-    )
+    return _operation(ActiveOperationStatus, "schema", schema, fields)
 
 
 def migration_operation(
-    migration: PtahMigration,
-    *,
-    operation: str,
-    fingerprint: str,
-    epoch: str,
-    nonce: bytes,
-    started_at: str,
-    attempt: int = 1,
-    execution_not_after: str | None = None,
+    migration: PtahMigration, **fields: Unpack[ClaimFields]
 ) -> MigrationOperationStatus:
     """The claim a PtahMigration writes before its Job exists."""
-    return _operation(
-        MigrationOperationStatus,
-        "migration",
-        migration,
-        operation=operation,
-        fingerprint=fingerprint,
-        epoch=epoch,
-        nonce=nonce,
-        started_at=started_at,
-        attempt=attempt,
-        execution_not_after=execution_not_after,
-    )
+    return _operation(MigrationOperationStatus, "migration", migration, fields)

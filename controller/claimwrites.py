@@ -102,7 +102,7 @@ def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[st
     fields: dict[str, Any] = {
         "coordination_digest": target_digest(ctx.subject.spec.target, ctx.namespace),
     }
-    pending = getattr(ctx.status, "pending_observation", None)
+    pending = ctx.family.pending_proof(ctx)
     if pending is not None and info.serves_proof:
         # A proof's reading runs under the Apply's own realm binding and tenure.
         fields["coordination_digest"] = pending.coordination_digest
@@ -125,8 +125,8 @@ def finalizer_owed(ctx: PassContext) -> bool:
     if status is None:
         return False
     owed: list[object] = [status.active_operation, status.pending_lock_release]
-    owed.append(getattr(status, "pending_observation", None))
-    owed.append(getattr(status, "pending_binding_retirement", None))
+    owed.append(ctx.family.pending_proof(ctx))
+    owed.append(ctx.family.binding_retirement(ctx))
     if not ctx.subject.metadata.deletion_timestamp:
         # A migration does not hold deletion for its unresolved run, but a pass must
         # see the deletion to announce the loss: the finalizer stays until then and

@@ -222,12 +222,12 @@ class MigrationFamily:
     def approval(self, ctx: PassContext) -> ObjectReference | None:
         return migration_operation_of(ctx).approval_ref
 
-    def retired(self, status: Any, *, drop_plan: bool) -> PtahMigrationStatus:
-        assert isinstance(status, PtahMigrationStatus)
+    def retired(self, status: Status, *, drop_plan: bool) -> PtahMigrationStatus:
+        own = narrowed(status, PtahMigrationStatus)
         update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
         if drop_plan:
             update["plan"] = None
-        return status.model_copy(update=update)
+        return own.model_copy(update=update)
 
     # -- what to claim -----------------------------------------------------------------
 

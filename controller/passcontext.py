@@ -122,7 +122,7 @@ class Family(Protocol):
         """The approval the claim holds by reference, if its work needs one."""
         ...
 
-    def retired(self, status: Any, *, drop_plan: bool) -> Any:
+    def retired(self, status: Status, *, drop_plan: bool) -> Status:
         """The status with the claim gone (and, when its plan moved, the plan too)."""
         ...
 

@@ -226,12 +226,12 @@ class SchemaFamily:
             return None
         return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
 
-    def retired(self, status: Any, *, drop_plan: bool) -> PtahSchemaStatus:
-        assert isinstance(status, PtahSchemaStatus)
+    def retired(self, status: Status, *, drop_plan: bool) -> PtahSchemaStatus:
+        own = narrowed(status, PtahSchemaStatus)
         update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
         if drop_plan:
             update["plan"] = None
-        return status.model_copy(update=update)
+        return own.model_copy(update=update)
 
     # -- what to claim -----------------------------------------------------------------
 

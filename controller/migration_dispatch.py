@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from controller.approvals import (
     find_migration_approval,
@@ -34,7 +34,7 @@ from controller.migration_records import (
     warn_record_lost,
 )
 from controller.mutationlifecycle import Disposition, Stop
-from controller.operationidentity import migration_operation
+from controller.operationidentity import ClaimFields, migration_operation
 from controller.passcontext import (
     Approval,
     PassContext,
@@ -281,23 +281,9 @@ class MigrationFamily:
         return PtahMigrationStatus()
 
     def operation(
-        self,
-        ctx: PassContext,
-        *,
-        operation: str,
-        fingerprint: str,
-        epoch: str,
-        nonce: bytes,
-        started_at: str,
+        self, ctx: PassContext, **fields: Unpack[ClaimFields]
     ) -> MigrationOperationStatus:
-        return migration_operation(
-            migration_of(ctx),
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
+        return migration_operation(migration_of(ctx), **fields)
 
     def prelude(self, ctx: PassContext) -> Stop | None:
         # The unresolved-run record and its annotation copy agree before anything else.

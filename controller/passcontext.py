@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
@@ -49,6 +49,7 @@ from jobclaim.times import timestamp, utc_now
 
 if TYPE_CHECKING:
     from controller.jobaccount import Harvest
+    from controller.operationidentity import ClaimFields
     from controller.phasemachine import Facts
 
 Subject = PtahSchema | PtahMigration
@@ -138,16 +139,7 @@ class Family(Protocol):
         """The status of a resource seen for the first time."""
         ...
 
-    def operation(
-        self,
-        ctx: PassContext,
-        *,
-        operation: str,
-        fingerprint: str,
-        epoch: str,
-        nonce: bytes,
-        started_at: str,
-    ) -> Operation:
+    def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> Operation:
         """The claim this family writes before its Job exists (``controller.operationidentity``)."""
         ...
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from controller.approvals import (
     find_schema_approval,
@@ -30,7 +30,7 @@ from controller.claimwrites import form_claim, retire_undispatched
 from controller.conditions import drift_condition
 from controller.jobaccount import Harvest
 from controller.mutationlifecycle import Disposition, Stop
-from controller.operationidentity import schema_operation
+from controller.operationidentity import ClaimFields, schema_operation
 from controller.passcontext import (
     Approval,
     PassContext,
@@ -281,24 +281,8 @@ class SchemaFamily:
     def empty_status(self) -> PtahSchemaStatus:
         return PtahSchemaStatus()
 
-    def operation(
-        self,
-        ctx: PassContext,
-        *,
-        operation: str,
-        fingerprint: str,
-        epoch: str,
-        nonce: bytes,
-        started_at: str,
-    ) -> ActiveOperationStatus:
-        return schema_operation(
-            schema_of(ctx),
-            operation=operation,
-            fingerprint=fingerprint,
-            epoch=epoch,
-            nonce=nonce,
-            started_at=started_at,
-        )
+    def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> ActiveOperationStatus:
+        return schema_operation(schema_of(ctx), **fields)
 
     def prelude(self, ctx: PassContext) -> Stop | None:
         return None  # a schema's records are worked off by its claims and its rotation

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from jobclaim.apiserver import (
@@ -29,6 +29,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
+from jobclaim.times import timestamp
 
 __all__ = [
     "REQUEST_UID_FIELD",
@@ -99,8 +100,8 @@ STAMPED: Final[Mapping[str, StampedKind]] = {
 
 
 def stamp_time(now: datetime) -> str:
-    """``now`` as the API server writes a time: RFC 3339, UTC, whole seconds."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``now`` as the API server writes a time (``jobclaim.times.timestamp``)."""
+    return timestamp(now)
 
 
 def parse_time(text: object) -> datetime | None:

@@ -11,8 +11,10 @@
 5. A standing claim is supervised (and harvested once its Job is terminal); one whose
    Job does not exist yet and that has not dispatched goes through the dispatch
    sequence.
-6. A schema's pending observation is proved, before suspension and the generation
-   gate; a migration's unresolved run is settled by an acknowledgment naming it.
+6. The family's record of an earlier run is worked toward its end
+   (``Family.settle_record``): a schema's pending observation is proved, before
+   suspension and the generation gate; a migration's unresolved run is settled by an
+   acknowledgment naming it.
 7. Otherwise the phase machine decides what to claim next (``planning.advance``):
    the next reading, or the Apply of an authorized plan, and the claim is persisted.
 
@@ -38,14 +40,10 @@ from controller.dispatch_steps import DispatchPass, claim_view
 from controller.events import Regarding
 from controller.managerconfig import random_epoch
 from controller.migration_dispatch import MIGRATION
-from controller.migration_records import (
-    settle_by_acknowledgment,
-)
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext
 from controller.planning import advance
 from controller.schema_dispatch import SCHEMA
-from controller.schema_records import prove
 from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError
@@ -157,7 +155,7 @@ def _pass(ctx: PassContext) -> Stop:
     status = ctx.status
     if status is not None and status.active_operation is not None:
         return _active(ctx)
-    stop = prove(ctx) or settle_by_acknowledgment(ctx)
+    stop = ctx.family.settle_record(ctx)
     if stop is not None:
         return stop
     if ctx.subject.metadata.deletion_timestamp:

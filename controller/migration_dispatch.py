@@ -31,6 +31,7 @@ from controller.migration_records import (
     migration_outcome,
     reconcile_unresolved_copy,
     record_unresolved_run,
+    settle_by_acknowledgment,
     warn_record_lost,
 )
 from controller.mutationlifecycle import Disposition, Stop
@@ -350,6 +351,9 @@ class MigrationFamily:
             and frame is not None
             and frame.result.migration_history is not None
         )
+
+    def settle_record(self, ctx: PassContext) -> Stop | None:
+        return settle_by_acknowledgment(ctx)
 
     def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
         return None  # a migration leaves nothing behind a rotation but its record

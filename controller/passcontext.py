@@ -207,6 +207,12 @@ class Family(Protocol):
         unresolved run)."""
         ...
 
+    def settle_record(self, ctx: PassContext) -> Stop | None:
+        """Work the record an earlier run left toward its end, with no claim standing
+        (a schema's proof, a migration's acknowledged unresolved run); None when
+        there is nothing to do."""
+        ...
+
     def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
         """What a rotated execution binding still owes before anything else."""
         ...

@@ -44,7 +44,7 @@ from controller.planning import schema_facts
 from controller.planpolicy import approval_required, policy_digest
 from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
 from controller.retirement import retire_schema_claim
-from controller.schema_records import record_schema_apply, schema_outcome
+from controller.schema_records import prove, record_schema_apply, schema_outcome
 from jobclaim import (
     DEFAULT_GRACE_SECONDS,
     Claim,
@@ -338,6 +338,9 @@ class SchemaFamily:
 
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         return False  # a proof's reading is the pending observation's, asked before
+
+    def settle_record(self, ctx: PassContext) -> Stop | None:
+        return prove(ctx)
 
     def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
         return schema_status_of(ctx).pending_binding_retirement

@@ -15,7 +15,9 @@ from jobclaim.api import (
     MigrationOperationStatus,
     PtahMigration,
     PtahSchema,
+    PtahSchemaStatus,
 )
+from jobclaim.api.common import OCIArtifactAccessBinding
 
 
 def input_fingerprint(inputs: Mapping[str, Any]) -> str:
@@ -31,6 +33,29 @@ def operation_id(fingerprint: str, nonce: bytes) -> str:
 
 
 _Operation = TypeVar("_Operation", ActiveOperationStatus, MigrationOperationStatus)
+
+# The one operation that reads the artifact as written; it is what pins it.
+_RESOLVE = "Resolve"
+
+
+def resolved_source(
+    resource: PtahSchema | PtahMigration, operation: str
+) -> OCIArtifactAccessBinding | None:
+    """The resolved artifact a claim of ``operation`` snapshots, or None for Resolve.
+
+    Every operation after Resolve works on the artifact Resolve pinned by digest
+    (``status.source`` of a schema, ``status.artifact`` of a migration), and the
+    claim records it so the Job is rebuilt from the claim alone: a tag that moved
+    after Resolve must not reach Verify, a fetch or an Apply.
+    """
+    if operation == _RESOLVE:
+        return None
+    status = resource.status
+    if status is None:
+        return None
+    if isinstance(status, PtahSchemaStatus):
+        return status.source
+    return status.artifact
 
 
 class ClaimFields(TypedDict):
@@ -75,6 +100,7 @@ def _operation(
         execution_binding_id=epoch,
         execution_not_after=fields.get("execution_not_after"),
         target=resource.spec.target,
+        source=resolved_source(resource, fields["operation"]),
     )
 
 

@@ -80,6 +80,10 @@ ARTIFACT_TYPES: Final = {
     "migration": "application/vnd.stokaro.ptah.migrations.v1",
 }
 DEFAULT_GRACE_SECONDS: Final = 30
+# The operations that read the artifact Resolve pinned (a schema Apply reads its plan).
+PINNED_READS: Final = frozenset(
+    {"verify", "observe", "plan", "migration-history", "migration-apply"}
+)
 # Read-only projections: the plan's chunks and the verification policy.
 READ_ONLY_MODE: Final = 0o440
 
@@ -233,6 +237,13 @@ def _refuse_inputs(inputs: JobInputs) -> None:
         # The persisted name is what a restarted controller looks the Job up by; a Job
         # built under another name would be one no claim can find.
         raise BuildRefused("the claim's persisted Job name is not the one its inputs derive")
+    if info.runner_operation in PINNED_READS and inputs.resolved is None:
+        # Without the claim's resolution the Job could only read the reference as
+        # written, and a tag that moved since Resolve would be verified or applied.
+        raise BuildRefused(
+            f"a {inputs.operation} claim records no resolved artifact to read "
+            "(only Resolve reads the reference as written)"
+        )
     if family == "schema" and inputs.operation == "Apply":
         plan = inputs.plan
         if plan is None:
@@ -316,7 +327,7 @@ def _references(inputs: JobInputs) -> tuple[str, str]:
     requested = inputs.source.oci_ref if inputs.source else ""
     resolved = inputs.resolved
     if resolved is None:
-        # The claim recorded no resolution: ptah is given the reference as written.
+        # Resolve, or an operation that reads no artifact (_refuse_inputs).
         return requested, requested
     pinned = resolved.reference
     if not pinned.endswith("@" + resolved.digest):

@@ -120,6 +120,35 @@ def test_read_only_work_is_claimed_and_dispatched_through_the_same_sequence(
     assert job["metadata"]["labels"]["operator.ptah.run/operation"] == op.lower()
 
 
+CLAIM_ROWS = [*READ_ROWS, ("schema", "Apply"), ("migration", "Apply")]
+
+
+@pytest.mark.parametrize(("family", "op"), CLAIM_ROWS, ids=[f"{f}-{o}" for f, o in CLAIM_ROWS])
+def test_a_claim_records_the_artifact_resolve_pinned_and_its_job_reads_only_that(
+    family: str, op: str
+) -> None:
+    rig = make_rig()
+    key = add_schema(rig) if family == "schema" else add_migration(rig)
+    assert rig.reconciler.claim(key, op).reason.startswith("the claim is persisted")
+    status = rig.resource(key)["status"]
+    resolved = status["source" if family == "schema" else "artifact"]
+    claim = status["activeOperation"]
+    if op == "Resolve":
+        # Resolve reads the reference as written: it is what pins it.
+        assert "source" not in claim
+        return
+    assert claim["source"] == resolved
+    rig.settle(key)
+    (job,) = rig.jobs()
+    pod = job["spec"]["template"]["spec"]
+    (main,) = pod["containers"]
+    references = [e["value"] for e in main["env"] if e["name"] == "PTAH_RESOLVED_REFERENCE"]
+    references += [c["command"][3] for c in pod["initContainers"] if "pull" in c["command"]]
+    # What the Job reads of the artifact is the digest the claim recorded, or nothing.
+    assert all(ref.endswith("@" + resolved["digest"]) for ref in references), references
+    assert bool(references) is (family == "migration" or op != "Apply")
+
+
 def test_an_operation_the_table_does_not_define_is_refused() -> None:
     rig = make_rig()
     key = add_schema(rig, approve=False)

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobclaim import BuildRefused, build_job, match, schema_job_inputs
+from jobclaim import (
+    BuildRefused,
+    build_job,
+    match,
+    migration_job_inputs,
+    schema_job_inputs,
+)
 from jobclaim.api import PodMetadataSpec, PtahSchema
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
@@ -20,6 +26,7 @@ from tests.jobclaim.world import (
     EVERY_OPERATION,
     MANAGER,
     OTHER_EPOCH,
+    SEQUENCE,
     migration_world,
     schema_world,
 )
@@ -236,6 +243,28 @@ def test_the_builder_refuses_what_it_cannot_build(changes: dict[str, Any], sente
         changes = {"execution": execution}
     with pytest.raises(BuildRefused, match=sentence):
         build_job(_inputs(**changes))
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_a_job_that_reads_the_artifact_needs_the_claims_resolution(name: str) -> None:
+    # Only Resolve reads the reference as written; every other reader of the artifact
+    # is refused without the digest its claim recorded, never given the tag.
+    world = WORLDS[name]()
+    resource: Any = world.resource
+    if world.family == "schema":
+        inputs = schema_job_inputs(resource, binding=BINDING, manager=MANAGER)
+    else:
+        sequence = SEQUENCE if world.operation == "Apply" else ()
+        inputs = migration_job_inputs(
+            resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
+        )
+    assert (inputs.resolved is None) is (world.operation == "Resolve")
+    unresolved = inputs._replace(resolved=None)
+    if world.operation == "Resolve" or name == "schema Apply":
+        build_job(unresolved)
+    else:
+        with pytest.raises(BuildRefused, match="records no resolved artifact"):
+            build_job(unresolved)
 
 
 _QUANTITIES = st.none() | st.dictionaries(st.text(max_size=12), st.text(max_size=12), max_size=4)

@@ -36,6 +36,7 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaStatus,
 )
+from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -148,10 +149,22 @@ def plan_for(schema_uid: str) -> CurrentPlanStatus:
     )
 
 
+# What Resolve recorded: every later claim snapshots it (controller.claiming).
+RESOLVED = OCIArtifactAccessBinding(
+    reference="registry.example.com/shop/orders-schema@sha256:" + "5" * 64,
+    digest="sha256:" + "5" * 64,
+)
+RESOLVED_MIGRATIONS = OCIArtifactAccessBinding(
+    reference="registry.example.com/shop/billing-migrations@sha256:" + "6" * 64,
+    digest="sha256:" + "6" * 64,
+)
+
+
 def schema_world(operation: str = "Apply") -> World:
     raw = example("ptahschema.yaml")
     raw["metadata"].update(uid="schema-uid-1", generation=1, resourceVersion="10")
     schema = PtahSchema.model_validate(raw)
+    schema = schema.model_copy(update={"status": PtahSchemaStatus(source=RESOLVED)})
     fingerprint = input_fingerprint({"operation": operation, "generation": 1})
     claim = schema_operation(
         schema,
@@ -163,7 +176,9 @@ def schema_world(operation: str = "Apply") -> World:
         execution_not_after="2026-12-02T12:15:00Z",
     )
     plan = plan_for("schema-uid-1") if operation == "Apply" else None
-    status = PtahSchemaStatus(execution_binding=BINDING, plan=plan, active_operation=claim)
+    status = PtahSchemaStatus(
+        execution_binding=BINDING, source=RESOLVED, plan=plan, active_operation=claim
+    )
     schema = schema.model_copy(update={"status": status})
     draft = build_job(schema_job_inputs(schema, binding=BINDING, manager=MANAGER))
     snapshot = snapshot_for(draft["spec"]["template"])
@@ -184,6 +199,9 @@ def migration_world(operation: str = "Apply") -> World:
     raw = example("ptahmigration.yaml")
     raw["metadata"].update(uid="migration-uid-1", generation=1, resourceVersion="10")
     migration = PtahMigration.model_validate(raw)
+    migration = migration.model_copy(
+        update={"status": PtahMigrationStatus(artifact=RESOLVED_MIGRATIONS)}
+    )
     fingerprint = input_fingerprint({"operation": operation, "generation": 1})
     claim = migration_operation(
         migration,
@@ -195,7 +213,9 @@ def migration_world(operation: str = "Apply") -> World:
         execution_not_after="2026-12-02T12:15:00Z",
     )
     sequence = SEQUENCE if operation == "Apply" else ()
-    status = PtahMigrationStatus(execution_binding=BINDING, active_operation=claim)
+    status = PtahMigrationStatus(
+        execution_binding=BINDING, artifact=RESOLVED_MIGRATIONS, active_operation=claim
+    )
     migration = migration.model_copy(update={"status": status})
     draft = build_job(
         migration_job_inputs(

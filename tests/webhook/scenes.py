@@ -72,6 +72,8 @@ from tests.jobclaim.world import (
     MANAGER,
     NOW,
     OTHER_EPOCH,
+    RESOLVED,
+    RESOLVED_MIGRATIONS,
     SEQUENCE,
     World,
     example,
@@ -107,6 +109,13 @@ def owner_world(
     claim_of = schema_operation if family == "schema" else migration_operation
     model = PtahSchema if family == "schema" else PtahMigration
     resource: Any = model.model_validate(raw)
+    # What Resolve recorded, which every later claim snapshots.
+    resolved: Any = (
+        PtahSchemaStatus(source=RESOLVED)
+        if family == "schema"
+        else PtahMigrationStatus(artifact=RESOLVED_MIGRATIONS)
+    )
+    resource = resource.model_copy(update={"status": resolved})
     claim: Any = claim_of(
         resource,
         operation=operation,
@@ -119,11 +128,15 @@ def owner_world(
     )
     if family == "schema":
         plan = plan_for(OWNER_UIDS[family]) if operation == "Apply" else None
-        status: Any = PtahSchemaStatus(execution_binding=BINDING, plan=plan, active_operation=claim)
+        status: Any = resolved.model_copy(
+            update={"execution_binding": BINDING, "plan": plan, "active_operation": claim}
+        )
     else:
         if operation == "Apply":
             claim = claim.model_copy(update={"plan_ref": MIGRATION_PLAN})
-        status = PtahMigrationStatus(execution_binding=BINDING, active_operation=claim)
+        status = resolved.model_copy(
+            update={"execution_binding": BINDING, "active_operation": claim}
+        )
     sequence = SEQUENCE if family == "migration" and operation == "Apply" else ()
 
     def build(owner: Any, digest: str | None) -> Obj:

@@ -45,7 +45,7 @@ from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
-from tests.jobclaim.world import BINDING, MANAGER, NOW, example, snapshot_for
+from tests.jobclaim.world import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
 from tests.realapi.conftest import control_plane  # noqa: F401
 from webhook import Engine
 from webhook.app import create_app
@@ -222,6 +222,8 @@ def claimed_schema(cluster: Cluster, name: str) -> tuple[PtahSchema, Object]:
     raw["metadata"] = {"name": name, "namespace": cluster.namespace}
     stored = cluster.admin.create(PTAHSCHEMAS, cluster.namespace, raw)
     schema = PtahSchema.model_validate(stored)
+    # What Resolve recorded, which the Plan claim snapshots.
+    schema = schema.model_copy(update={"status": PtahSchemaStatus(source=RESOLVED)})
     claim = schema_operation(
         schema,
         operation="Plan",
@@ -230,7 +232,7 @@ def claimed_schema(cluster: Cluster, name: str) -> tuple[PtahSchema, Object]:
         nonce=uuid.uuid4().bytes,
         started_at=NOW,
     )
-    status = PtahSchemaStatus(execution_binding=BINDING, active_operation=claim)
+    status = PtahSchemaStatus(execution_binding=BINDING, source=RESOLVED, active_operation=claim)
     draft = build_job(
         schema_job_inputs(
             schema.model_copy(update={"status": status}), binding=BINDING, manager=MANAGER

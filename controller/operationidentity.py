@@ -13,11 +13,11 @@ from jobclaim import digest_of, job_name
 from jobclaim.api import (
     ActiveOperationStatus,
     MigrationOperationStatus,
+    OCIArtifactAccessBinding,
     PtahMigration,
     PtahSchema,
     PtahSchemaStatus,
 )
-from jobclaim.api.common import OCIArtifactAccessBinding
 
 
 def input_fingerprint(inputs: Mapping[str, Any]) -> str:

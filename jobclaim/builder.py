@@ -84,6 +84,15 @@ DEFAULT_GRACE_SECONDS: Final = 30
 PINNED_READS: Final = frozenset(
     {"verify", "observe", "plan", "migration-history", "migration-apply"}
 )
+# The registry Secret's keys and the variables they reach ptah as. The grant key is
+# fixed so the Secret's owner, not a resource author, names the registry it is for.
+REGISTRY_GRANT_KEY: Final = "registry"
+REGISTRY_KEYS: Final = (
+    ("PTAH_OCI_REGISTRY", REGISTRY_GRANT_KEY),
+    ("PTAH_OCI_USERNAME", "username"),
+    ("PTAH_OCI_PASSWORD", "password"),
+    ("PTAH_OCI_TOKEN", "token"),
+)
 # Read-only projections: the plan's chunks and the verification policy.
 READ_ONLY_MODE: Final = 0o440
 
@@ -348,6 +357,26 @@ def _from_secret(name: str, selector: SecretKeySelector) -> dict[str, Any]:
     }
 
 
+def _registry_env(inputs: JobInputs) -> list[dict[str, Any]]:
+    """The registry credential, for a container that reaches the registry, from its Secret.
+
+    ptah reads ``PTAH_OCI_USERNAME``/``PASSWORD`` or ``TOKEN``; ``PTAH_OCI_REGISTRY`` is
+    the Secret owner's grant (the fixed key ``registry``, which a resource author cannot
+    choose), and the runner refuses a reference outside it. The grant is required, the
+    credential keys optional (a Secret holds a password or a token).
+    """
+    auth = inputs.source.registry_auth_from if inputs.source else None
+    if auth is None:
+        return []
+    env = []
+    for name, key in REGISTRY_KEYS:
+        ref: dict[str, Any] = {"name": auth.name, "key": key}
+        if key != REGISTRY_GRANT_KEY:
+            ref["optional"] = True
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    return env
+
+
 def _env(inputs: JobInputs) -> list[dict[str, Any]]:
     family = inputs.owner.family or ""
     info = operation_info(family, inputs.operation)
@@ -362,6 +391,8 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         _value("PTAH_RUNNER_WORK_DIR", WORK_DIR),
         _value("PTAH_VERSION", inputs.binding.ptah_version),
     ]
+    if runner in ("resolve", "verify"):
+        env.extend(_registry_env(inputs))
     if runner == "resolve":
         env.append(_value("PTAH_REQUESTED_REFERENCE", requested))
     elif runner == "verify":
@@ -416,10 +447,14 @@ def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, 
         name, noun, out = FETCH_MIGRATIONS_CONTAINER, "migrations", MIGRATIONS_DIR
     else:
         return None
+    # The fetch step is the one that holds the registry credential: the process that
+    # runs SQL next never does.
+    credential = _registry_env(inputs)
     return {
         "name": name,
         "image": inputs.binding.executor_image,
         "command": [PTAH_BINARY, noun, "pull", resolved, "--out", out],
+        **({"env": sorted(credential, key=lambda item: str(item["name"]))} if credential else {}),
         "resources": resources,
         "securityContext": _hardened_container_security(),
         "volumeMounts": [

@@ -48,6 +48,10 @@ ENV_SCHEMA_FILE: Final = "PTAH_SCHEMA_FILE"
 ENV_TX_MODE: Final = "PTAH_TX_MODE"
 ENV_CONNECT_TIMEOUT: Final = "PTAH_CONNECT_TIMEOUT"
 ENV_LOCK_TIMEOUT: Final = "PTAH_LOCK_TIMEOUT"
+# ptah's registry credential, and the registry its Secret's owner granted it for.
+ENV_OCI_REGISTRY: Final = "PTAH_OCI_REGISTRY"
+ENV_OCI_CREDENTIAL: Final = ("PTAH_OCI_USERNAME", "PTAH_OCI_PASSWORD", "PTAH_OCI_TOKEN")
+ENV_OCI_SECRETS: Final = ("PTAH_OCI_PASSWORD", "PTAH_OCI_TOKEN")
 
 # The runner's inputs: stripped from the child's environment.
 ENV_OPERATION: Final = "PTAH_OPERATION"
@@ -340,6 +344,43 @@ def reference_problem(reference: str, what: str) -> str | None:
     return None
 
 
+def authority_of(reference: str) -> str:
+    """The registry ``host[:port]`` an OCI reference names, lower-cased."""
+    bare = reference.split("://", 1)[-1]
+    return bare.split("/", 1)[0].lower()
+
+
+def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> Refusal | None:
+    """Why the registry credential in the environment must not reach ptah, or None.
+
+    The Secret's owner grants its credential to one registry (its ``registry`` key,
+    ``PTAH_OCI_REGISTRY``): a resource author who could point the reference elsewhere
+    would otherwise send someone else's credential to a registry of their choosing.
+    """
+    credential = [name for name in ENV_OCI_CREDENTIAL if env.get(name)]
+    granted = env.get(ENV_OCI_REGISTRY, "")
+    if not credential and not granted:
+        return None
+    if operation not in ("resolve", "verify"):
+        # The process that opens the database never holds a registry credential
+        # (the fetch step pulled the artifact before it started).
+        return _invalid(
+            f"{operation} opens the database and must not hold {ENV_OCI_REGISTRY} "
+            f"or {', '.join(ENV_OCI_CREDENTIAL)}"
+        )
+    if not granted:
+        return Refusal(
+            "registry_grant_missing",
+            f"a registry credential is set without {ENV_OCI_REGISTRY}, the registry it is for",
+        )
+    if granted.lower() != authority_of(reference):
+        return Refusal(
+            "registry_grant_mismatch",
+            "the registry credential is granted for another registry than the reference names",
+        )
+    return None
+
+
 def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | Refusal:
     raw = env.get(name, "")
     items = tuple(item for item in raw.split(",") if item) if raw else ()
@@ -407,6 +448,13 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
                 problem,
             )
         found["requested_reference" if operation == "resolve" else "resolved_reference"] = reference
+        refusal = registry_problem(operation, env, reference)
+        if refusal is not None:
+            return refusal
+    else:
+        refusal = registry_problem(operation, env, "")
+        if refusal is not None:
+            return refusal
     if operation == "verify":
         policy = _absolute(env, ENV_VERIFICATION_POLICY)
         if isinstance(policy, Refusal):
@@ -456,7 +504,7 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
         for name in (ENV_DB_URL, ENV_DEV_URL):
             if env.get(name, ""):
                 return _invalid(f"{operation} reads an artifact and must not hold {name}")
-        return {}
+        return {"redactor": Redactor(_registry_secrets(env))}
     if not url:
         return _invalid(f"{ENV_DB_URL} is not set")
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -494,6 +542,11 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
         "redactor": Redactor(secrets),
         "dev_database": bool(dev_url),
     }
+
+
+def _registry_secrets(env: Mapping[str, str]) -> list[str]:
+    # A registry password or token ptah echoes is redacted like the database's.
+    return [v for v in (env.get(n, "") for n in ENV_OCI_SECRETS) if len(v) >= MIN_REDACTED_SECRET]
 
 
 def _dev_problem(engine: str, url: str, dev_url: str) -> Refusal | None:

@@ -55,7 +55,10 @@ class OCIArtifactSourceSpec(WireModel):
     """The OCI artifact (tag or digest) holding the desired schema or the migrations; the Resolve
     reading pins it to a digest."""
     registry_auth_from: NamedReference | None = None
-    """A Secret with registry credentials for pulling the artifact."""
+    """A Secret with registry credentials for the artifact, read only by the Pods that reach the
+    registry (Resolve, Verify, and the fetch step), never by one that opens the database. Its key
+    registry (required) grants the credential to one registry host[:port]; username and password,
+    or token, hold the credential."""
     verification_policy_from: ConfigMapKeySelector | None = None
     """The ConfigMap key holding the verification policy the Verify reading checks the artifact
     against; a plan is bound to its UID and digest."""

@@ -186,9 +186,51 @@ def test_the_layout_runs_the_stock_ptah_image_with_the_installed_runner(name: st
         # The fetch step runs ptah itself and holds no database credential.
         assert fetch["image"] == BINDING.executor_image
         assert fetch["command"][:3] == ["/usr/local/bin/ptah", fetch["name"].split("-")[1], "pull"]
-        assert "env" not in fetch
+        assert {e["name"] for e in fetch["env"]} == REGISTRY_VARIABLES
     env = {e["name"] for e in main["env"]}
     assert ("PTAH_DB_URL" in env) is ("Resolve" not in name and "Verify" not in name)
+
+
+REGISTRY_VARIABLES = {
+    "PTAH_OCI_REGISTRY",
+    "PTAH_OCI_USERNAME",
+    "PTAH_OCI_PASSWORD",
+    "PTAH_OCI_TOKEN",
+}
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_the_registry_credential_reaches_only_the_containers_that_reach_the_registry(
+    name: str,
+) -> None:
+    spec = pod(WORLDS[name]().built)
+    resource: Any = WORLDS[name]().resource
+    source = resource.spec.desired if isinstance(resource, PtahSchema) else resource.spec.artifact
+    secret = source.registry_auth_from.name
+    holders = []
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        env = {e["name"]: e for e in container.get("env", [])}
+        credential = REGISTRY_VARIABLES & env.keys()
+        if not credential:
+            continue
+        holders.append(container["name"])
+        assert credential == REGISTRY_VARIABLES
+        # From the Secret only; the grant is required, the credential keys optional.
+        for variable in credential:
+            ref = env[variable]["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == secret and "value" not in env[variable]
+            assert ref.get("optional", False) is (variable != "PTAH_OCI_REGISTRY")
+        # Never beside the database credential: the SQL process holds none.
+        assert "PTAH_DB_URL" not in env
+    expected = {
+        "Resolve": ["ptah"],
+        "Verify": ["ptah"],
+        "Observe": ["fetch-schema"],
+        "Plan": ["fetch-schema"],
+        "History": ["fetch-migrations"],
+        "Apply": ["fetch-migrations"] if name.startswith("migration") else [],
+    }
+    assert holders == expected[name.split()[1]]
 
 
 def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:

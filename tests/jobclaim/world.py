@@ -163,6 +163,8 @@ RESOLVED_MIGRATIONS = OCIArtifactAccessBinding(
 def schema_world(operation: str = "Apply") -> World:
     raw = example("ptahschema.yaml")
     raw["metadata"].update(uid="schema-uid-1", generation=1, resourceVersion="10")
+    # A private registry, so the golden Jobs pin where its credential goes.
+    raw["spec"]["desired"]["registryAuthFrom"] = {"name": "orders-registry"}
     schema = PtahSchema.model_validate(raw)
     schema = schema.model_copy(update={"status": PtahSchemaStatus(source=RESOLVED)})
     fingerprint = input_fingerprint({"operation": operation, "generation": 1})
@@ -198,6 +200,7 @@ SEQUENCE = ("20260101000000", "20260102000000")
 def migration_world(operation: str = "Apply") -> World:
     raw = example("ptahmigration.yaml")
     raw["metadata"].update(uid="migration-uid-1", generation=1, resourceVersion="10")
+    raw["spec"]["artifact"]["registryAuthFrom"] = {"name": "billing-registry"}
     migration = PtahMigration.model_validate(raw)
     migration = migration.model_copy(
         update={"status": PtahMigrationStatus(artifact=RESOLVED_MIGRATIONS)}

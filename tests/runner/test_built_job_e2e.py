@@ -26,7 +26,7 @@ from jobclaim.builder import (
     schema_job_inputs,
 )
 from jobclaim.operations import operation_info
-from runner.config import target_identity_digest
+from runner.config import authority_of, target_identity_digest
 from runner.harvest import Outcome, judge
 from runner.summary import account_for
 from tests.jobclaim.world import BINDING, EVERY_OPERATION, MANAGER, SEQUENCE, World
@@ -70,17 +70,31 @@ def built_job(world: World) -> dict[str, Any]:
     return build_job(inputs._replace(resolved=resolved))
 
 
+def secret_value(name: str) -> str | None:
+    """What the kubelet gives a variable from a Secret here (None: an optional key the
+    Secret does not hold, which the kubelet leaves unset)."""
+    values = {
+        "PTAH_DB_URL": contract_db_url(),
+        "PTAH_DEV_URL": contract_dev_url(),
+        # The registry Secret: granted for the contract's registry, a password, no token.
+        "PTAH_OCI_REGISTRY": authority_of(CONTRACT.registry),
+        "PTAH_OCI_USERNAME": "robot",
+        "PTAH_OCI_PASSWORD": "registry-token-1",
+    }
+    return values.get(name)
+
+
 def kubelet_env(
     job: dict[str, Any], family: str, tmp_path: Path, script: dict[str, Any]
 ) -> dict[str, str]:
     """The main container's environment as the kubelet would give it, paths in tmp_path."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
-    # The values from Secrets: the database URL, and a comparison's dev database.
-    secrets = {"PTAH_DB_URL": contract_db_url(), "PTAH_DEV_URL": contract_dev_url()}
     env: dict[str, str] = {}
     for item in container["env"]:
         if "valueFrom" in item:
-            env[item["name"]] = secrets[item["name"]]
+            value = secret_value(item["name"])
+            if value is not None:
+                env[item["name"]] = value
         else:
             env[item["name"]] = item["value"]
     assert env["PTAH_BINARY"] == PTAH_BINARY

@@ -19,7 +19,7 @@ from runner.config import (
 )
 from runner.errors import ConfigurationError
 from tests.runner.support import OP_ID, SEQUENCE_DIGEST
-from tests.runner.test_ptah_contract import NOW, environment
+from tests.runner.test_ptah_contract import NOW, REGISTRY, environment
 
 
 def env(operation: str = "apply", /, **changes: str | None) -> dict[str, str]:
@@ -52,6 +52,7 @@ def test_bind(name: str, changes: dict[str, str | None], problem: str | None) ->
 
 
 OTHER = "sha256:" + "9" * 64
+NO_REGISTRY: dict[str, str | None] = dict.fromkeys(REGISTRY)
 MYSQL_URL = "mysql://ptah:s3cret-Pa55word@db.internal:3306/orders"
 # Each row: the operation, one change to a valid environment, the refusal code.
 REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
@@ -110,6 +111,44 @@ REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
         "configuration_invalid",
     ),
     ("no schema for a plan", "plan", {"PTAH_SCHEMA_FILE": None}, "configuration_invalid"),
+    ("resolve without a registry credential", "resolve", NO_REGISTRY, None),
+    ("a grant spelled in capitals", "verify", {"PTAH_OCI_REGISTRY": "Registry.Example"}, None),
+    (
+        "a credential granted for another registry",
+        "resolve",
+        {"PTAH_OCI_REGISTRY": "registry.elsewhere"},
+        "registry_grant_mismatch",
+    ),
+    (
+        "a credential granted for another port",
+        "verify",
+        {"PTAH_OCI_REGISTRY": "registry.example:5000"},
+        "registry_grant_mismatch",
+    ),
+    (
+        "a credential with no grant",
+        "resolve",
+        {"PTAH_OCI_REGISTRY": None},
+        "registry_grant_missing",
+    ),
+    (
+        "a token with no grant",
+        "verify",
+        {**NO_REGISTRY, "PTAH_OCI_TOKEN": "registry-token-2"},
+        "registry_grant_missing",
+    ),
+    (
+        "a plan holding a registry credential",
+        "plan",
+        {"PTAH_OCI_PASSWORD": "registry-token-1"},
+        "configuration_invalid",
+    ),
+    (
+        "a migration apply holding a registry grant",
+        "migration-apply",
+        {"PTAH_OCI_REGISTRY": "registry.example"},
+        "configuration_invalid",
+    ),
     ("no dev database, read-only", "observe", {"PTAH_DEV_URL": None}, None),
     (
         "a dev database that is the target",
@@ -228,3 +267,10 @@ def test_parse_time_reads_rfc3339_only(value: str, parsed: datetime | None) -> N
 def test_termination_log_defaults_to_the_kubelets_path() -> None:
     assert termination_log({}) == Path("/dev/termination-log")
     assert termination_log({"PTAH_TERMINATION_LOG": "/x"}) == Path("/x")
+
+
+def test_a_registry_secret_ptah_echoes_is_redacted() -> None:
+    prepared = prepare(env("resolve"), "resolve", OP_ID, now=NOW)
+    assert isinstance(prepared, RunConfig)
+    said = prepared.redactor.text("401 for robot:registry-token-1")
+    assert said == "401 for robot:[redacted]"

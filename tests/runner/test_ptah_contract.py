@@ -56,6 +56,11 @@ SHARED = {
     "PTAH_RUNNER_PROTOCOL_VERSION": "5",
     "PTAH_EXECUTION_NOT_AFTER": "2026-05-01T12:10:00Z",
     "PTAH_RUNNER_WORK_DIR": "/work",
+}
+# The registry credential and its grant: only the operations that reach the registry.
+REGISTRY = {
+    "PTAH_OCI_REGISTRY": "registry.example",
+    "PTAH_OCI_USERNAME": "robot",
     "PTAH_OCI_PASSWORD": "registry-token-1",
 }
 DATABASE = {
@@ -67,8 +72,9 @@ DATABASE = {
     "PTAH_TX_MODE": "all",
 }
 OPERATION_ENV: dict[str, dict[str, str]] = {
-    "resolve": {"PTAH_REQUESTED_REFERENCE": REQUESTED},
+    "resolve": {**REGISTRY, "PTAH_REQUESTED_REFERENCE": REQUESTED},
     "verify": {
+        **REGISTRY,
         "PTAH_RESOLVED_REFERENCE": docs.PINNED,
         "PTAH_VERIFICATION_POLICY": "/policy/policy.json",
         "PTAH_EXPECTED_ARTIFACT_TYPE": "application/vnd.stokaro.ptah.schema.v1",
@@ -99,7 +105,9 @@ CHILD_DATABASE = sorted(
     ["PTAH_CONNECT_TIMEOUT", "PTAH_DB_URL", "PTAH_DEV_URL", "PTAH_LOCK_TIMEOUT"]
 )
 CHILD_DATABASE = sorted([*CHILD_DATABASE, "PTAH_TX_MODE"])
-ALWAYS = ["HOME", "PATH", "PTAH_OCI_PASSWORD"]
+ALWAYS = ["HOME", "PATH"]
+# ptah reads the credential and the registry it is for; the runner checked the grant.
+CHILD_REGISTRY = sorted(REGISTRY)
 
 
 def environment(operation: str) -> dict[str, str]:
@@ -116,7 +124,7 @@ PTAH = "/usr/local/bin/ptah"
 COMMAND_ROWS: list[tuple[str, list[tuple[list[str], list[str]]]]] = [
     (
         "resolve",
-        [([PTAH, "oci", "resolve", REQUESTED, "--format", "json"], ALWAYS)],
+        [([PTAH, "oci", "resolve", REQUESTED, "--format", "json"], [*ALWAYS, *CHILD_REGISTRY])],
     ),
     (
         "verify",
@@ -132,9 +140,12 @@ COMMAND_ROWS: list[tuple[str, list[tuple[list[str], list[str]]]]] = [
                     "--format",
                     "json",
                 ],
-                ALWAYS,
+                [*ALWAYS, *CHILD_REGISTRY],
             ),
-            ([PTAH, "oci", "inspect", docs.PINNED, "--format", "json", "--no-referrers"], ALWAYS),
+            (
+                [PTAH, "oci", "inspect", docs.PINNED, "--format", "json", "--no-referrers"],
+                [*ALWAYS, *CHILD_REGISTRY],
+            ),
         ],
     ),
     (

@@ -35,6 +35,7 @@ from jobclaim.api import (
     PtahSchemaStatus,
 )
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
+from runner import RUNNER_PROTOCOL_VERSION
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ptahschema.yaml"
 # The execution binding and manager identity a real installation reads from its chart
@@ -44,7 +45,7 @@ BINDING = ExecutionBindingStatus(
     controller_state_version=1,
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah@sha256:" + "1" * 64,
-    runner_protocol_version=5,
+    runner_protocol_version=RUNNER_PROTOCOL_VERSION,
 )
 MANAGER = ManagerRecord(
     controller_image="registry.example.com/ptah-operator@sha256:" + "2" * 64,

@@ -81,6 +81,7 @@ from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
 from lab.localplane import LocalControlPlane
+from runner import RUNNER_PROTOCOL_VERSION
 from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, uvicorn_server
@@ -155,7 +156,7 @@ LOCAL_BINDING: Final = BindingInputs(
     controller_state_version=CONTROLLER_STATE_VERSION,
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
-    runner_protocol_version=5,
+    runner_protocol_version=RUNNER_PROTOCOL_VERSION,
 )
 LOCAL_MANAGER: Final = ManagerRecord(
     controller_image="registry.example.com/ptah/ptah-operator@sha256:" + "2" * 64,

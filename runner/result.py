@@ -30,7 +30,11 @@ from pydantic.alias_generators import to_camel
 
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
 
-RUNNER_PROTOCOL_VERSION: Final = 5
+# The frame's shape, bound into every execution binding. 6: an Observe frame lists its
+# drift findings (category, count, severity) with their count and truncation, which a
+# protocol-5 reader would refuse and a protocol-5 runner never writes; a Job of the
+# other version is refused by name ("runner protocol 5 is not 6"), never half read.
+RUNNER_PROTOCOL_VERSION: Final = 6
 PROTOCOL_MISMATCH: Final = "runner_protocol_mismatch"
 
 # The runner's operations and whether each may change the database, read from the

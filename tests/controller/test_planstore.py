@@ -29,6 +29,7 @@ from jobclaim.apiserver import (
     Unavailable,
 )
 from kube.fake.inmemory import InMemoryApi, matching
+from runner import RUNNER_PROTOCOL_VERSION
 from webhook.projections import projection_mismatch
 
 NS = "shop"
@@ -49,7 +50,7 @@ def plant(api: InMemoryApi, data: list[bytes] = DATA, fingerprint: str = "c") ->
         "controllerStateVersion": 3,
         "ptahVersion": "1.9.0",
         "executorImage": "registry.example.com/ptah@sha256:" + "1" * 64,
-        "runnerProtocolVersion": 5,
+        "runnerProtocolVersion": RUNNER_PROTOCOL_VERSION,
         "statementCount": len(data),
         "chunks": [
             {"name": names[i], "key": "chunk", "index": i, "digest": sha256_digest(d),

@@ -38,6 +38,7 @@ from jobclaim.api import (
 )
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
+from runner import RUNNER_PROTOCOL_VERSION
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EPOCH = "v1-" + "a" * 32
@@ -47,7 +48,7 @@ BINDING = ExecutionBindingStatus(
     controller_state_version=3,
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah@sha256:" + "1" * 64,
-    runner_protocol_version=5,
+    runner_protocol_version=RUNNER_PROTOCOL_VERSION,
 )
 MANAGER = ManagerRecord(
     controller_image="registry.example.com/ptah-operator@sha256:" + "2" * 64,

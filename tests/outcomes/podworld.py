@@ -15,7 +15,7 @@ from typing import Any
 
 from jobclaim.apiserver import JOBS, PODS, Object
 from jobclaim.times import timestamp
-from runner import encode_frame, encode_summary, summary_of
+from runner import RUNNER_PROTOCOL_VERSION, encode_frame, encode_summary, summary_of
 from runner.protocol import Frame
 from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
@@ -122,7 +122,7 @@ def result_for(rig: Rig, key: Any, runner_op: str, **fields: Any) -> RunnerResul
     """A valid result of this claim's attempt, bound to its operation ID and realm."""
     claim = rig.claim(key)
     wire: dict[str, Any] = {
-        "protocolVersion": 5,
+        "protocolVersion": RUNNER_PROTOCOL_VERSION,
         "operation": runner_op,
         "operationId": claim["id"],
         "childExitCode": 0,

@@ -22,6 +22,7 @@ from typing import Any
 from controller.reconciler import Key
 from jobclaim import sha256_digest
 from jobclaim.apiserver import CONFIGMAPS, PODS, Object
+from runner import RUNNER_PROTOCOL_VERSION
 from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
 from tests.outcomes.podworld import TARGET, finish_job, frame_log, start_pod
@@ -104,7 +105,7 @@ def result_for_job(
     """The result the runner of ``job`` reports, answered from ``db``."""
     runner_op = runner_operation_of(job)
     wire: dict[str, Any] = {
-        "protocolVersion": 5,
+        "protocolVersion": RUNNER_PROTOCOL_VERSION,
         "operation": runner_op,
         "operationId": claim["id"],
         "childExitCode": 0,

@@ -22,7 +22,7 @@ from jobclaim.apiserver import (
 )
 from jobclaim.stamps import stamp_time
 from kube.fake.inmemory import matching
-from runner import encode_frame, summary_of
+from runner import RUNNER_PROTOCOL_VERSION, encode_frame, summary_of
 from runner.protocol import Frame
 from runner.result import RunnerResult
 from runner.summary import Account
@@ -343,7 +343,7 @@ def test_what_a_read_migration_run_did(
 ) -> None:
     result = RunnerResult.from_wire(
         {
-            "protocolVersion": 5,
+            "protocolVersion": RUNNER_PROTOCOL_VERSION,
             "operation": "migration-apply",
             "operationId": "sha256:" + "1" * 64,
             "childExitCode": 0,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.executor.migrations import sum_text
+from runner import RUNNER_PROTOCOL_VERSION
 from runner.result import RunnerResult
 from tests.runner.ptah_standin import plan_file
 
@@ -80,7 +81,7 @@ def wire(operation: str, **changes: Any) -> dict[str, Any]:
         },
     }
     data: dict[str, Any] = {
-        "protocolVersion": 5,
+        "protocolVersion": RUNNER_PROTOCOL_VERSION,
         "operation": operation,
         "operationId": OP_ID,
         "childExitCode": 0,
@@ -273,7 +274,7 @@ def runner_env(
         "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
         "PTAH_OPERATION": operation,
         "PTAH_OPERATION_ID": OP_ID,
-        "PTAH_RUNNER_PROTOCOL_VERSION": "5",
+        "PTAH_RUNNER_PROTOCOL_VERSION": str(RUNNER_PROTOCOL_VERSION),
         "PTAH_EXECUTION_NOT_AFTER": deadline_in(120),
         "PTAH_RUNNER_WORK_DIR": str(work),
         "PTAH_TERMINATION_LOG": str(summary),

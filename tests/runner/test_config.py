@@ -69,6 +69,12 @@ REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
         {"PTAH_RUNNER_PROTOCOL_VERSION": "4"},
         "runner_protocol_mismatch",
     ),
+    (
+        "a Job of the previous protocol",
+        "observe",
+        {"PTAH_RUNNER_PROTOCOL_VERSION": "5"},
+        "runner_protocol_mismatch",
+    ),
     ("no ptah", "apply", {"PTAH_BINARY": "ptah"}, "configuration_invalid"),
     ("an old ptah", "apply", {"PTAH_VERSION": "v0.3.0-12-gabcdef0"}, "ptah_build_unsupported"),
     ("an unreadable ptah build", "apply", {"PTAH_VERSION": "latest"}, "ptah_build_unsupported"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -12,7 +13,13 @@ import pytest
 
 from jobclaim import Claim
 from jobclaim.envelope import ANN_OPERATION_ID, LABEL_OPERATION_ID
-from runner.errors import FrameNotFound, IncompleteFrame, MalformedFrame, SummaryRefused
+from runner.errors import (
+    FrameError,
+    FrameNotFound,
+    IncompleteFrame,
+    MalformedFrame,
+    SummaryRefused,
+)
 from runner.harvest import (
     REREAD_WINDOW,
     NoEvidence,
@@ -23,10 +30,11 @@ from runner.harvest import (
     select_pod,
     terminal_since,
 )
-from runner.protocol import encode_frame
+from runner.protocol import FOOTER, MARKER, encode_frame
+from runner.result import RUNNER_PROTOCOL_VERSION, encode_json
 from runner.summary import account_for
 from tests.jobclaim.world import World, migration_world, schema_world
-from tests.runner.support import COORD, TARGET, result
+from tests.runner.support import COORD, TARGET, result, wire
 
 Pod = dict[str, Any]
 FINISHED_AT = "2026-12-02T12:05:00Z"
@@ -286,3 +294,36 @@ def test_an_unknown_operation_type_is_never_judged_read_only() -> None:
     assert not claim.mutating  # the table's zero value: neither mutating nor read-only
     judged = judge(claim, MalformedFrame("bad"), terminal_at=T0, now=T0)
     assert judged.outcome is Outcome.UNCERTAIN
+
+
+def _previous_protocol_frame(operation: str, operation_id: str) -> bytes:
+    """A frame exactly as a protocol-5 runner (an older runner image) writes it."""
+    payload = encode_json(wire(operation, operationId=operation_id, protocolVersion=5))
+    digest = hashlib.sha256(payload).hexdigest().encode("ascii")
+    header = MARKER + b" %d " % len(payload) + digest
+    return b"starting\n" + header + b"\n" + payload + b"\n" + FOOTER + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("world", "operation", "expected"),
+    [
+        (migration_world, "migration-apply", Outcome.UNCERTAIN),
+        (lambda: schema_world("Observe"), "observe", Outcome.UNUSABLE),
+    ],
+    ids=["migration Apply", "schema Observe"],
+)
+def test_a_frame_of_the_previous_protocol_is_refused_by_name(
+    world: Callable[[], World], operation: str, expected: Outcome
+) -> None:
+    # A Job whose runner speaks protocol 5 (the drift findings' old shape) is not read
+    # half-way: the controller says which protocol it met, and trusts none of it.
+    assert RUNNER_PROTOCOL_VERSION == 6
+    claim = world_parts(world())[1]
+    log = _previous_protocol_frame(operation, claim.operation_id)
+    try:
+        read: Any = account_for(log, None, operation, claim.operation_id)
+    except FrameError as error:
+        read = error
+    judged = judge(claim, read, terminal_at=T0, now=T0 + REREAD_WINDOW)
+    assert judged.outcome is expected
+    assert "runner protocol 5 is not 6" in judged.reason, judged.reason

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from jobclaim.builder import INSTALL_COMMAND, RUNNER_COMMAND, RUNNER_DIR
+from runner import RUNNER_PROTOCOL_VERSION
 from runner.install import mapped_objects, names_of
 from runner.protocol import parse_result_for
 
@@ -31,7 +32,7 @@ def test_the_installed_runner_writes_its_frame_in_an_empty_root(tmp_path: Path) 
     env = {
         "PTAH_OPERATION": "resolve",
         "PTAH_OPERATION_ID": "op-1",
-        "PTAH_RUNNER_PROTOCOL_VERSION": "5",
+        "PTAH_RUNNER_PROTOCOL_VERSION": str(RUNNER_PROTOCOL_VERSION),
         "PTAH_BINARY": "/usr/local/bin/ptah",
         "PTAH_VERSION": "v0.4.0",
         "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",

@@ -185,8 +185,8 @@ def test_the_winning_frame_names_its_payload_digest() -> None:
 
 
 def test_a_frame_of_another_protocol_version_is_foreign() -> None:
-    with pytest.raises(ForeignFrame, match="protocol 5, not 4"):
-        parse_result_for(GOOD.data, "apply", OP_ID, protocol_version=4)
+    with pytest.raises(ForeignFrame, match="protocol 6, not 5"):
+        parse_result_for(GOOD.data, "apply", OP_ID, protocol_version=5)
 
 
 def test_header_digests_name_every_header_and_none_for_a_broken_one() -> None:

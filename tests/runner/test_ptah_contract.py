@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from runner import ptahcli
+from runner import RUNNER_PROTOCOL_VERSION, ptahcli
 from runner.config import RunConfig, prepare, target_identity_digest
 from runner.decide import (
     NO_DEV_DATABASE,
@@ -53,7 +53,7 @@ SHARED = {
     "PTAH_VERSION": "v0.4.0",
     "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
     "PTAH_OPERATION_ID": OP_ID,
-    "PTAH_RUNNER_PROTOCOL_VERSION": "5",
+    "PTAH_RUNNER_PROTOCOL_VERSION": str(RUNNER_PROTOCOL_VERSION),
     "PTAH_EXECUTION_NOT_AFTER": "2026-05-01T12:10:00Z",
     "PTAH_RUNNER_WORK_DIR": "/work",
 }

@@ -31,7 +31,7 @@ import pytest
 
 from runner.config import RunConfig, prepare, target_identity_digest
 from runner.protocol import Frame, parse_result_for
-from runner.result import RUNNER_OPERATIONS
+from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
 from runner.run import run_child
 from runner.summary import parse_summary_for
 from tests.runner.support import (
@@ -54,7 +54,7 @@ from tests.runner.support import (
 PASSWORD = "s3cret-Pa55word"
 
 
-def read_back(run: RunnerRun, operation: str, protocol: int = 5) -> Frame:
+def read_back(run: RunnerRun, operation: str, protocol: int = RUNNER_PROTOCOL_VERSION) -> Frame:
     """The frame and summary as the controller reads them; they must agree."""
     for text in (run.stdout, run.stderr, run.summary):
         assert SECRET_URL not in text and PASSWORD not in text

@@ -123,7 +123,12 @@ ROWS: list[tuple[str, str | bytes, str | None]] = [
         "carries its run",
     ),
     ("uncertain without an error", message({**GOOD, "uncertain": True}), "uncertain outcome"),
-    ("another protocol", message({**GOOD, "protocolVersion": 4}), "runner protocol 4 is not 5"),
+    ("another protocol", message({**GOOD, "protocolVersion": 4}), "runner protocol 4 is not 6"),
+    (
+        "the previous protocol",
+        message({**GOOD, "protocolVersion": 5}),
+        "runner protocol 5 is not 6",
+    ),
 ]
 
 

@@ -5,7 +5,7 @@ what the runner decides from its inputs is tested without a process.
 
 Two kinds of problem are told apart. Without an operation and an operation ID no frame
 can be bound to anything, so the runner writes none (``ConfigurationError``). Any
-other problem is a ``Refusal``: a frame that says, before any child ran, why it did
+other problem is a ``StartRefusal``: a frame that says, before any child ran, why it did
 not run; the controller then knows for certain that nothing changed.
 
 The names are the original runner's (``../shared/reference/ptah-cli.md``). Every
@@ -141,7 +141,7 @@ _LIST_ITEM: Final = re.compile(r"^[A-Za-z0-9_.*\"$-]{1,256}$")
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class StartRefusal:
     """Why the runner will not start the executor; becomes a frame with exit code -1."""
 
     code: str
@@ -304,7 +304,7 @@ def termination_log(env: Mapping[str, str]) -> Path:
     return Path(env.get(ENV_TERMINATION_LOG) or TERMINATION_LOG)
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float | Refusal:
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float | StartRefusal:
     raw = env.get(name)
     if raw is None:
         return default
@@ -313,26 +313,26 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float | Refus
     except ValueError:
         value = -1.0
     if not 0 < value <= MAX_TUNING_SECONDS:
-        return Refusal("configuration_invalid", f"{name} must be seconds in (0, 30]")
+        return StartRefusal("configuration_invalid", f"{name} must be seconds in (0, 30]")
     return value
 
 
-def _protocol(env: Mapping[str, str]) -> Refusal | None:
+def _protocol(env: Mapping[str, str]) -> StartRefusal | None:
     raw = env.get(ENV_PROTOCOL, "")
     if raw == str(RUNNER_PROTOCOL_VERSION):
         return None
     # Answer in the version the Job asked for, so a controller of that version can
     # read the refusal; an unreadable request is answered in this runner's own.
     asked = int(raw) if re.fullmatch(r"[1-9][0-9]{0,8}", raw) else RUNNER_PROTOCOL_VERSION
-    return Refusal(
+    return StartRefusal(
         PROTOCOL_MISMATCH,
         f"this runner speaks protocol {RUNNER_PROTOCOL_VERSION}, and the Job asked for {raw!r}",
         protocol_version=asked,
     )
 
 
-def _invalid(message: str) -> Refusal:
-    return Refusal("configuration_invalid", message)
+def _invalid(message: str) -> StartRefusal:
+    return StartRefusal("configuration_invalid", message)
 
 
 def reference_problem(reference: str, what: str) -> str | None:
@@ -350,7 +350,7 @@ def authority_of(reference: str) -> str:
     return bare.split("/", 1)[0].lower()
 
 
-def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> Refusal | None:
+def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> StartRefusal | None:
     """Why the registry credential in the environment must not reach ptah, or None.
 
     The Secret's owner grants its credential to one registry (its ``registry`` key,
@@ -369,19 +369,19 @@ def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> 
             f"or {', '.join(ENV_OCI_CREDENTIAL)}"
         )
     if not granted:
-        return Refusal(
+        return StartRefusal(
             "registry_grant_missing",
             f"a registry credential is set without {ENV_OCI_REGISTRY}, the registry it is for",
         )
     if granted.lower() != authority_of(reference):
-        return Refusal(
+        return StartRefusal(
             "registry_grant_mismatch",
             "the registry credential is granted for another registry than the reference names",
         )
     return None
 
 
-def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | Refusal:
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | StartRefusal:
     raw = env.get(name, "")
     items = tuple(item for item in raw.split(",") if item) if raw else ()
     if not all(_LIST_ITEM.fullmatch(item) for item in items):
@@ -389,7 +389,7 @@ def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | Refusal:
     return items
 
 
-def parse_sequence(raw: str, digest: str) -> tuple[bytes, tuple[SequenceEntry, ...]] | Refusal:
+def parse_sequence(raw: str, digest: str) -> tuple[bytes, tuple[SequenceEntry, ...]] | StartRefusal:
     """The approved sequence ptah's --expect-sequence file holds, checked against its digest.
 
     The document is ptah's own shape, ``{"migrations":[{"version":N,"version_key":"…"}]}``,
@@ -401,7 +401,7 @@ def parse_sequence(raw: str, digest: str) -> tuple[bytes, tuple[SequenceEntry, .
     if not _DIGEST.fullmatch(digest):
         return _invalid(f"{ENV_SEQUENCE_DIGEST} is not a sha256 digest")
     if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-        return Refusal(
+        return StartRefusal(
             "migration_sequence_mismatch",
             "the approved migration sequence does not have the digest the claim sealed",
         )
@@ -427,14 +427,14 @@ def parse_sequence(raw: str, digest: str) -> tuple[bytes, tuple[SequenceEntry, .
     return data, tuple(entries)
 
 
-def _absolute(env: Mapping[str, str], name: str) -> str | Refusal:
+def _absolute(env: Mapping[str, str], name: str) -> str | StartRefusal:
     value = env.get(name, "")
     if not value.startswith("/") or not _clean(value):
         return _invalid(f"{name} must be an absolute path")
     return value
 
 
-def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, object] | Refusal:
+def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, object] | StartRefusal:
     found: dict[str, object] = {}
     if operation in ("resolve", "verify"):
         reference = env.get(
@@ -443,7 +443,7 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
         name = ENV_REQUESTED_REFERENCE if operation == "resolve" else ENV_RESOLVED_REFERENCE
         problem = reference_problem(reference, name)
         if problem:
-            return Refusal(
+            return StartRefusal(
                 "configuration_invalid" if "credential" not in problem else "credential_in_argv",
                 problem,
             )
@@ -457,7 +457,7 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
             return refusal
     if operation == "verify":
         policy = _absolute(env, ENV_VERIFICATION_POLICY)
-        if isinstance(policy, Refusal):
+        if isinstance(policy, StartRefusal):
             return policy
         artifact_type = env.get(ENV_EXPECTED_ARTIFACT_TYPE, "")
         if not _clean(artifact_type):
@@ -465,7 +465,7 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
         found.update(verification_policy=policy, expected_artifact_type=artifact_type)
     if operation == "apply":
         plan_dir = _absolute(env, ENV_PLAN_DIR)
-        if isinstance(plan_dir, Refusal):
+        if isinstance(plan_dir, StartRefusal):
             return plan_dir
         digest = env.get(ENV_PLAN_DIGEST, "")
         if not _DIGEST.fullmatch(digest):
@@ -476,17 +476,17 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
     if operation == "plan":
         for name, key in ((ENV_EXCLUDE, "exclude"), (ENV_PROTECTED_TABLES, "protected_tables")):
             listed = _list(env, name)
-            if isinstance(listed, Refusal):
+            if isinstance(listed, StartRefusal):
                 return listed
             found[key] = listed
     if operation in ("migration-history", "migration-apply"):
         directory = _absolute(env, ENV_MIGRATIONS_DIR)
-        if isinstance(directory, Refusal):
+        if isinstance(directory, StartRefusal):
             return directory
         found["migrations_dir"] = directory
     if operation == "migration-apply":
         sequence = parse_sequence(env.get(ENV_SEQUENCE, ""), env.get(ENV_SEQUENCE_DIGEST, ""))
-        if isinstance(sequence, Refusal):
+        if isinstance(sequence, StartRefusal):
             return sequence
         mode = env.get(ENV_TRANSACTION_MODE, "all")
         if mode not in ("all", "file", "none"):
@@ -495,7 +495,9 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
     return found
 
 
-def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, object] | Refusal:
+def _database(
+    operation: str, env: Mapping[str, str], engine: str
+) -> dict[str, object] | StartRefusal:
     """The database a database operation opens, as the runner may state it."""
     url = env.get(ENV_DB_URL, "")
     if operation in ("resolve", "verify"):
@@ -509,7 +511,7 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
         return _invalid(f"{ENV_DB_URL} is not set")
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ENGINE_SCHEMES[engine]:
-        return Refusal(
+        return StartRefusal(
             "dialect_mismatch",
             f"the database URL is not a {engine} URL, and the claim was made for {engine}",
         )
@@ -521,7 +523,7 @@ def _database(operation: str, env: Mapping[str, str], engine: str) -> dict[str, 
         return _invalid(f"{ENV_EXPECTED_TARGET} is not a sha256 digest")
     if expected is not None and expected != identity:
         # The plan was made against another database than this URL opens now.
-        return Refusal(
+        return StartRefusal(
             "target_identity_mismatch",
             "the database URL routes to another database than the one the plan was made for",
         )
@@ -549,7 +551,7 @@ def _registry_secrets(env: Mapping[str, str]) -> list[str]:
     return [v for v in (env.get(n, "") for n in ENV_OCI_SECRETS) if len(v) >= MIN_REDACTED_SECRET]
 
 
-def _dev_problem(engine: str, url: str, dev_url: str) -> Refusal | None:
+def _dev_problem(engine: str, url: str, dev_url: str) -> StartRefusal | None:
     """Why the dev database must not be handed to ptah, or None."""
     dev = _route(engine, dev_url)
     if dev is None:
@@ -558,7 +560,7 @@ def _dev_problem(engine: str, url: str, dev_url: str) -> Refusal | None:
     if target is not None and {**dev, "user": ""} == {**target, "user": ""}:
         # ptah creates and drops scratch objects in the dev database; in the target
         # that is a change nobody planned or approved. Another user is the same place.
-        return Refusal(
+        return StartRefusal(
             "dev_database_is_target",
             "the dev database URL routes to the target database; ptah's scratch work "
             "must never run there",
@@ -568,7 +570,7 @@ def _dev_problem(engine: str, url: str, dev_url: str) -> Refusal | None:
 
 def prepare(
     env: Mapping[str, str], operation: str, operation_id: str, *, now: datetime
-) -> RunConfig | Refusal:
+) -> RunConfig | StartRefusal:
     """The run the environment asks for, or why it must not start."""
     refusal = _protocol(env)
     if refusal:
@@ -578,10 +580,10 @@ def prepare(
         return _invalid(f"{ENV_PTAH_BINARY} must be an absolute path")
     problem = build_problem(env.get(ENV_PTAH_VERSION, ""))
     if problem:
-        return Refusal("ptah_build_unsupported", problem)
+        return StartRefusal("ptah_build_unsupported", problem)
     engine = env.get(ENV_ENGINE, "")
     if engine not in ENGINES:
-        return Refusal("dialect_mismatch", f"{ENV_ENGINE} must be PostgreSQL or MySQL")
+        return StartRefusal("dialect_mismatch", f"{ENV_ENGINE} must be PostgreSQL or MySQL")
     raw_deadline = env.get(ENV_NOT_AFTER)
     deadline = parse_time(raw_deadline) if raw_deadline is not None else None
     if raw_deadline is not None and deadline is None:
@@ -589,20 +591,22 @@ def prepare(
     if deadline is None and MUTATING[operation]:
         # Without a deadline nothing stops the child before the Lease lapses, and a
         # mutation running past it would share the database with the next claimant.
-        return Refusal("execution_deadline_missing", "a mutating operation needs a deadline")
+        return StartRefusal("execution_deadline_missing", "a mutating operation needs a deadline")
     if deadline is not None and deadline <= now:
-        return Refusal("execution_deadline_passed", "the claim's execution deadline has passed")
+        return StartRefusal(
+            "execution_deadline_passed", "the claim's execution deadline has passed"
+        )
     database = _database(operation, env, engine)
-    if isinstance(database, Refusal):
+    if isinstance(database, StartRefusal):
         return database
     inputs = _operation_inputs(operation, env)
-    if isinstance(inputs, Refusal):
+    if isinstance(inputs, StartRefusal):
         return inputs
     grace = _seconds(env, ENV_KILL_GRACE, DEFAULT_KILL_GRACE)
-    if isinstance(grace, Refusal):
+    if isinstance(grace, StartRefusal):
         return grace
     drain = _seconds(env, ENV_DRAIN, DEFAULT_DRAIN)
-    if isinstance(drain, Refusal):
+    if isinstance(drain, StartRefusal):
         return drain
     work_dir = env.get(ENV_WORK_DIR, DEFAULT_WORK_DIR)
     if not work_dir.startswith("/") or not _clean(work_dir):

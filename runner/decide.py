@@ -33,7 +33,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
-from runner.config import Redactor, Refusal, RunConfig
+from runner.config import Redactor, RunConfig, StartRefusal
 from runner.documents import (
     ApplyReport,
     Document,
@@ -71,7 +71,7 @@ INVALID: Final = "executor_report_invalid"
 INCONSISTENT: Final = "executor_inconsistent"
 
 
-class Stop(enum.Enum):
+class ChildStop(enum.Enum):
     """Why the child stopped."""
 
     EXITED = "exited"  # on its own
@@ -85,7 +85,7 @@ class ChildOutcome:
 
     started: bool
     start_error: str | None = None
-    stop: Stop = Stop.EXITED
+    stop: ChildStop = ChildStop.EXITED
     returncode: int | None = None
     stdout: bytes = b""
     # The head of the child's stderr, kept in memory to tell a usage error from a
@@ -120,7 +120,7 @@ def canonical(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def refused(operation: str, operation_id: str, refusal: Refusal) -> RunnerResult:
+def refused(operation: str, operation_id: str, refusal: StartRefusal) -> RunnerResult:
     """The frame of a run that started nothing: certain that nothing changed."""
     flag = False if MUTATING[operation] else None
     return RunnerResult(
@@ -201,13 +201,13 @@ def interrupted(config: RunConfig, child: ChildOutcome) -> RunnerResult | None:
         return refused(
             config.operation,
             config.operation_id,
-            Refusal("executor_unavailable", f"the executor did not start: {reason}"),
+            StartRefusal("executor_unavailable", f"the executor did not start: {reason}"),
         )
     code = child.code
-    if child.stop is Stop.DEADLINE:
+    if child.stop is ChildStop.DEADLINE:
         message = "the executor was stopped at the claim's execution deadline"
         return unaccounted(config, code, "deadline_exceeded", message)
-    if child.stop is Stop.TERMINATED:
+    if child.stop is ChildStop.TERMINATED:
         message = "the runner was told to stop and stopped the executor before it finished"
         return unaccounted(config, code, "runner_terminated", message)
     if child.output_problem is not None:

@@ -76,7 +76,7 @@ class Frame:
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class FrameCandidate:
     """One header line in a log and what became of it.
 
     ``digest`` is the header's (None when the header does not parse); ``payload`` is
@@ -170,7 +170,7 @@ def _parsed_header(line: bytes | None) -> tuple[int, bytes] | FrameError:
     return length, bytes.fromhex(match.group(2).decode("ascii"))
 
 
-def scan_log(log: str | bytes) -> tuple[Candidate, ...]:
+def scan_log(log: str | bytes) -> tuple[FrameCandidate, ...]:
     """Every frame header in the (budgeted) log, in order, with what it led to.
 
     The one reader of frames: ``parse_result_for`` picks from what it returns, and the
@@ -189,9 +189,9 @@ def scan_log(log: str | bytes) -> tuple[Candidate, ...]:
 
 def _candidate(
     start: int, header: tuple[int, bytes] | FrameError, lines: _Lines, footers: list[int]
-) -> Candidate:
+) -> FrameCandidate:
     if isinstance(header, FrameError):
-        return Candidate(start, None, error=header)
+        return FrameCandidate(start, None, error=header)
     length, digest = header
     named = "sha256:" + digest.hex()
     after_header = lines.data.index(b"\n", start) + 1
@@ -204,31 +204,37 @@ def _candidate(
         if closing is not None:
             problem = "no line between a frame's header and its footer has the header's digest"
         elif lines.still_open(after_header):
-            return Candidate(start, named, error=IncompleteFrame("the log ends before a payload"))
+            return FrameCandidate(
+                start, named, error=IncompleteFrame("the log ends before a payload")
+            )
         else:
             problem = f"no line within {MAX_INTERLEAVED_BYTES} bytes of a header has its digest"
-        return Candidate(start, named, error=MalformedFrame(problem))
+        return FrameCandidate(start, named, error=MalformedFrame(problem))
     line_length, payload_at = found
     if line_length != length:
         # The digest names a line, but not one of the length the header declares.
-        return Candidate(start, named, error=MalformedFrame("a payload is not its declared size"))
+        return FrameCandidate(
+            start, named, error=MalformedFrame("a payload is not its declared size")
+        )
     payload = memoryview(lines.data)[payload_at : payload_at + length]
     after_payload = payload_at + length + 1
     index = bisect.bisect_left(footers, after_payload)
     footer = footers[index] if index < len(footers) else None
     if footer is None or footer - after_payload > MAX_INTERLEAVED_BYTES:
         if lines.still_open(after_payload):
-            return Candidate(start, named, error=IncompleteFrame("the log ends before a footer"))
-        return Candidate(
+            return FrameCandidate(
+                start, named, error=IncompleteFrame("the log ends before a footer")
+            )
+        return FrameCandidate(
             start,
             named,
             error=MalformedFrame(f"no footer within {MAX_INTERLEAVED_BYTES} bytes of a payload"),
         )
-    return Candidate(start, named, payload=payload)
+    return FrameCandidate(start, named, payload=payload)
 
 
 def _decoded(
-    candidate: Candidate, memo: dict[str, RunnerResult | FrameError]
+    candidate: FrameCandidate, memo: dict[str, RunnerResult | FrameError]
 ) -> RunnerResult | FrameError:
     payload, digest = candidate.payload, candidate.digest
     if payload is None or digest is None:
@@ -243,7 +249,7 @@ def _decoded(
     return memo[digest]
 
 
-def last_valid(candidates: Iterable[Candidate]) -> Frame:
+def last_valid(candidates: Iterable[FrameCandidate]) -> Frame:
     """The last frame whose payload is a valid result, or the error that explains none.
 
     A frame that may still be arriving after the last valid one outranks it: it is the
@@ -289,7 +295,7 @@ def binding_problem(
 
 
 def frame_for(
-    candidates: Iterable[Candidate],
+    candidates: Iterable[FrameCandidate],
     operation: str,
     operation_id: str,
     *,

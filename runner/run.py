@@ -34,8 +34,8 @@ from typing import Final
 
 from runner import ptahcli
 from runner.config import (
-    Refusal,
     RunConfig,
+    StartRefusal,
     bind,
     prepare,
     termination_log,
@@ -91,7 +91,7 @@ def _say(fd: int) -> Callable[[str], None]:
 class _Refused(Exception):
     """The run stops before a child it has not started: nothing changed."""
 
-    def __init__(self, refusal: Refusal) -> None:
+    def __init__(self, refusal: StartRefusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
 
@@ -111,7 +111,7 @@ class _Session:
             ptahcli.database_env_problem(step)
         )
         if problem:
-            raise _Refused(Refusal("credential_in_argv", problem))
+            raise _Refused(StartRefusal("credential_in_argv", problem))
         deadline: float | None = None
         if config.execution_not_after is not None:
             # Checked again immediately before exec: preparing the run (the plan's
@@ -120,7 +120,7 @@ class _Session:
             remaining = (config.execution_not_after - datetime.now(UTC)).total_seconds()
             if remaining <= 0:
                 raise _Refused(
-                    Refusal(
+                    StartRefusal(
                         "execution_deadline_passed",
                         "the claim's execution deadline passed before ptah ran",
                     )
@@ -155,10 +155,10 @@ def _prepare_apply(config: RunConfig) -> int:
         plan = decode_plan(content, config.engine)
         write_private(ptahcli.work_path(config, ptahcli.APPLY_PLAN), content)
     except PlanRefused as error:
-        raise _Refused(Refusal(error.code, str(error))) from None
+        raise _Refused(StartRefusal(error.code, str(error))) from None
     except OSError as error:
         raise _Refused(
-            Refusal("plan_unreadable", f"the plan cannot be staged: {error.strerror}")
+            StartRefusal("plan_unreadable", f"the plan cannot be staged: {error.strerror}")
         ) from None
     return len(plan.statements)
 
@@ -173,7 +173,7 @@ def _operate(config: RunConfig, env: Mapping[str, str], session: _Session) -> Ru
         policy = _read_bounded(config.verification_policy, MAX_POLICY_BYTES)
         if policy is None:
             raise _Refused(
-                Refusal("configuration_invalid", "the verification policy cannot be read")
+                StartRefusal("configuration_invalid", "the verification policy cannot be read")
             )
         verified = session.run(steps[0])
         stopped = interrupted(config, verified)
@@ -196,7 +196,7 @@ def _operate(config: RunConfig, env: Mapping[str, str], session: _Session) -> Ru
         write_private(ptahcli.work_path(config, ptahcli.SEQUENCE_FILE), config.sequence_document)
     except OSError as error:
         raise _Refused(
-            Refusal(
+            StartRefusal(
                 "configuration_invalid", f"the approved sequence cannot be staged: {error.strerror}"
             )
         ) from None
@@ -285,7 +285,7 @@ def main(
         return EXIT_UNBOUND
     prepared = prepare(env, operation, operation_id, now=datetime.now(UTC))
     config: RunConfig | None = None
-    if isinstance(prepared, Refusal):
+    if isinstance(prepared, StartRefusal):
         result = refused(operation, operation_id, prepared)
     else:
         config = prepared

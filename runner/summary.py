@@ -29,8 +29,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from runner.errors import FrameError, FrameNotFound, SummaryRefused
 from runner.protocol import (
-    Candidate,
     Frame,
+    FrameCandidate,
     binding_problem,
     frame_for,
     scan_log,
@@ -221,7 +221,10 @@ def parse_summary_for(
 
 
 def stand_in_problem(
-    operation: str, frame_error: FrameError, candidates: tuple[Candidate, ...], summary: Summary
+    operation: str,
+    frame_error: FrameError,
+    candidates: tuple[FrameCandidate, ...],
+    summary: Summary,
 ) -> str | None:
     """Why a summary may not stand in for the frame the log failed to give, or None."""
     if operation != "migration-apply":

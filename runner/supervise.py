@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from runner.config import Redactor
-from runner.decide import ChildOutcome, Stop
+from runner.decide import ChildOutcome, ChildStop
 
 RELAY_PREFIX: Final = b"[executor] "
 MAX_STDOUT: Final = 8 * 1024 * 1024
@@ -187,7 +187,7 @@ class _Supervision:
         if use_pidfd:
             with contextlib.suppress(OSError, AttributeError):
                 self.pidfd = os.pidfd_open(proc.pid)
-        self.stop = Stop.EXITED
+        self.stop = ChildStop.EXITED
         self.stopping = False
         self.kill_at: float | None = None
         self.killed = False
@@ -224,9 +224,9 @@ class _Supervision:
                 self.selector.unregister(self.pidfd)
         if not self.exited:
             if not self.stopping and self.stop_requested():
-                self._begin_stop(Stop.TERMINATED, now)
+                self._begin_stop(ChildStop.TERMINATED, now)
             elif not self.stopping and self.deadline is not None and now >= self.deadline:
-                self._begin_stop(Stop.DEADLINE, now)
+                self._begin_stop(ChildStop.DEADLINE, now)
             if self.kill_at is not None and not self.killed and now >= self.kill_at:
                 _kill_group(self.proc.pid, signal.SIGKILL)
                 self.killed = True
@@ -240,7 +240,7 @@ class _Supervision:
             return True
         return False
 
-    def _begin_stop(self, why: Stop, now: float) -> None:
+    def _begin_stop(self, why: ChildStop, now: float) -> None:
         self.stop, self.stopping = why, True
         _kill_group(self.proc.pid, signal.SIGTERM)
         self.kill_at = now + self.limits.kill_grace
@@ -298,7 +298,7 @@ class _Supervision:
     def _outcome(self) -> ChildOutcome:
         # Asked before the kill, while the leader is an unreaped zombie: a helper still
         # running when the executor reported may have written after it.
-        clean = self.stop is Stop.EXITED and self.problem is None
+        clean = self.stop is ChildStop.EXITED and self.problem is None
         if clean and group_survivors(self.proc.pid, self.proc.pid):
             self.problem = "a process the executor started was still running after it exited"
         _kill_group(self.proc.pid, signal.SIGKILL)

@@ -9,8 +9,8 @@ import pytest
 
 from runner.config import (
     MINIMUM_PTAH_DESCRIBE,
-    Refusal,
     RunConfig,
+    StartRefusal,
     bind,
     build_problem,
     parse_time,
@@ -224,7 +224,7 @@ def test_prepare(
     if code is None:
         assert isinstance(prepared, RunConfig), prepared
     else:
-        assert isinstance(prepared, Refusal) and prepared.code == code, prepared
+        assert isinstance(prepared, StartRefusal) and prepared.code == code, prepared
 
 
 def test_a_sequence_document_sealed_by_its_digest_is_what_ptah_gets() -> None:
@@ -253,7 +253,7 @@ def test_the_minimum_ptah_build(version: str, supported: bool) -> None:
 
 def test_a_protocol_mismatch_is_answered_in_the_version_asked_for() -> None:
     refusal = prepare(env(PTAH_RUNNER_PROTOCOL_VERSION="4"), "apply", OP_ID, now=NOW)
-    assert isinstance(refusal, Refusal) and refusal.protocol_version == 4
+    assert isinstance(refusal, StartRefusal) and refusal.protocol_version == 4
 
 
 @pytest.mark.parametrize(

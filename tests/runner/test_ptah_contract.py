@@ -25,8 +25,8 @@ from runner.config import RunConfig, prepare, target_identity_digest
 from runner.decide import (
     NO_DEV_DATABASE,
     ChildOutcome,
+    ChildStop,
     PlanRun,
-    Stop,
     apply_account,
     history_account,
     interrupted,
@@ -308,7 +308,7 @@ def child(
     *,
     stderr: bytes = b"",
     problem: str | None = None,
-    stop: Stop = Stop.EXITED,
+    stop: ChildStop = ChildStop.EXITED,
 ) -> ChildOutcome:
     data = stdout.encode() if isinstance(stdout, str) else stdout
     return ChildOutcome(
@@ -630,7 +630,7 @@ ROWS = [
     Row(
         "stopped at the deadline",
         "apply",
-        (child("", -15, stop=Stop.DEADLINE),),
+        (child("", -15, stop=ChildStop.DEADLINE),),
         uncertain("deadline_exceeded"),
     ),
     Row(

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.config import Redactor, secrets_of
-from runner.decide import Stop
+from runner.decide import ChildStop
 from runner.errors import FrameNotFound
 from runner.protocol import (
     FOOTER,
@@ -58,7 +58,7 @@ def run_fake(script: dict[str, Any], *, deadline_in: float | None = None, **kw: 
 @pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])
 def test_a_child_that_exits_is_read_whole(use_pidfd: bool) -> None:
     outcome, relayed = run_fake({"stderr": ["one", "two"]}, use_pidfd=use_pidfd)
-    assert outcome.started and outcome.stop is Stop.EXITED and outcome.returncode == 0
+    assert outcome.started and outcome.stop is ChildStop.EXITED and outcome.returncode == 0
     assert outcome.output_problem is None
     assert json.loads(outcome.stdout)["reference"] == "registry.example/a:v1"
     assert relayed == RELAY_PREFIX + b"one\n" + RELAY_PREFIX + b"two\n"
@@ -75,7 +75,7 @@ def test_without_a_relay_stderr_is_kept_for_the_runner_and_printed_nowhere() -> 
 @pytest.mark.parametrize("use_pidfd", [True, False], ids=["pidfd", "polling"])
 def test_a_child_past_its_deadline_is_terminated_then_killed(use_pidfd: bool) -> None:
     outcome, _ = run_fake({"hang": True, "ignore_term": True}, deadline_in=1.0, use_pidfd=use_pidfd)
-    assert outcome.stop is Stop.DEADLINE
+    assert outcome.stop is ChildStop.DEADLINE
     assert outcome.returncode == -9  # SIGTERM was ignored; SIGKILL was not
 
 
@@ -87,7 +87,7 @@ def test_a_stop_request_stops_the_child() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
-    assert outcome.stop is Stop.TERMINATED and outcome.returncode == -15
+    assert outcome.stop is ChildStop.TERMINATED and outcome.returncode == -15
 
 
 def test_a_report_beyond_the_limit_is_not_a_report() -> None:

@@ -13,7 +13,6 @@ from jobclaim import (
     BuildRefused,
     build_job,
     match,
-    migration_job_inputs,
     schema_job_inputs,
 )
 from jobclaim.api import PodMetadataSpec, PtahSchema
@@ -26,7 +25,7 @@ from tests.jobclaim.world import (
     EVERY_OPERATION,
     MANAGER,
     OTHER_EPOCH,
-    SEQUENCE,
+    job_inputs,
     migration_world,
     schema_world,
 )
@@ -292,14 +291,7 @@ def test_a_job_that_reads_the_artifact_needs_the_claims_resolution(name: str) ->
     # Only Resolve reads the reference as written; every other reader of the artifact
     # is refused without the digest its claim recorded, never given the tag.
     world = WORLDS[name]()
-    resource: Any = world.resource
-    if world.family == "schema":
-        inputs = schema_job_inputs(resource, binding=BINDING, manager=MANAGER)
-    else:
-        sequence = SEQUENCE if world.operation == "Apply" else ()
-        inputs = migration_job_inputs(
-            resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
-        )
+    inputs = job_inputs(world)
     assert (inputs.resolved is None) is (world.operation == "Resolve")
     unresolved = inputs._replace(resolved=None)
     if world.operation == "Resolve" or name == "schema Apply":

@@ -38,6 +38,7 @@ from jobclaim.api import (
 )
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
+from jobclaim.builder import JobInputs
 from runner import RUNNER_PROTOCOL_VERSION
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -241,6 +242,17 @@ def migration_world(operation: str = "Apply") -> World:
         )
     )
     return World("migration", operation, migration, built)
+
+
+def job_inputs(world: World) -> JobInputs:
+    """The inputs the world's claim builds its Job from, as the controller gathers them."""
+    resource: Any = world.resource
+    if world.family == "schema":
+        return schema_job_inputs(resource, binding=BINDING, manager=MANAGER)
+    sequence = SEQUENCE if world.operation == "Apply" else ()
+    return migration_job_inputs(
+        resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
+    )
 
 
 # Every operation of both families, by name: one world each.

@@ -22,14 +22,12 @@ from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.builder import (
     PTAH_BINARY,
     build_job,
-    migration_job_inputs,
-    schema_job_inputs,
 )
 from jobclaim.operations import operation_info
 from runner.config import authority_of, target_identity_digest
 from runner.harvest import Outcome, judge
 from runner.summary import account_for
-from tests.jobclaim.world import BINDING, EVERY_OPERATION, MANAGER, SEQUENCE, World
+from tests.jobclaim.world import EVERY_OPERATION, SEQUENCE, World, job_inputs
 from tests.runner.support import (
     CONTRACT,
     SCHEMA_SQL,
@@ -56,14 +54,7 @@ def family_of(world: World) -> str:
 
 def built_job(world: World) -> dict[str, Any]:
     """The world's Job, built for a claim that recorded its artifact's resolution."""
-    resource: Any = world.resource
-    if world.family == "schema":
-        inputs = schema_job_inputs(resource, binding=BINDING, manager=MANAGER)
-    else:
-        sequence = SEQUENCE if world.operation == "Apply" else ()
-        inputs = migration_job_inputs(
-            resource, binding=BINDING, manager=MANAGER, expected_sequence=sequence
-        )
+    inputs = job_inputs(world)
     reference = inputs.source.oci_ref if inputs.source else ""
     digest = CONTRACT.digests[family_of(world)]
     resolved = OCIArtifactAccessBinding(reference=reference, digest=digest)

@@ -95,6 +95,8 @@ def snapshot_is_first_write(claim: ClaimView) -> bool:
     pass ends after it, and no Job exists yet), and the order of the durable writes
     the dispatch makes afterwards is the same nine-step order, from ``authorize``.
     """
+    if not claim.info.known:
+        return False  # nothing is dispatched for a type this build does not define
     steps = steps_for(claim)
     return Step.SNAPSHOT in steps and steps[: steps.index(Step.SNAPSHOT)] == (Step.AUTHORIZE,)
 

@@ -28,9 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.reconciler import Key
-from jobclaim.apiserver import JOBS, PTAHSCHEMAS
-from tests.controller.dispatchworld import NS, READ_AT, Rig, make_rig, read_up_to_plan
-from tests.jobclaim.world import BINDING, example
+from jobclaim.apiserver import JOBS
+from tests.controller.dispatchworld import Rig, add_insync_schema, make_rig
 from tests.outcomes.scriptednode import Database, ScriptedNode
 
 SCHEMAS = 1000
@@ -40,25 +39,9 @@ READS = frozenset({"get", "list", "read_pod_log", "watch"})
 
 
 def _seed(rig: Rig, index: int) -> Key:
-    raw = example("ptahschema.yaml")
-    name = f"orders-{index:04d}"
-    raw["metadata"].update(name=name, namespace=NS)
-    raw["spec"]["target"]["coordinationKey"] = f"db-{index % DATABASES:03d}"
-    created = rig.api.create(PTAHSCHEMAS, NS, raw)
-    readings = read_up_to_plan(created, drift=False)
-    rig.api.patch_status(
-        PTAHSCHEMAS,
-        NS,
-        name,
-        {
-            "executionBinding": BINDING.to_wire(),
-            "phase": "InSync",
-            "lastSuccessfulReconciliation": READ_AT,
-            **readings,
-        },
-        resource_version=created["metadata"]["resourceVersion"],
+    return add_insync_schema(
+        rig, f"orders-{index:04d}", coordination_key=f"db-{index % DATABASES:03d}"
     )
-    return Key("PtahSchema", NS, name)
 
 
 def _inside_double(rig: Rig) -> list[float]:
@@ -118,7 +101,7 @@ def main() -> None:
     reads = sum(1 for c in ours if c.verb in READS) / SAMPLE
     writes_per = sum(1 for c in ours if c.verb not in READS) / SAMPLE
     jobs = sum(1 for c in ours if c.verb == "create" and c.resource == JOBS) / SAMPLE
-    by_verb = Counter(c.verb for c in ours if c.verb not in READS)
+    by_verb = Counter(f"{c.verb} {c.resource.plural}" for c in ours if c.verb not in READS)
     print(f"per interval per resource: {jobs:.1f} Jobs, {reads:.1f} API reads, "
           f"{writes_per:.1f} API writes { {k: v / SAMPLE for k, v in by_verb.items()} } "
           f"(target 1 Observe Job and <= 3 writes: "

@@ -8,6 +8,9 @@ A claim is written before its Job exists, in two writes and in this order:
 A process that stops between them leaves a finalizer with no claim. The next pass
 removes it before anything else (``remove_orphan_finalizer``): a finalizer that no
 record explains would hold deletion forever, and a claim is never inferred from one.
+A read-only claim that holds no Lease takes no finalizer (``claim_holds_deletion``):
+it owes no outcome and no release, so its claim is the one write, and a stop right
+after it leaves a claim that proceeds, exactly as for any other claim.
 
 The claim also carries the Lease epoch it expects, a placeholder derived from its
 operation ID, before any acquisition. What an acquisition or renewal then found is
@@ -28,6 +31,7 @@ accounted for first (issue 5's records), and ``retire_undispatched`` refuses it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from controller.mutationlifecycle import (
@@ -37,9 +41,11 @@ from controller.mutationlifecycle import (
     Stop,
     may_have_dispatched,
     owed_release,
+    snapshot_is_first_write,
 )
 from controller.operationidentity import input_fingerprint
-from controller.passcontext import Approval, Operation, PassContext, Status
+from controller.passcontext import Approval, Operation, PassContext, Status, claim_view
+from controller.podintent import AdmissionUnresolvable, resolve_snapshot
 from controller.targetlock import LeaseState
 from jobclaim import coordination_digest, job_name, lease_holder, operation_info
 from jobclaim.api import (
@@ -119,12 +125,34 @@ def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[st
     return fields
 
 
-def finalizer_owed(ctx: PassContext) -> bool:
-    """Whether a record on the resource still needs its finalizer."""
+def claim_holds_deletion(family: str, operation: Operation | None) -> bool:
+    """Whether a claim needs the finalizer. Pure.
+
+    The finalizer keeps the resource, and so the claim, readable while something the
+    claim does still has to be accounted for or handed back: a mutating run's outcome,
+    the realm's Lease. A read-only claim that holds no Lease owes neither: deleting
+    the resource under it loses only a reading nobody will use, and its Job, owned by
+    the resource, goes with it. So it takes no finalizer, and a quiet reading costs no
+    metadata write on either side of it. A type this build does not define answers
+    yes: what it owes cannot be known, so deletion is held for it.
+    """
+    if operation is None:
+        return False
+    info = operation_info(family, operation.type)
+    return not (info.read_only and operation.lease_epoch is None)
+
+
+def finalizer_owed(ctx: PassContext, status: Status | None = None) -> bool:
+    """Whether a claim or record on the resource (as ``status`` leaves it, else as
+    stored) still needs its finalizer."""
+    if status is not None:
+        ctx = replace(ctx, subject=ctx.subject.model_copy(update={"status": status}))
     status = ctx.status
     if status is None:
         return False
-    owed: list[object] = [status.active_operation, status.pending_lock_release]
+    owed: list[object] = [status.pending_lock_release]
+    if claim_holds_deletion(ctx.family.name, status.active_operation):
+        owed.append(status.active_operation)
     owed.append(ctx.family.pending_proof(ctx))
     owed.append(ctx.family.binding_retirement(ctx))
     if not ctx.subject.metadata.deletion_timestamp:
@@ -179,12 +207,38 @@ def claim_operation(
                 "active_operation": claimed.active_operation,
             }
         )
+    claimed = _with_admission_snapshot(ctx, claimed)
     finalizers = _finalizers(ctx)
-    if ctx.family.finalizer not in finalizers:
+    if ctx.family.finalizer not in finalizers and finalizer_owed(ctx, claimed):
         ctx.write_metadata({"finalizers": [*finalizers, ctx.family.finalizer]})
     ctx.write_status(claimed)
     ctx.crossed("Claimed", f"{operation} claimed as {ctx.operation.job_name}")
+    snapshot = ctx.operation.admission_snapshot
+    if snapshot is not None:
+        ctx.crossed("AdmissionResolved", f"admission snapshot {snapshot.digest} is durable")
     return Stop("the claim is persisted; nothing external has happened", requeue_after=AGAIN)
+
+
+def _with_admission_snapshot(ctx: PassContext, claimed: Status) -> Status:
+    """The claim, carrying its Pod admission snapshot when the snapshot would be its
+    dispatch's first durable write (``snapshot_is_first_write``: no Lease, no plan to
+    stage). One status patch then persists both, and a stop right after it leaves a
+    claim with its snapshot and no Job: the next pass authorizes, finds the snapshot
+    pinning the template it builds, and creates. Each boundary still holds: the claim
+    names its Job before the Job exists, and the pass that made the snapshot durable
+    creates nothing. A snapshot that cannot be resolved now is left to the snapshot
+    step, which retries it and says why.
+    """
+    view = replace(ctx, subject=ctx.subject.model_copy(update={"status": claimed}))
+    if not snapshot_is_first_write(claim_view(view)):
+        return claimed
+    try:
+        template = ctx.family.build(view, snapshot_digest=None, manager=None)["spec"]["template"]
+        snapshot = resolve_snapshot(ctx.api, ctx.namespace, template, ctx.env.config.admission)
+    except (InvalidInput, AdmissionUnresolvable, ApiError):
+        return claimed
+    operation = view.operation.model_copy(update={"admission_snapshot": snapshot})
+    return claimed.model_copy(update={"active_operation": operation})
 
 
 def epoch_update(

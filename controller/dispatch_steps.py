@@ -27,7 +27,6 @@ from controller.approvals import ApprovalGone, consume_approval
 from controller.claimsupervision import settle_drift
 from controller.claimwrites import AGAIN, epoch_update, retire_undispatched
 from controller.mutationlifecycle import (
-    ClaimView,
     CreateOutcome,
     Step,
     Stop,
@@ -46,18 +45,6 @@ from jobclaim.times import timestamp
 REFUSED_RETRY: Final = 5.0
 # How soon contention is looked at again when the Lease does not say.
 CONTENTION_RETRY: Final = 5.0
-
-
-def claim_view(ctx: PassContext) -> ClaimView:
-    """What the driver reads of the claim: the guard's inputs and which steps apply."""
-    operation = ctx.operation
-    return ClaimView(
-        info=ctx.info,
-        dispatch_started=operation.dispatch_started,
-        job_uid=operation.job_uid,
-        proof_outstanding=ctx.proof_outstanding,
-        stages_plan=ctx.family.name == "schema" and operation.type == "Apply",
-    )
 
 
 class DispatchPass:

@@ -36,12 +36,12 @@ from controller.claimwrites import (
     remove_orphan_finalizer,
     retire_undispatched,
 )
-from controller.dispatch_steps import DispatchPass, claim_view
+from controller.dispatch_steps import DispatchPass
 from controller.events import Regarding
 from controller.managerconfig import random_epoch
 from controller.migration_dispatch import MIGRATION
 from controller.mutationlifecycle import Stop, may_have_dispatched
-from controller.passcontext import Environment, Family, PassContext
+from controller.passcontext import Environment, Family, PassContext, claim_view
 from controller.planning import advance
 from controller.schema_dispatch import SCHEMA
 from jobclaim.api import API_VERSION

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
 from controller.events import EventRecord
 from controller.managerconfig import ManagerConfig
-from controller.mutationlifecycle import Disposition, Driver, Retirement, Stop, realm_held_by
+from controller.mutationlifecycle import (
+    ClaimView,
+    Disposition,
+    Driver,
+    Retirement,
+    Stop,
+    realm_held_by,
+)
 from controller.targetlock import TargetLock
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
@@ -394,3 +401,16 @@ def migration_status_of(ctx: PassContext) -> PtahMigrationStatus:
 
 def migration_operation_of(ctx: PassContext) -> MigrationOperationStatus:
     return narrowed(ctx.operation, MigrationOperationStatus)
+
+
+def claim_view(ctx: PassContext) -> ClaimView:
+    """What the dispatch driver reads of the claim: the guard's inputs and which steps
+    apply."""
+    operation = ctx.operation
+    return ClaimView(
+        info=ctx.info,
+        dispatch_started=operation.dispatch_started,
+        job_uid=operation.job_uid,
+        proof_outstanding=ctx.proof_outstanding,
+        stages_plan=ctx.family.name == "schema" and operation.type == "Apply",
+    )

@@ -10,8 +10,9 @@ ends here (``advance``). It reduces the resource to ``phasemachine.Facts``, asks
   stale approvals beside a plan the next pass discards again, never a live
   approval of a discarded plan);
 - or, when nothing is claimed, the phase, the conditions and
-  ``status.nextReconciliationTime``, only when they differ from what is stored, so
-  a quiet resource costs no write per pass.
+  ``status.nextReconciliationTime`` (``standing.published``), only when they differ
+  from what is stored, so a quiet resource costs no write per pass. A reading's
+  retirement has usually written them already (``standing.standing_update``).
 
 The Apply is claimed with the approval ``Family.next_claim`` finds, which re-reads
 the plan and the approvals uncached; the machine only says when to ask.
@@ -20,44 +21,16 @@ the plan and the approvals uncached; the machine only says when to ask.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from controller.claimwrites import claim_operation
-from controller.conditions import conditions_for
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext
-from controller.phasemachine import Decision, Event, Facts, Wait, decide
+from controller.phasemachine import Decision, Event, Facts, decide
 from controller.planpolicy import approval_required
-from controller.readings import parse_duration
 from controller.schema_records import mark_plan_approvals_stale
+from controller.standing import PLAN_EVENTS, due_at, facts_of, published
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
-from jobclaim.times import parse_time, timestamp
-
-DEFAULT_INTERVAL: Final = 600.0
-_PLAN_EVENTS: Final = frozenset({Event.AWAITING_APPROVAL, Event.APPROVED, Event.NEEDS_NO_APPROVAL})
-
-
-def _at(value: str | None) -> datetime | None:
-    return parse_time(value) if value else None
-
-
-def _interval(ctx: PassContext) -> float:
-    try:
-        return parse_duration(ctx.subject.spec.interval)
-    except ValueError:
-        return DEFAULT_INTERVAL
-
-
-def last_reading(ctx: PassContext) -> datetime | None:
-    """When the rung above Verify was last read (``Family.last_reading``)."""
-    return ctx.family.last_reading(ctx)
-
-
-def _retry_at(ctx: PassContext) -> datetime | None:
-    status = ctx.status
-    failure = status.reading_failure if status else None
-    return _at(failure.retry_not_before) if failure else None
 
 
 def schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | None) -> Facts:
@@ -105,38 +78,10 @@ def migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Fa
     )
 
 
-def facts_of(ctx: PassContext) -> Facts:
-    """The records of the resource, reduced to what the machine decides from."""
-    subject = ctx.subject
-    status = ctx.status
-    facts = ctx.family.facts(ctx)
-    assert status is not None  # the family's facts read it
-    now = ctx.now()
-    retry_at = _retry_at(ctx)
-    last = last_reading(ctx)
-    return replace(
-        facts,
-        suspended=subject.spec.suspend,
-        spec_changed=subject.metadata.generation != status.observed_generation,
-        retry_not_due=retry_at is not None and now < retry_at,
-        reading_due=last is not None and now >= last + timedelta(seconds=_interval(ctx)),
-    )
-
-
-def due_at(ctx: PassContext, decision: Decision) -> datetime | None:
-    """When the next pass is due for a decision that claims nothing."""
-    if decision.wait is Wait.RETRY:
-        return _retry_at(ctx)
-    if decision.wait is Wait.INTERVAL:
-        last = last_reading(ctx)
-        return last + timedelta(seconds=_interval(ctx)) if last else None
-    return None
-
-
 def _decided(ctx: PassContext) -> tuple[Decision, Approval | None, Stop | None]:
     facts = facts_of(ctx)
     decision = decide(facts)
-    if decision.event not in _PLAN_EVENTS:
+    if decision.event not in PLAN_EVENTS:
         return decision, None, None
     # The plan stands: the family re-reads it and the approvals uncached.
     wanted = ctx.family.next_claim(ctx)
@@ -156,10 +101,7 @@ def advance(ctx: PassContext) -> Stop:
     if refused is not None:
         return refused
     due = due_at(ctx, decision)
-    update: dict[str, Any] = {
-        "phase": decision.phase,
-        "next_reconciliation_time": timestamp(due) if due else None,
-    }
+    update: dict[str, Any] = {}
     if decision.discard_plan and status.plan is not None:
         marked = mark_plan_approvals_stale(
             ctx,
@@ -169,18 +111,12 @@ def advance(ctx: PassContext) -> Stop:
         )
         ctx.crossed("PlanDiscarded", f"plan {status.plan.name} was discarded ({marked} stale)")
         update["plan"] = None
-    update["conditions"] = conditions_for(
-        ctx.family,
-        ctx.subject,
-        status.model_copy(update=update),
-        decision,
-        now=timestamp(ctx.now()),
-    )
+    update.update(published(ctx, status.model_copy(update=update), decision))
     if decision.claim is not None:
         return claim_operation(ctx, decision.claim, approval, update=update)
-    published = status.model_copy(update=update)
-    if published != status:
-        ctx.write_status(published)
+    standing = status.model_copy(update=update)
+    if standing != status:
+        ctx.write_status(standing)
     wait = (due - ctx.now()).total_seconds() if due else None
     reason = f"nothing to claim: {decision.event.value}"
     if decision.event is Event.AWAITING_APPROVAL:

@@ -38,6 +38,7 @@ from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext, migration_of, migration_status_of, schema_of
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
+from controller.standing import parse_duration, standing_update
 from jobclaim import finished
 from jobclaim.api import (
     ArtifactVerificationStatus,
@@ -53,8 +54,6 @@ from runner.harvest import Outcome
 from runner.result import RunnerResult
 
 MAX_BACKOFF_SECONDS: Final = 3600.0
-_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNITS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 # A URL's password and key=value secrets: an executor's sentence may quote the DSN
 # it failed to open, and status is readable by anyone who can read the resource.
 _URL_PASSWORD: Final = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@/\s]*@")
@@ -65,14 +64,6 @@ _SECRET_PAIR: Final = re.compile(
 
 class ReadingUnrecordable(PtahError):
     """A reading's account cannot be recorded (it says what the claim cannot use)."""
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-style duration (``30s``, ``10m``, ``1h30m``). Pure."""
-    value = text.strip()
-    if not value or _DURATION.sub("", value):
-        raise ValueError(f"{text!r} is not a duration such as 30s, 10m or 1h")
-    return float(sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(value)))
 
 
 def redact(text: str) -> str:
@@ -112,7 +103,7 @@ def fail(ctx: PassContext, code: str | None, message: str) -> Stop:
     ctx.crossed(
         "ReadingFailed", f"{operation} failed ({failures} in a row): {sentence}", warning=True
     )
-    return ctx.family.retire_reading(
+    return _retire(
         ctx,
         f"{operation} failed; it is tried again at {record.retry_not_before}",
         Disposition.DISCARD,
@@ -124,11 +115,24 @@ def fail(ctx: PassContext, code: str | None, message: str) -> Stop:
     )
 
 
+def _retire(
+    ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+) -> Stop:
+    # The retiring patch also publishes what the resource then stands at (phase,
+    # conditions, next reconciliation time) when the next pass would claim nothing:
+    # a quiet reading ends in this one write. A stop right after it leaves the
+    # reading recorded, the claim gone and the publication already current, so the
+    # next pass decides the same and writes nothing; a stop before it leaves the live
+    # claim, whose terminal Job is read again.
+    assert ctx.status is not None
+    retired = ctx.status.model_copy(update={"active_operation": None, **update})
+    update = {**update, **standing_update(ctx, retired)}
+    return ctx.family.retire_reading(ctx, reason, disposition, update)
+
+
 def _accounted(ctx: PassContext, reason: str, update: dict[str, Any]) -> Stop:
     ctx.crossed("ReadingRecorded", reason)
-    return ctx.family.retire_reading(
-        ctx, reason, Disposition.ACCOUNTED, {"reading_failure": None, **update}
-    )
+    return _retire(ctx, reason, Disposition.ACCOUNTED, {"reading_failure": None, **update})
 
 
 # -- each reading ----------------------------------------------------------------------
@@ -309,7 +313,6 @@ __all__ = [
     "ReadingUnrecordable",
     "backoff_seconds",
     "fail",
-    "parse_duration",
     "record_reading",
     "redact",
 ]

@@ -24,7 +24,7 @@ from jobclaim.api.common import (
 from jobclaim.api.meta import SecretKeySelector
 from jobclaim.api.migration import PtahMigration
 from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
-from jobclaim.claim import Owner
+from jobclaim.claim import CLEANUP_TTL_SECONDS, Owner
 from jobclaim.envelope import (
     ANN_CONTROLLER_IMAGE,
     ANN_CONTROLLER_REVISION,
@@ -622,6 +622,12 @@ def build_job(inputs: JobInputs) -> dict[str, Any]:
     declared = inputs.execution.pod_metadata
     labels = {**(declared.labels if declared else {}), **labels_for(inputs)}
     annotations = {**(declared.annotations if declared else {}), **annotations_for(inputs)}
+    # A reading whose lost Job costs only a new attempt is born with its cleanup TTL
+    # (``OperationInfo.cleanup_at_create``); an Apply or a Plan gets it by the one
+    # patch after its harvest, so its Job cannot go before its result is read.
+    cleanup: dict[str, Any] = {}
+    if operation_info(inputs.owner.family or "", inputs.operation).cleanup_at_create:
+        cleanup["ttlSecondsAfterFinished"] = CLEANUP_TTL_SECONDS
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -647,5 +653,6 @@ def build_job(inputs: JobInputs) -> dict[str, Any]:
                 "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
                 "spec": _pod_spec(inputs),
             },
+            **cleanup,
         },
     }

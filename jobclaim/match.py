@@ -176,7 +176,10 @@ def _against_rebuild(job: Mapping[str, Any], claim: Claim) -> Verdict:
     spec = dict(_map(job.get("spec")))
     built_spec = _map(built.get("spec"))
     ttl = spec.get("ttlSecondsAfterFinished")
-    if claim.stored and ttl == CLEANUP_TTL_SECONDS:
+    # ``type(...) is int``: 3600.0 and True-like values are not the TTL a harvest
+    # writes, though Python calls them equal (a reading's Job is born with it, so the
+    # rebuild holds the same field and must not be passed by another JSON type).
+    if claim.stored and type(ttl) is int and ttl == CLEANUP_TTL_SECONDS:
         # The one change allowed after the create: the cleanup TTL a harvest sets.
         if "ttlSecondsAfterFinished" in built_spec:
             spec["ttlSecondsAfterFinished"] = built_spec["ttlSecondsAfterFinished"]

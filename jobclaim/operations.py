@@ -33,6 +33,14 @@ class OperationInfo:
     serves_proof: bool = False
     phase: str = ""
     runner_operation: str = ""
+    # The Job carries the cleanup TTL from its create instead of a patch after the
+    # harvest. Only for a reading whose lost Job costs nothing but a new attempt: a
+    # read-only claim whose recorded Job is gone runs again, while an Apply's lost
+    # result is an unknown outcome, and a Plan's TTL is the webhook's evidence that
+    # the Job was harvested before a plan is published from it. The TTL counts from
+    # the Job's end and outlives any manager outage the chart allows, so in practice
+    # the harvest still finds the Job; the saving is one API write per reading.
+    cleanup_at_create: bool = False
 
     @property
     def read_only(self) -> bool:
@@ -52,17 +60,21 @@ class OperationInfo:
 UNKNOWN_OPERATION: Final = OperationInfo()
 
 SCHEMA_OPERATIONS: Final[dict[str, OperationInfo]] = {
-    "Resolve": OperationInfo(True, False, LockRule.NEVER, False, "Resolving", "resolve"),
-    "Verify": OperationInfo(True, False, LockRule.NEVER, False, "Verifying", "verify"),
-    "Observe": OperationInfo(True, False, LockRule.WHILE_PROVING, True, "Observing", "observe"),
+    "Resolve": OperationInfo(True, False, LockRule.NEVER, False, "Resolving", "resolve", True),
+    "Verify": OperationInfo(True, False, LockRule.NEVER, False, "Verifying", "verify", True),
+    "Observe": OperationInfo(
+        True, False, LockRule.WHILE_PROVING, True, "Observing", "observe", True
+    ),
     "Plan": OperationInfo(True, False, LockRule.ALWAYS, True, "Planning", "plan"),
     "Apply": OperationInfo(True, True, LockRule.ALWAYS, False, "Applying", "apply"),
 }
 
 MIGRATION_OPERATIONS: Final[dict[str, OperationInfo]] = {
-    "Resolve": OperationInfo(True, False, LockRule.NEVER, False, "Resolving", "resolve"),
-    "Verify": OperationInfo(True, False, LockRule.NEVER, False, "Verifying", "verify"),
-    "History": OperationInfo(True, False, LockRule.NEVER, False, "Reading", "migration-history"),
+    "Resolve": OperationInfo(True, False, LockRule.NEVER, False, "Resolving", "resolve", True),
+    "Verify": OperationInfo(True, False, LockRule.NEVER, False, "Verifying", "verify", True),
+    "History": OperationInfo(
+        True, False, LockRule.NEVER, False, "Reading", "migration-history", True
+    ),
     "Apply": OperationInfo(True, True, LockRule.ALWAYS, False, "Applying", "migration-apply"),
 }
 

@@ -14,6 +14,7 @@ from controller.mutationlifecycle.driver import (
     MayHaveDispatched,
     Step,
     Stop,
+    snapshot_is_first_write,
     steps_for,
 )
 from controller.mutationlifecycle.releaserule import (
@@ -40,5 +41,6 @@ __all__ = [
     "may_have_dispatched",
     "owed_release",
     "realm_held_by",
+    "snapshot_is_first_write",
     "steps_for",
 ]

@@ -85,6 +85,22 @@ def steps_for(claim: ClaimView) -> tuple[Step, ...]:
     return tuple(step for step in DISPATCH_ORDER if step not in skipped)
 
 
+def snapshot_is_first_write(claim: ClaimView) -> bool:
+    """Whether the snapshot is the first durable write of the claim's dispatch. Pure.
+
+    True when the only step before it is ``authorize``, which writes nothing: the
+    claim takes no Lease and stages no plan, so nothing the snapshot depends on is
+    written before it. Such a claim's snapshot may be made durable in the status
+    patch that persists the claim: that write is then both boundaries at once (the
+    pass ends after it, and no Job exists yet), and the order of the durable writes
+    the dispatch makes afterwards is the same nine-step order, from ``authorize``.
+    """
+    if not claim.info.known:
+        return False  # nothing is dispatched for a type this build does not define
+    steps = steps_for(claim)
+    return Step.SNAPSHOT in steps and steps[: steps.index(Step.SNAPSHOT)] == (Step.AUTHORIZE,)
+
+
 class Driver:
     """Runs the dispatch sequence in its fixed order."""
 

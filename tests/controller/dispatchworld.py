@@ -222,6 +222,28 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     return readings
 
 
+def add_insync_schema(rig: Rig, name: str, *, coordination_key: str) -> Key:
+    """A PtahSchema standing InSync: resolved, verified and observed without drift at
+    ``READ_AT``, with no plan and no claim, as a real one stands between intervals."""
+    raw = example("ptahschema.yaml")
+    raw["metadata"].update(name=name, namespace=rig.namespace)
+    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    created = rig.api.create(PTAHSCHEMAS, rig.namespace, raw)
+    rig.api.patch_status(
+        PTAHSCHEMAS,
+        rig.namespace,
+        name,
+        {
+            "executionBinding": BINDING.to_wire(),
+            "phase": "InSync",
+            "lastSuccessfulReconciliation": READ_AT,
+            **read_up_to_plan(created, drift=False),
+        },
+        resource_version=created["metadata"]["resourceVersion"],
+    )
+    return Key("PtahSchema", rig.namespace, name)
+
+
 def add_schema(
     rig: Cluster,
     name: str = "orders",

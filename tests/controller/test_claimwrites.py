@@ -198,3 +198,55 @@ def test_a_failed_release_stays_staged_for_the_next_pass() -> None:
     assert rig.reconcile(key).reason == "the owed release is done"
     assert "pendingLockRelease" not in rig.resource(key)["status"]
     assert rig.leases()[0]["spec"]["holderIdentity"] == ""
+
+
+# What persisting a claim writes, per type: a claim that holds the realm takes the
+# finalizer first and writes its snapshot later, after its Lease; a reading without a
+# Lease owes no outcome and no release, so it takes no finalizer, and its snapshot
+# (its dispatch's first durable write) rides in the claim's own status patch.
+CLAIM_WRITE_ROWS = [
+    ("schema", "Plan", ["patch_metadata", "patch_status"], False),
+    ("schema", "Observe", ["patch_status"], True),
+    ("schema", "Resolve", ["patch_status"], True),
+    ("schema", "Verify", ["patch_status"], True),
+    ("migration", "Resolve", ["patch_status"], True),
+    ("migration", "Verify", ["patch_status"], True),
+    ("migration", "History", ["patch_status"], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "op", "writes", "snapshot"),
+    CLAIM_WRITE_ROWS,
+    ids=[f"{f}-{o}" for f, o, _, _ in CLAIM_WRITE_ROWS],
+)
+def test_what_persisting_a_claim_writes(
+    family: str, op: str, writes: list[str], snapshot: bool
+) -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False) if family == "schema" else add_migration(rig)
+    rig.api.clear_calls()
+    assert rig.reconciler.claim(key, op).reason.startswith("the claim is persisted")
+    assert [c.verb for c in rig.api.writes()] == writes
+    stored = rig.resource(key)
+    assert bool(stored["metadata"].get("finalizers")) is (writes[0] == "patch_metadata")
+    assert ("admissionSnapshot" in rig.claim(key)) is snapshot
+    rig.api.clear_calls()
+    rig.settle(key)
+    # Dispatched either way; a claim carrying its snapshot writes no second one.
+    (job,) = rig.jobs()
+    assert rig.claim(key)["jobUID"] == job["metadata"]["uid"]
+    assert "AdmissionResolved" in rig.sink.reasons(key.name)
+    if snapshot:
+        assert rig.sink.reasons(key.name).count("AdmissionResolved") == 1
+
+
+def test_a_reading_without_a_lease_leaves_nothing_holding_deletion() -> None:
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    rig.reconciler.claim(key, "Observe")
+    rig.settle(key)
+    assert rig.claim(key)["jobUID"]
+    rig.api.delete(PTAHSCHEMAS, NS, key.name)
+    # No finalizer: the resource goes at once, and its Job is the owner's to collect.
+    assert rig.api.peek(PTAHSCHEMAS, NS, key.name) is None

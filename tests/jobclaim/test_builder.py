@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobclaim import (
+    CLEANUP_TTL_SECONDS,
     BuildRefused,
     build_job,
     match,
@@ -36,14 +37,37 @@ def pod(job: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def test_one_pod_never_retried_and_no_ttl_on_create() -> None:
+def test_one_pod_never_retried() -> None:
     spec = schema_world().built["spec"]
     assert spec["backoffLimit"] == 0
     assert spec["parallelism"] == 1 and spec["completions"] == 1
     assert spec["podReplacementPolicy"] == "Failed"
-    assert "ttlSecondsAfterFinished" not in spec
     assert pod(schema_world().built)["restartPolicy"] == "Never"
     assert spec["activeDeadlineSeconds"] == 900
+
+
+# Which Jobs are born with the cleanup TTL: the readings whose lost Job is only a new
+# attempt. An Apply's result, and the Plan Job a plan is published from, must outlive
+# their harvest, so those get the TTL by the one patch after it.
+TTL_ON_CREATE: dict[str, int | None] = {
+    "schema Resolve": CLEANUP_TTL_SECONDS,
+    "schema Verify": CLEANUP_TTL_SECONDS,
+    "schema Observe": CLEANUP_TTL_SECONDS,
+    "schema Plan": None,
+    "schema Apply": None,
+    "migration Resolve": CLEANUP_TTL_SECONDS,
+    "migration Verify": CLEANUP_TTL_SECONDS,
+    "migration History": CLEANUP_TTL_SECONDS,
+    "migration Apply": None,
+}
+
+
+@pytest.mark.parametrize("operation", list(EVERY_OPERATION))
+def test_only_a_reading_a_lost_job_cannot_hurt_is_born_with_its_cleanup_ttl(
+    operation: str,
+) -> None:
+    spec = EVERY_OPERATION[operation]().built["spec"]
+    assert spec.get("ttlSecondsAfterFinished") == TTL_ON_CREATE[operation]
 
 
 def test_the_pod_is_hardened() -> None:

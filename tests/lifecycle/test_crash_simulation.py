@@ -118,6 +118,7 @@ from tests.outcomes.podworld import (
     harvest_with,
     history,
 )
+from tests.outcomes.scriptednode import Database, answer
 
 SHARED: Final = "shared-primary"
 # (kind, name, coordination key): three resources on one database, one elsewhere.
@@ -609,7 +610,15 @@ def _contend(sim: Sim) -> None:
 
 # How a Job ends: the runner's result frame for each claim type, as the runner
 # operation and the frame's fields. A read-only claim's frame is a reading.
+# Resolve and Verify read no database, so their frames name none.
+_NO_DATABASE: Final[dict[str, Any]] = {"coordinationDigest": None, "targetIdentityDigest": None}
+RESOLVED: Final = {**_NO_DATABASE, **answer("resolve", Database())}
+VERIFIED: Final = {**_NO_DATABASE, **answer("verify", Database())}
 RESULTS: Final[dict[tuple[str, str], tuple[str, dict[str, Any]]]] = {
+    ("PtahSchema", "Resolve"): ("resolve", RESOLVED),
+    ("PtahSchema", "Verify"): ("verify", VERIFIED),
+    ("PtahMigration", "Resolve"): ("resolve", RESOLVED),
+    ("PtahMigration", "Verify"): ("verify", VERIFIED),
     ("PtahSchema", "Apply"): ("apply", APPLIED),
     ("PtahSchema", "Observe"): ("observe", OBSERVED),
     ("PtahSchema", "Plan"): ("plan", NO_CHANGES),

@@ -12,6 +12,7 @@ from controller.mutationlifecycle import (
     MayHaveDispatched,
     Step,
     Stop,
+    snapshot_is_first_write,
     steps_for,
 )
 from jobclaim import migration_operation, schema_operation
@@ -134,3 +135,28 @@ def test_a_swapped_driver_exchanges_exactly_two_steps() -> None:
     expected[i], expected[j] = expected[j], expected[i]
     assert list(swapped.order) == expected
     assert Driver().order == DISPATCH_ORDER  # the production order is untouched
+
+
+# (claim, whether its snapshot may ride in the claim's own status patch): only when the
+# snapshot is the first durable write of its dispatch anyway.
+FIRST_WRITE_ROWS = [
+    ("observe, no proof", ClaimView(schema_operation("Observe"), False, None), True),
+    ("resolve", ClaimView(schema_operation("Resolve"), False, None), True),
+    ("history", ClaimView(migration_operation("History"), False, None), True),
+    ("observe proving: the Lease comes first", ClaimView(
+        schema_operation("Observe"), False, None, proof_outstanding=True), False),
+    ("plan: the Lease comes first", ClaimView(schema_operation("Plan"), False, None), False),
+    ("apply: Lease and stage come first", APPLY, False),
+    ("migration apply: the Lease comes first", ClaimView(
+        migration_operation("Apply"), False, None), False),
+    ("an unknown type", ClaimView(schema_operation("Vacuum"), False, None), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("claim", "first"), [r[1:] for r in FIRST_WRITE_ROWS], ids=[r[0] for r in FIRST_WRITE_ROWS]
+)
+def test_the_snapshot_rides_with_the_claim_only_when_nothing_is_written_before_it(
+    claim: ClaimView, first: bool
+) -> None:
+    assert snapshot_is_first_write(claim) is first

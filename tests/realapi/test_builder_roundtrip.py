@@ -4,7 +4,7 @@ The controller recognizes its own Job by comparing what it reads back with what 
 would build (``jobclaim.match``). If the API server added a default the builder did
 not write, every read-back would differ from its rebuild, and the controller would
 take its own Job for someone else's. So the Job is created on a real kube-apiserver,
-read back uncached, and compared field for field with a fresh rebuild, after
+taken as the server stored it, and compared field for field with a fresh rebuild, after
 removing only the identity the server generates (UID, selector, identity labels,
 resourceVersion and friends). ``test_create.py`` in tests/apiconformance runs the
 same four claims through ``match``; here the equality itself is the assertion, so a
@@ -86,6 +86,17 @@ def _rebuild(made: world.World) -> Object:
     return build_job(inputs)
 
 
+def _stored(admin: KubeApi, namespace: str, job: Object) -> Object:
+    """The Job as the API server stored it: the create's own answer, not a later read.
+
+    The claim's owner (the PtahSchema or PtahMigration the world describes) does not
+    exist on this server, so the garbage collector deletes the Job as soon as it sees
+    it; a GET after the create lost that race under load ("not found"). The create's
+    response is the object as written to storage, defaults included.
+    """
+    return admin.create(JOBS, namespace, copy.deepcopy(job))
+
+
 def _as_built(stored: Object) -> Object:
     """The stored Job without what the API server generated on create."""
     assert generated_identity_problem(stored) is None
@@ -129,8 +140,7 @@ def test_the_stored_job_is_its_rebuild_field_for_field(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made = _world(family, operation, namespace, monkeypatch)
-    admin.create(JOBS, namespace, copy.deepcopy(made.built))
-    stored = admin.get(JOBS, namespace, made.built["metadata"]["name"])
+    stored = _stored(admin, namespace, made.built)
 
     assert _differences(_rebuild(made), _as_built(stored)) == []
     # Both ways the controller holds a stored Job to its claim accept it.
@@ -147,8 +157,7 @@ def test_a_server_default_the_builder_left_out_is_named(
     submitted = copy.deepcopy(made.built)
     # backoffLimit is defaulted to 6 by the API server when it is absent.
     del submitted["spec"]["backoffLimit"]
-    admin.create(JOBS, namespace, submitted)
-    stored = admin.get(JOBS, namespace, submitted["metadata"]["name"])
+    stored = _stored(admin, namespace, submitted)
     differences = _differences(_rebuild(made), _as_built(stored))
     assert differences == [
         f".spec.backoffLimit: built {made.built['spec']['backoffLimit']!r}, stored 6"
@@ -291,8 +300,7 @@ def test_any_execution_block_builds_the_job_the_api_server_stores(
     with monkeypatch.context() as patched:
         patched.setattr(world, "example", with_execution)
         made = _world(family, "Apply", namespace, patched)
-    admin.create(JOBS, namespace, copy.deepcopy(made.built))
-    stored = admin.get(JOBS, namespace, made.built["metadata"]["name"])
+    stored = _stored(admin, namespace, made.built)
 
     assert _differences(_rebuild(made), _as_built(stored)) == []
     for mode in ("rebuild-stored", "rebuild-submitted", "envelope"):

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 
 from manager import logs
@@ -28,9 +29,14 @@ from manager.config import ConfigError, describe, load
 from manager.process import Manager
 
 
+def _prog(argv0: str) -> str:
+    """The name a person typed: the console script's, or the module's spelling."""
+    return "ptah-manager" if Path(argv0).name == "ptah-manager" else "python -m manager"
+
+
 def _parser() -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
-        prog="python -m manager",
+        prog=_prog(sys.argv[0]),
         description=(__doc__ or "").format(variables=describe()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

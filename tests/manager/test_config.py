@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.__main__ import main
+from manager.__main__ import _prog, main
 from manager.config import ConfigError, load
 from tests.manager.support import CHART_ENV
 
@@ -108,3 +108,15 @@ def test_the_command_exits_2_naming_the_variable(capsys: pytest.CaptureFixture[s
         capsys.readouterr().err
         == "ptah-manager: PTAH_METRICS_PORT: 'http' is not a port (1-65535)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/usr/local/bin/ptah-manager", "ptah-manager"),
+        ("/opt/ptah/lib/python3.11/site-packages/manager/__main__.py", "python -m manager"),
+        ("/usr/local/bin/ptah-manager-old", "python -m manager"),
+    ],
+)
+def test_help_names_the_command_a_person_typed(argv0: str, prog: str) -> None:
+    assert _prog(argv0) == prog

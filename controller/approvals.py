@@ -371,9 +371,11 @@ def _is_true(conditions: Sequence[Mapping[str, Any]], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def consumed_status(obj: Mapping[str, Any], *, now: str) -> dict[str, Any]:
-    """The approval's status with ``Consumed=True`` added, everything else kept."""
+def consumed_status(obj: Mapping[str, Any], *, now: str, claim: str) -> dict[str, Any]:
+    """The approval's status with ``Consumed=True`` and the claim that spent it added,
+    everything else kept."""
     status = dict(obj.get("status") or {})
+    status["consumedBy"] = claim
     kept = [c for c in _conditions(obj) if c.get("type") != CONSUMED]
     consumed: dict[str, Any] = {
         "type": CONSUMED,
@@ -390,13 +392,23 @@ def consumed_status(obj: Mapping[str, Any], *, now: str) -> dict[str, Any]:
 
 
 def consume_approval(
-    api: ApiClient, resource: Resource, namespace: str, name: str, uid: str, *, now: str
+    api: ApiClient,
+    resource: Resource,
+    namespace: str,
+    name: str,
+    uid: str,
+    *,
+    now: str,
+    claim: str,
 ) -> None:
-    """Spend the approval ``name`` with UID ``uid``: its ``Consumed`` condition, written by
-    a status patch at the resourceVersion read.
+    """Spend the approval ``name`` with UID ``uid`` on ``claim`` (the claim's operation
+    id): its ``Consumed`` condition and ``consumedBy``, written by a status patch at the
+    resourceVersion read. Admission admits the claim's Job only on an approval its
+    claim spent, and refuses any later change of the record.
 
-    Idempotent: an approval already consumed under the same UID is left alone, so a
-    pass that stopped after the write (or lost its answer) finds its own spending.
+    Idempotent: an approval already consumed by the same claim is left alone, so a
+    pass that stopped after the write (or lost its answer) finds its own spending; one
+    another claim spent raises ``ApprovalGone``.
     Raises ``ApprovalGone`` when the approval was deleted, replaced by another of the
     same name, is being deleted or was marked stale: it no longer authorizes anything,
     and the claim must be retired rather than dispatched.
@@ -412,6 +424,9 @@ def consume_approval(
             raise ApprovalGone(f"approval {name} was replaced by another of the same name")
         conditions = _conditions(current)
         if _is_true(conditions, CONSUMED):
+            spent_by = (current.get("status") or {}).get("consumedBy")
+            if spent_by != claim:
+                raise ApprovalGone(f"approval {name} was spent by another claim ({spent_by})")
             return
         if meta.get("deletionTimestamp"):
             raise ApprovalGone(f"approval {name} is being deleted")
@@ -421,7 +436,7 @@ def consume_approval(
             resource,
             namespace,
             name,
-            consumed_status(current, now=now),
+            consumed_status(current, now=now, claim=claim),
             resource_version=str(meta.get("resourceVersion") or ""),
         )
 

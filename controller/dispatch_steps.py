@@ -146,6 +146,7 @@ class DispatchPass:
                 approval.name,
                 approval.uid,
                 now=timestamp(ctx.now()),
+                claim=ctx.operation.id,
             )
         except ApprovalGone as error:
             return retire_undispatched(ctx, f"its approval is gone: {error}", drop_plan=False)

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from jobclaim import sha256_digest
 from jobclaim.api import PtahSchema
+from jobclaim.statements import approval_required as plan_needs_approval
 
 
 def approval_required(schema: PtahSchema) -> bool:
-    """Always needs no approval only for a plan that destroys nothing and grants nothing."""
+    """Always needs no approval only for a plan that destroys nothing and grants nothing
+    (``jobclaim.statements.approval_required``, the rule admission also judges by)."""
     plan = schema.status.plan if schema.status else None
-    if schema.spec.policy.apply != "Always" or plan is None:
+    if plan is None:
         return True
-    return plan.destructive or bool(plan.privilege_changes)
+    return plan_needs_approval(
+        schema.spec.policy.apply,
+        destructive=plan.destructive,
+        privileged=bool(plan.privilege_changes),
+    )
 
 
 def policy_digest(data: str) -> str:

@@ -8,19 +8,25 @@ an approval would authorize.
 A plan's bytes are the SQL Ptah computed. When they are Ptah's saved-plan document
 (JSON, ``format_version`` 1, ``statements`` with ``sql``, ``severity`` and
 ``reason``) each statement keeps Ptah's own severity; plain SQL text is split into
-statements here and each is classified by its leading words, and the view says
-which of the two it is (``classifiedBy``).
+statements and each is classified by its leading words (``jobclaim.statements``, the
+reading admission judges an Apply by), and the view says which of the two it is
+(``classifiedBy``).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from jobclaim import chunk_object_problem, plan_geometry_problem
+from jobclaim import (
+    ClassifiedBy,
+    PlanUnreadable,
+    Statement,
+    chunk_object_problem,
+    plan_geometry_problem,
+    statements_of,
+)
 from jobclaim.api import (
     CurrentPlanStatus,
     DatabaseTargetSpec,
@@ -31,46 +37,6 @@ from jobclaim.api import (
 )
 
 Severity = Literal["safe", "privilege", "destructive"]
-ClassifiedBy = Literal["ptah", "kubectl-ptah"]
-
-# Statements that lose data or structure: what a reviewer must not miss.
-_DESTRUCTIVE: Final = re.compile(
-    r"^\s*(DROP\b|TRUNCATE\b|DELETE\b|"
-    r"ALTER\s+TABLE\b.*\b(DROP|RENAME)\b|ALTER\s+TABLE\b.*\bALTER\s+COLUMN\b.*\bTYPE\b)",
-    re.IGNORECASE | re.DOTALL,
-)
-# Statements that change who may do what.
-_PRIVILEGE: Final = re.compile(
-    r"^\s*(GRANT\b|REVOKE\b|(CREATE|ALTER|DROP)\s+(ROLE|USER)\b)|\bOWNER\s+TO\b|"
-    r"\bSECURITY\s+DEFINER\b",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-class PlanUnreadable(Exception):
-    """The plan cannot be shown as what an Apply would run: nothing may be approved."""
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    index: int
-    sql: str
-    severity: str
-    destructive: bool
-    privilege: bool
-    reason: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "index": self.index,
-            "sql": self.sql,
-            "severity": self.severity,
-            "destructive": self.destructive,
-            "privilege": self.privilege,
-        }
-        if self.reason:
-            out["reason"] = self.reason
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,85 +97,6 @@ def target_view(target: DatabaseTargetSpec) -> dict[str, Any]:
         out["realmRef"] = target.realm_ref.name
     out["urlFrom"] = {"secret": target.url_from.name, "key": target.url_from.key}
     return out
-
-
-def split_sql(text: str) -> list[str]:
-    """``text`` cut at each ``;`` outside quotes, dollar quotes and comments."""
-    statements: list[str] = []
-    start, i, n = 0, 0, len(text)
-    while i < n:
-        c = text[i]
-        if c in "'\"":
-            end = text.find(c, i + 1)
-            while end != -1 and end + 1 < n and text[end + 1] == c:  # '' and "" escapes
-                end = text.find(c, end + 2)
-            i = n if end == -1 else end + 1
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end == -1 else end + 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end == -1 else end + 2
-        elif c == "$" and (tag := re.match(r"\$[A-Za-z_0-9]*\$", text[i:])):
-            end = text.find(tag.group(0), i + len(tag.group(0)))
-            i = n if end == -1 else end + len(tag.group(0))
-        elif c == ";":
-            statements.append(text[start : i + 1].strip())
-            start, i = i + 1, i + 1
-        else:
-            i += 1
-    rest = text[start:].strip()
-    if rest:
-        statements.append(rest)
-    return [s for s in statements if s and s != ";"]
-
-
-def _comment_free(sql: str) -> str:
-    without = re.sub(r"/\*.*?\*/", " ", sql, flags=re.DOTALL)
-    return re.sub(r"--[^\n]*", " ", without)
-
-
-def classify(index: int, sql: str) -> Statement:
-    """One statement, classified by its own words."""
-    bare = _comment_free(sql)
-    destructive = bool(_DESTRUCTIVE.search(bare))
-    privilege = bool(_PRIVILEGE.search(bare))
-    severity: Severity = "destructive" if destructive else "privilege" if privilege else "safe"
-    return Statement(index, sql, severity, destructive, privilege)
-
-
-def statements_of(data: bytes) -> tuple[tuple[Statement, ...], ClassifiedBy]:
-    """The statements in a plan's bytes, and who classified them."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PlanUnreadable("the plan's bytes are not UTF-8 text") from error
-    document = _saved_plan(text)
-    if document is None:
-        return tuple(classify(i, s) for i, s in enumerate(split_sql(text), 1)), "kubectl-ptah"
-    out: list[Statement] = []
-    for i, entry in enumerate(document, 1):
-        ours = classify(i, entry["sql"])
-        severity = str(entry.get("severity") or ours.severity)
-        destructive = ours.destructive or severity.lower() in ("destructive", "error", "high")
-        reason = str(entry.get("reason") or "")
-        out.append(Statement(i, entry["sql"], severity, destructive, ours.privilege, reason))
-    return tuple(out), "ptah"
-
-
-def _saved_plan(text: str) -> list[Mapping[str, Any]] | None:
-    if not text.lstrip().startswith("{"):
-        return None
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return None
-    statements = document.get("statements") if isinstance(document, dict) else None
-    if document.get("format_version") != 1 or not isinstance(statements, list):
-        return None
-    if not all(isinstance(s, dict) and isinstance(s.get("sql"), str) for s in statements):
-        return None
-    return statements
 
 
 def plan_bytes(plan: PtahSchemaPlan, chunks: Mapping[str, Mapping[str, Any] | None]) -> bytes:

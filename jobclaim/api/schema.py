@@ -334,6 +334,9 @@ class PtahSchemaPlanChunk(WireModel):
 
 class ApprovalStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
+    consumed_by: str | None = Field(default=None, min_length=1)
+    """The claim (its operation id) that spent this decision; set once, with Consumed.
+    Admission admits a mutating Job only for the claim its approval names here."""
 
 
 class PtahSchemaApprovalSpec(WireModel):

@@ -38,6 +38,7 @@ from kube.fake.inmemory import InMemoryApi, matching
 from tests.jobclaim.world import EPOCH, example, plan_for
 
 NS = "shop"
+CLAIM = "claim-1"
 NOW = "2026-12-02T12:30:00Z"
 SCHEMA_UID = "schema-uid-1"
 PLAN = plan_for(SCHEMA_UID)
@@ -195,7 +196,9 @@ def test_a_consumed_approval_never_authorizes_a_second_dispatch() -> None:
     api.create(PTAHSCHEMAAPPROVALS, NS, schema_approval())
     first = find_schema_approval(api, schema(), PLAN)
     assert first is not None
-    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, "approve-1", first.metadata.uid or "", now=NOW)
+    consume_approval(
+        api, PTAHSCHEMAAPPROVALS, NS, "approve-1", first.metadata.uid or "", now=NOW, claim=CLAIM
+    )
     assert find_schema_approval(api, schema(), PLAN) is None
     # The claim that spent it still holds it by reference, and may dispatch under it.
     ref = ObjectReference(name="approve-1", uid=first.metadata.uid or "")
@@ -236,7 +239,7 @@ def test_consuming_writes_the_consumed_condition_and_keeps_the_rest() -> None:
     api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     condition(api, "Accepted", "True")
-    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     conditions = api.get(PTAHSCHEMAAPPROVALS, NS, ref.name)["status"]["conditions"]
     assert [c["type"] for c in conditions] == ["Accepted", CONSUMED]
     consumed = conditions[1]
@@ -253,9 +256,11 @@ def test_consuming_is_idempotent_after_a_lost_answer() -> None:
     ref = held_arrange(api)
     api.fail_after_write(matching("patch_status", PTAHSCHEMAAPPROVALS))
     with pytest.raises(Unavailable):
-        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     api.clear_calls()
-    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now="2026-12-02T13:00:00Z")
+    consume_approval(
+        api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now="2026-12-02T13:00:00Z", claim=CLAIM
+    )
     assert api.writes() == []
     stamp = api.get(PTAHSCHEMAAPPROVALS, NS, ref.name)["status"]["conditions"][0]
     assert stamp["lastTransitionTime"] == NOW
@@ -278,10 +283,10 @@ def test_an_approval_gone_before_it_is_spent_raises(change: Arrange, sentence: s
     ref = held_arrange(api)
     change(api)
     if sentence is None:
-        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
         return
     with pytest.raises(ApprovalGone, match=sentence):
-        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
 
 
 def test_a_conflict_rereads_and_a_persistent_one_is_bounded() -> None:
@@ -289,14 +294,14 @@ def test_a_conflict_rereads_and_a_persistent_one_is_bounded() -> None:
     ref = held_arrange(api)
     status_patch = matching("patch_status", PTAHSCHEMAAPPROVALS)
     api.fail_before_write(status_patch, Conflict("stale"), times=MAX_ATTEMPTS - 1)
-    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     assert find_schema_approval(api, schema(), PLAN) is None
 
     api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     api.fail_before_write(status_patch, Conflict("stale"), times=None)
     with pytest.raises(Conflict):
-        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+        consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     assert [c.verb for c in api.calls].count("patch_status") == MAX_ATTEMPTS
 
 
@@ -307,7 +312,13 @@ def test_a_write_between_read_and_patch_is_seen_by_the_reread() -> None:
     # and the re-read finds an approval that no longer authorizes anything.
     with pytest.raises(ApprovalGone, match="marked stale"):
         consume_approval(
-            SweptAfterFirstRead(api), PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW
+            SweptAfterFirstRead(api),
+            PTAHSCHEMAAPPROVALS,
+            NS,
+            ref.name,
+            ref.uid,
+            now=NOW,
+            claim=CLAIM,
         )
     conditions = api.get(PTAHSCHEMAAPPROVALS, NS, ref.name)["status"]["conditions"]
     assert CONSUMED not in [c["type"] for c in conditions]
@@ -382,7 +393,7 @@ def test_a_migration_approval_is_spent_once_and_held_by_reference() -> None:
     api = InMemoryApi(clock=Clock())
     made = api.create(PTAHMIGRATIONAPPROVALS, NS, migration_approval())
     ref = ObjectReference(name="approve-1", uid=made["metadata"]["uid"])
-    consume_approval(api, PTAHMIGRATIONAPPROVALS, NS, ref.name, ref.uid, now=NOW)
+    consume_approval(api, PTAHMIGRATIONAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     assert find_migration_approval(api, migration(), MPLAN, MPLAN_FINGERPRINT) is None
     held = held_migration_approval(api, migration(), MPLAN, MPLAN_FINGERPRINT, ref)
     assert held is not None and held.metadata.uid == ref.uid

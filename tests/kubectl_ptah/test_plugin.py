@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAPLANCHUNKS, PTAHSCHEMAS, ApiClient
+from jobclaim.statements import classify, split_sql, statements_of
 from kubectl_ptah import main
-from kubectl_ptah.review import classify, split_sql, statements_of
 from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
 
 DESTRUCTIVE_PLAN = (

@@ -46,6 +46,13 @@ from jobclaim.apiserver import (
     Resource,
     compare_and_swap,
 )
+from jobclaim.approvals import (
+    CONSUMED,
+    STALE,
+    approval_stamp_problem,
+    migration_approval_problem,
+    schema_approval_problem,
+)
 from jobclaim.errors import PtahError
 from jobclaim.times import parse_time
 
@@ -69,8 +76,6 @@ __all__ = [
     "skipped_schema_approvals",
 ]
 
-CONSUMED: Final = "Consumed"
-STALE: Final = "Stale"
 DISPATCH_COMMITTED: Final = "DispatchCommitted"
 _LATEST: Final = datetime.max.replace(tzinfo=UTC)
 
@@ -79,83 +84,6 @@ Approval = TypeVar("Approval", PtahSchemaApproval, PtahMigrationApproval)
 
 class ApprovalGone(PtahError):
     """The approval a claim holds was deleted, replaced, or withdrawn before it was spent."""
-
-
-def _true(conditions: Iterable[Condition], kind: str) -> bool:
-    return any(c.type == kind and c.status == "True" for c in conditions)
-
-
-def approval_stamp_problem(approval: PtahSchemaApproval | PtahMigrationApproval) -> str | None:
-    """Why the approval's admission stamp cannot be believed, or None.
-
-    Admission stamps who approved, when and in which request; without a stamp the
-    controller can verify, the approval could have been written by anything that can
-    create the object, naming anyone (``jobclaim.stamps.stamp_problem``).
-    """
-    spec = approval.spec.to_wire()
-    return stamp_problem(STAMPED[approval.kind], spec, approval.metadata.creation_timestamp)
-
-
-def _state_problem(
-    approval: PtahSchemaApproval | PtahMigrationApproval, *, consumed_ok: bool, check_stamp: bool
-) -> str | None:
-    """Why the approval authorizes nothing whatever it names, or None."""
-    conditions = approval.status.conditions if approval.status else []
-    if approval.metadata.deletion_timestamp is not None:
-        return "it is being deleted"
-    if _true(conditions, STALE):
-        return "it is marked stale"
-    if not consumed_ok and _true(conditions, CONSUMED):
-        return "it was already consumed"
-    return approval_stamp_problem(approval) if check_stamp else None
-
-
-def schema_approval_problem(
-    approval: PtahSchemaApproval,
-    *,
-    schema_name: str,
-    schema_uid: str,
-    plan: CurrentPlanStatus,
-    consumed_ok: bool = False,
-    check_stamp: bool = True,
-) -> str | None:
-    """Why ``approval`` does not authorize applying ``plan`` to the schema, or None.
-
-    ``check_stamp=False`` asks whether it would, were its stamp believed: how the
-    approvals skipped only for their stamp are found, to say so in an Event."""
-    spec = approval.spec
-    if (spec.schema_ref.name, spec.schema_ref.uid) != (schema_name, schema_uid):
-        return "it names another schema"
-    if (spec.plan_ref.name, spec.plan_ref.uid) != (plan.name, plan.uid):
-        return "it names another plan"
-    # The fingerprint binds everything the plan was computed under; nothing else of
-    # the plan needs comparing.
-    if spec.plan_fingerprint != plan.fingerprint:
-        return "it approves another plan fingerprint"
-    if spec.execution_binding_id not in (None, plan.execution_binding_id):
-        return "it names another execution epoch than its plan"
-    return _state_problem(approval, consumed_ok=consumed_ok, check_stamp=check_stamp)
-
-
-def migration_approval_problem(
-    approval: PtahMigrationApproval,
-    *,
-    migration_name: str,
-    migration_uid: str,
-    plan_ref: ObjectReference,
-    plan_fingerprint: str,
-    consumed_ok: bool = False,
-    check_stamp: bool = True,
-) -> str | None:
-    """Why ``approval`` does not authorize applying the plan to the migration, or None."""
-    spec = approval.spec
-    if (spec.migration_ref.name, spec.migration_ref.uid) != (migration_name, migration_uid):
-        return "it names another migration"
-    if (spec.plan_ref.name, spec.plan_ref.uid) != (plan_ref.name, plan_ref.uid):
-        return "it names another plan"
-    if not plan_fingerprint or spec.plan_fingerprint != plan_fingerprint:
-        return "it approves another plan fingerprint"
-    return _state_problem(approval, consumed_ok=consumed_ok, check_stamp=check_stamp)
 
 
 def _created(approval: PtahSchemaApproval | PtahMigrationApproval) -> datetime:

@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 from pydantic import ValidationError
 
-from jobclaim import STAMPED, written_stamp
+from jobclaim import STAMPED, PlanUnreadable, written_stamp
 from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
@@ -51,7 +51,6 @@ from jobclaim.apiserver import (
 from kube.client import KubeApi
 from kubectl_ptah.render import plan_text, record_text
 from kubectl_ptah.review import (
-    PlanUnreadable,
     PlanView,
     migration_plan_view,
     moved,

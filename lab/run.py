@@ -82,8 +82,9 @@ from kube.client import KubeApi
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
 from lab.localplane import LocalControlPlane
 from runner import RUNNER_PROTOCOL_VERSION
-from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine
+from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine, Settings
 from webhook.app import create_app
+from webhook.rules import ImagePins
 from webhook.serving import local_certificates, uvicorn_server
 
 __all__ = [
@@ -162,6 +163,17 @@ LOCAL_MANAGER: Final = ManagerRecord(
     controller_image="registry.example.com/ptah/ptah-operator@sha256:" + "2" * 64,
     controller_revision="local",
     runner_image="registry.example.com/ptah/runner@sha256:" + "3" * 64,
+)
+# The webhook pins what the chart's values would: the images above.
+LOCAL_SETTINGS: Final = Settings(
+    manager_username=MANAGER_USERNAME,
+    pins=ImagePins(
+        executor_image=LOCAL_BINDING.executor_image,
+        runner_image=LOCAL_MANAGER.runner_image,
+        manager_image=LOCAL_MANAGER.controller_image,
+        ptah_version=LOCAL_BINDING.ptah_version,
+    ),
+    coordination_namespace=MANAGER_NAMESPACE,
 )
 EXAMPLE_STATEMENTS: Final = b"CREATE TABLE orders (id bigint PRIMARY KEY);\n"
 
@@ -475,7 +487,7 @@ class LocalWebhook:
             raise RuntimeError("the webhook was closed; it cannot serve again")
         sock = self._sock
         sock.listen(128)
-        self._engine = Engine(self.reader)
+        self._engine = Engine(self.reader, LOCAL_SETTINGS)
         server = uvicorn_server(
             create_app(self._engine), self._tls, host="127.0.0.1", port=self.port
         )

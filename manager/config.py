@@ -25,6 +25,7 @@ from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, Ma
 from jobclaim import is_pinned_image
 from jobclaim.api import ManagerRecord
 from runner import RUNNER_PROTOCOL_VERSION
+from webhook.rules import ImagePins, Settings
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -233,6 +234,22 @@ class Config:
     watch_namespace: str | None
     kubeconfig: Path | None
     wedge_passes: bool
+
+    def webhook_settings(self) -> Settings:
+        """The webhook's settings: the manager's identity, and the images its own
+        environment (the chart's values) pins every operation Job to."""
+        binding, record = self.controller.binding, self.controller.manager
+        pins = ImagePins(
+            executor_image=binding.executor_image,
+            runner_image=record.runner_image,
+            manager_image=record.controller_image,
+            ptah_version=binding.ptah_version,
+        )
+        return Settings(
+            manager_username=self.manager_username,
+            pins=pins,
+            coordination_namespace=self.controller.lease_namespace,
+        )
 
 
 def controller_revision() -> str:

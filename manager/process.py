@@ -45,7 +45,6 @@ from manager.health import liveness_problems, trust_problems
 from manager.metrics import ManagerMetrics
 from webhook.app import create_app
 from webhook.engine import Engine
-from webhook.rules import Settings
 from webhook.serving import readiness, uvicorn_server
 
 log = logging.getLogger("manager")
@@ -205,7 +204,7 @@ class Manager:
         self.metrics.watch_certificate(lambda: tls.certificate.not_valid_after_utc)
         controller_api = self._connect(config)
         webhook_api = self._connect(config)
-        engine = Engine(webhook_api, Settings(manager_username=config.manager_username))
+        engine = Engine(webhook_api, config.webhook_settings())
         app = create_app(
             engine,
             readiness=self._readiness(tls, webhook_api),

@@ -23,7 +23,7 @@ from typing import Final
 from webhook.docs import render
 from webhook.engine import Engine
 from webhook.explain import explain_files
-from webhook.rules import DEFAULT_MANAGER_USERNAME, ENDPOINT_PATHS, Settings
+from webhook.rules import DEFAULT_MANAGER_USERNAME, ENDPOINT_PATHS, ImagePins, Settings
 from webhook.serving import local_certificates, serve, serving_pair
 from webhook.wiring import api_reader
 
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_command.add_argument("--kubeconfig", type=Path, help="default: in-cluster")
     serve_command.add_argument("--context", help="kubeconfig context")
     serve_command.add_argument("--manager-username", default=DEFAULT_MANAGER_USERNAME)
+    _pin_arguments(serve_command)
 
     commands.add_parser("docs", help="print the admission rules document")
 
@@ -61,12 +62,35 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("review", type=Path, help="an AdmissionReview (JSON)")
     explain.add_argument("--objects", type=Path, help="the objects the rules read (YAML)")
     explain.add_argument("--manager-username", default=DEFAULT_MANAGER_USERNAME)
+    _pin_arguments(explain)
     explain.add_argument(
         "--endpoint",
         choices=tuple(ENDPOINT_PATHS),
         help="default: inferred from the review's resource",
     )
     return parser
+
+
+# The images every operation Job is pinned to: the chart's values, which the manager's
+# container also reads (``manager.config``). Without all four no Job is admitted.
+PIN_ENV: Final = {
+    "executor_image": "PTAH_EXECUTOR_IMAGE",
+    "runner_image": "PTAH_RUNNER_IMAGE",
+    "manager_image": "PTAH_MANAGER_IMAGE",
+    "ptah_version": "PTAH_VERSION",
+}
+
+
+def _pin_arguments(parser: argparse.ArgumentParser) -> None:
+    for field, env in PIN_ENV.items():
+        flag = "--" + field.replace("_", "-")
+        parser.add_argument(flag, default=os.environ.get(env), help=f"default: ${env}")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    values = {field: getattr(args, field) for field in PIN_ENV}
+    pins = ImagePins(**values) if all(values.values()) else None
+    return Settings(manager_username=args.manager_username, pins=pins)
 
 
 def _pair(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -86,7 +110,7 @@ def _pair(args: argparse.Namespace) -> tuple[Path, Path]:
 async def _serve(args: argparse.Namespace) -> None:
     cert, key = _pair(args)
     reader = api_reader(args.kubeconfig, context=args.context)
-    engine = Engine(reader, Settings(manager_username=args.manager_username))
+    engine = Engine(reader, _settings(args))
     try:
         await serve(engine, cert=cert, key=key, host=args.host, port=args.port)
     finally:
@@ -100,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render())
         return 0
     if args.command == "explain":
-        settings = Settings(manager_username=args.manager_username)
+        settings = _settings(args)
         outcome, text = explain_files(
             args.review, args.objects, endpoint=args.endpoint, settings=settings
         )

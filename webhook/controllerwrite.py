@@ -97,21 +97,40 @@ class Route:
     resource: Resource
     operations: frozenset[str]
     verbs: Refusal
-    create: Callable[[Candidate, Trail], Judgement]
+    create: Callable[[Candidate, Trail, Settings], Judgement]
+
+
+def _plain(judge: Callable[[Candidate, Trail], Judgement]) -> Callable[..., Judgement]:
+    """A create rule that judges by what it reads alone, not by the deployment's settings."""
+
+    def judged(found: Candidate, trail: Trail, settings: Settings) -> Judgement:
+        return judge(found, trail)
+
+    return judged
 
 
 ROUTES: Final[dict[tuple[str, str, str], Route]] = {
     (r.resource.group, r.resource.version, r.resource.plural): r
     for r in (
         Route(JOBS, frozenset({"CREATE", "UPDATE"}), JOB_VERBS, judge_job_create),
-        Route(CONFIGMAPS, frozenset({"CREATE"}), CONFIGMAP_VERBS, judge_projection_create),
-        Route(PTAHSCHEMAPLANS, frozenset({"CREATE"}), SCHEMA_PLAN_VERBS, judge_schema_plan_create),
-        Route(PTAHSCHEMAPLANCHUNKS, frozenset({"CREATE"}), CHUNK_VERBS, judge_plan_chunk_create),
+        Route(CONFIGMAPS, frozenset({"CREATE"}), CONFIGMAP_VERBS, _plain(judge_projection_create)),
+        Route(
+            PTAHSCHEMAPLANS,
+            frozenset({"CREATE"}),
+            SCHEMA_PLAN_VERBS,
+            _plain(judge_schema_plan_create),
+        ),
+        Route(
+            PTAHSCHEMAPLANCHUNKS,
+            frozenset({"CREATE"}),
+            CHUNK_VERBS,
+            _plain(judge_plan_chunk_create),
+        ),
         Route(
             PTAHMIGRATIONPLANS,
             frozenset({"CREATE"}),
             MIGRATION_PLAN_VERBS,
-            judge_migration_plan_create,
+            _plain(judge_migration_plan_create),
         ),
     )
 }
@@ -146,4 +165,4 @@ def judge_controller_write(request: AdmissionRequest, settings: Settings) -> Jud
     if request.operation == "UPDATE":
         old = previous(request, route.resource)
         return (yield from judge_job_cleanup(found, old, trail))
-    return (yield from route.create(found, trail))
+    return (yield from route.create(found, trail, settings))

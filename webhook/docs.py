@@ -20,6 +20,7 @@ DOCUMENT_ORDER: Final = (
     "decoding",
     "owner",
     "job-create",
+    "job-authority",
     "job-cleanup-ttl",
     "projection-create",
     "schema-plan-create",

@@ -27,9 +27,19 @@ from jobclaim import (
 )
 from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
+from jobclaim.projection import decode_chunk
+from webhook.jobauthority import (
+    AUTHORITY,
+    hold_migration_approval,
+    hold_pins,
+    hold_schema_approval,
+    hold_single_run,
+    hold_target,
+    schema_plan_needs_approval,
+)
 from webhook.objects import Candidate, configmap_key, read_owner, stored
 from webhook.projections import projection_mismatch
-from webhook.rules import CONTROLLER_WRITE, Judgement, ReadKey, Reads, Trail, read, rule
+from webhook.rules import CONTROLLER_WRITE, Judgement, ReadKey, Reads, Settings, Trail, read, rule
 
 JOB_CREATE: Final = rule(
     "job-create",
@@ -78,7 +88,7 @@ OUTSIDE_INTENT: Final = JOB_CREATE.refuses(
 OWNERS: Final = {"PtahSchema": PtahSchema, "PtahMigration": PtahMigration}
 
 
-def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
+def judge_job_create(found: Candidate, trail: Trail, settings: Settings) -> Judgement:
     trail.enter(JOB_CREATE)
     owner = yield from read_owner(found.meta, OWNERS, what="Job", trail=trail)
     if not isinstance(owner, PtahSchema | PtahMigration):
@@ -89,7 +99,8 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(NOT_RESERVED)
     trail.passed(f"status.activeOperation reserves {found.name} and holds no UID yet")
     family = owner_family(owner)
-    if operation_info(family.family, operation.type).mutating and not operation.dispatch_started:
+    mutating = operation_info(family.family, operation.type).mutating
+    if mutating and not operation.dispatch_started:
         raise trail.deny(NOT_MARKED)
     binding = status.execution_binding if status else None
     if binding is None:
@@ -98,10 +109,16 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
         record = manager_record_of(found.raw)
     except InvalidInput as error:
         raise trail.deny(NO_RECORD, reason=str(error)) from error
+    trail.enter(AUTHORITY)
+    hold_pins(settings, binding, record, trail)
+    hold_target(owner, trail)
+    if mutating:
+        hold_single_run(owner, trail)
+    trail.enter(JOB_CREATE)
     snapshot = operation.admission_snapshot
     digest = snapshot.digest if snapshot else None
+    sequence = yield from _hold_plan(owner, trail, mutating=mutating)
     try:
-        sequence = yield from _hold_plan(owner, trail)
         inputs = family.job_inputs(
             binding=binding, manager=record, expected_sequence=sequence, snapshot_digest=digest
         )
@@ -119,26 +136,45 @@ def judge_job_create(found: Candidate, trail: Trail) -> Judgement:
     return trail.allow()
 
 
-def _hold_plan(owner: PtahSchema | PtahMigration, trail: Trail) -> Reads[tuple[str, ...]]:
+def _hold_plan(
+    owner: PtahSchema | PtahMigration, trail: Trail, *, mutating: bool
+) -> Reads[tuple[str, ...]]:
     """Hold an Apply's plan to its claim: a schema's plan and projections (the Job
-    mounts them), a migration's referenced plan (its sequence, which the Job expects)."""
+    mounts them), a migration's referenced plan (its sequence, which the Job expects);
+    and a mutating claim to the approval it spent (``job-authority``)."""
     if isinstance(owner, PtahSchema):
-        yield from _hold_schema_plan(owner, trail)
+        held = yield from _hold_schema_plan(owner, trail)
+        if held is not None and mutating:
+            plan, key, data = held
+            trail.enter(AUTHORITY)
+            required = schema_plan_needs_approval(owner, plan, data, key, trail)
+            yield from hold_schema_approval(owner, plan, required, trail)
+            trail.enter(JOB_CREATE)
         return ()
-    return (yield from _migration_sequence(owner, trail))
+    found = yield from _migration_plan(owner, trail)
+    if found is None:
+        return ()
+    if mutating:
+        trail.enter(AUTHORITY)
+        yield from hold_migration_approval(owner, found, trail)
+        trail.enter(JOB_CREATE)
+    return tuple(entry.version for entry in found.spec.migrations)
 
 
-def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
-    """For a schema Apply, re-read the plan and every projection and hold them to it.
+def _hold_schema_plan(
+    schema: PtahSchema, trail: Trail
+) -> Reads[tuple[PtahSchemaPlan, ReadKey, bytes] | None]:
+    """For a schema Apply, re-read the plan and every projection and hold them to it;
+    the plan, its key and the bytes the Pod mounts.
 
-    Returns without reading for any other operation, or when status.plan is missing
-    (the builder then refuses the Apply with its own sentence).
+    Returns None without reading for any other operation, or when status.plan is
+    missing (the builder then refuses the Apply with its own sentence).
     """
     status = schema.status
     operation = status.active_operation if status else None
     record = status.plan if status else None
     if operation is None or operation.type != "Apply" or record is None:
-        return
+        return None
     namespace = schema.metadata.namespace or ""
     key = ReadKey(PTAHSCHEMAPLANS, namespace, record.name)
     fetched = yield from read(key)
@@ -151,22 +187,28 @@ def _hold_schema_plan(schema: PtahSchema, trail: Trail) -> Reads[None]:
     keys = [configmap_key(namespace, chunk.name) for chunk in plan.spec.chunks]
     # One batch: the shell reads up to 16 projections concurrently.
     projections = yield from read(*keys)
-    for chunk, chunk_key in zip(plan.spec.chunks, keys, strict=True):
+    data = b""
+    for chunk, chunk_key in sorted(
+        zip(plan.spec.chunks, keys, strict=True), key=lambda pair: pair[0].index
+    ):
         found = projections.get(chunk_key)
         if found is None:
             raise trail.deny(PROJECTION_MISSING, key=chunk_key)
-        problem = projection_mismatch(found.tree(), plan, chunk)
+        tree = found.tree()
+        problem = projection_mismatch(tree, plan, chunk)
         if problem:
             raise trail.deny(PROJECTION_WRONG, key=chunk_key, reason=problem)
+        data += decode_chunk(tree["binaryData"]["chunk"]) or b""
     trail.passed(f"plan {key} and its {len(keys)} projections hold the recorded bytes")
+    return plan, key, data
 
 
-def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[str, ...]]:
-    """For a migration Apply, the sequence its referenced plan expects; () otherwise."""
+def _migration_plan(migration: PtahMigration, trail: Trail) -> Reads[PtahMigrationPlan | None]:
+    """For a migration Apply, the plan its claim references; None otherwise."""
     status = migration.status
     operation = status.active_operation if status else None
     if operation is None or operation.type != "Apply":
-        return ()
+        return None
     ref = operation.plan_ref
     if ref is None:
         raise trail.deny(NO_PLAN)
@@ -181,4 +223,4 @@ def _migration_sequence(migration: PtahMigration, trail: Trail) -> Reads[tuple[s
     if problem:
         raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)
     trail.passed(f"plan {key} is the one the claim references")
-    return tuple(entry.version for entry in plan.spec.migrations)
+    return plan

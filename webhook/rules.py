@@ -40,6 +40,7 @@ ENDPOINT_PATHS: Final[Mapping[str, str]] = {
 }
 MUTATING_ENDPOINTS: Final = frozenset({STAMP})
 DEFAULT_MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"
+DEFAULT_COORDINATION_NAMESPACE: Final = "ptah-system"
 ALLOWED_MESSAGE: Final = "write matches the operator admission contract"
 
 Object = dict[str, Any]
@@ -204,12 +205,29 @@ def utc_now() -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePins:
+    """What the deployment pins every operation Job to: the chart's values, reaching the
+    webhook through its own environment, never through a request or a status the
+    manager writes. A stolen manager identity can write status; it cannot change the
+    Deployment, so a Job judged by these runs only the images the platform chose."""
+
+    executor_image: str
+    runner_image: str
+    manager_image: str
+    ptah_version: str
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
-    """What a deployment configures: whose writes are the manager's; and the clock a
-    stamp is written and checked by (a test fixes it)."""
+    """What a deployment configures: whose writes are the manager's, the images Jobs
+    are pinned to (None admits no Job), the namespace of the realm Leases (the
+    evidence a release was done), and the clock a stamp is written and checked by (a
+    test fixes it)."""
 
     manager_username: str = DEFAULT_MANAGER_USERNAME
     clock: Callable[[], datetime] = utc_now
+    pins: ImagePins | None = None
+    coordination_namespace: str = DEFAULT_COORDINATION_NAMESPACE
 
 
 class Malformed(Exception):

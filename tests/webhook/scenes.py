@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
 from jobclaim import (
@@ -39,18 +40,27 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaStatus,
 )
-from jobclaim.api.common import OCIArtifactAccessBinding
-from jobclaim.api.meta import ObjectMeta, OwnerReference
+from jobclaim.api.common import (
+    ApproverRecord,
+    ConsumedApprovalStatus,
+    OCIArtifactAccessBinding,
+)
+from jobclaim.api.meta import Condition, ObjectMeta, OwnerReference
 from jobclaim.api.migration import (
     MigrationHistoryStatus,
     MigrationSequenceEntry,
+    PtahMigrationApproval,
+    PtahMigrationApprovalSpec,
     PtahMigrationPlan,
     PtahMigrationPlanSpec,
 )
 from jobclaim.api.schema import (
+    ApprovalStatus,
     BindingRetirementStatus,
     PendingObservationStatus,
     PlanChunk,
+    PtahSchemaApproval,
+    PtahSchemaApprovalSpec,
     PtahSchemaPlan,
     PtahSchemaPlanSpec,
     RetiredJobStatus,
@@ -81,6 +91,7 @@ from tests.jobclaim.world import (
     snapshot_for,
 )
 from webhook import DEFAULT_MANAGER_USERNAME, Engine, Outcome, Settings, StateReader
+from webhook.rules import ImagePins
 
 Obj = dict[str, Any]
 MANAGER_USERNAME = DEFAULT_MANAGER_USERNAME
@@ -370,15 +381,75 @@ def migration_plan_object(migration: PtahMigration) -> Obj:
     return stored_object(plan, MIGRATION_PLAN.uid)
 
 
+APPROVAL_UID: Final = "approval-uid-1"
+APPROVER: Final = ApproverRecord(username="jane@example.com", groups=["approvers"])
+
+
+def spent_approval(owner: Any, plan: Obj) -> Obj:
+    """The stamped approval of ``plan`` a person made, spent by ``owner``'s claim."""
+    claim = owner.status.active_operation
+    meta = ObjectMeta(name="approve-1", namespace=owner.metadata.namespace)
+    ref = ObjectReference(name=owner.metadata.name or "", uid=owner.metadata.uid or "")
+    plan_ref = ObjectReference(name=plan["metadata"]["name"], uid=plan["metadata"]["uid"])
+    stamp = {
+        "approver": APPROVER,
+        "approved_at": NOW,
+        "mutation_request_uid": str(uuid.UUID(int=7)),
+    }
+    consumed = Condition(
+        type="Consumed",
+        status="True",
+        reason="DispatchCommitted",
+        message="spent",
+        last_transition_time=NOW,
+    )
+    status = ApprovalStatus(conditions=[consumed], consumed_by=claim.id)
+    fingerprint = plan["spec"]["fingerprint"]
+    approval: Any
+    if owner.kind == "PtahSchema":
+        approval = PtahSchemaApproval(
+            metadata=meta,
+            spec=PtahSchemaApprovalSpec(
+                schema_ref=ref, plan_ref=plan_ref, plan_fingerprint=fingerprint, **stamp
+            ),
+            status=status,
+        )
+    else:
+        approval = PtahMigrationApproval(
+            metadata=meta,
+            spec=PtahMigrationApprovalSpec(
+                migration_ref=ref, plan_ref=plan_ref, plan_fingerprint=fingerprint, **stamp
+            ),
+            status=status,
+        )
+    return stored_object(approval, APPROVAL_UID)
+
+
+def holding_approval(owner: Any) -> Any:
+    """``owner`` whose Apply claim holds the approval ``spent_approval`` makes."""
+    if owner.kind == "PtahSchema":
+        reserved = ConsumedApprovalStatus(
+            name="approve-1", uid=APPROVAL_UID, approver=APPROVER, approved_at=NOW
+        )
+        plan = owner.status.plan.model_copy(update={"approval": reserved})
+        return with_status(owner, plan=plan)
+    return with_claim(owner, approval_ref=ObjectReference(name="approve-1", uid=APPROVAL_UID))
+
+
 def job_create(family: str = "schema", operation: str = "Apply", **knobs: Any) -> Scene:
-    """The one create of the Job an active claim reserved, dispatch marked if mutating."""
+    """The one create of the Job an active claim reserved, dispatch marked if mutating;
+    an Apply's claim holds a stamped approval of its plan, spent by this claim."""
     world = owner_world(family, operation, **knobs)
     owner = with_claim(world.resource, dispatch_started=operation == "Apply")
+    if operation == "Apply":
+        owner = holding_approval(owner)
     objects = [stored_object(owner, owner.metadata.uid)]
     if family == "schema" and operation == "Apply":
         objects += schema_plan_objects(owner)
+        objects.append(spent_approval(owner, objects[1]))
     if family == "migration" and operation == "Apply":
         objects.append(migration_plan_object(owner))
+        objects.append(spent_approval(owner, objects[1]))
     return Scene(JOBS, "CREATE", world.submitted, objects)
 
 
@@ -610,11 +681,20 @@ def annotation_write(
 
 # -- judging -------------------------------------------------------------------------------
 
+# The images the webhook's configuration pins: the ones the world's Jobs are built with.
+PINS = ImagePins(
+    executor_image=BINDING.executor_image,
+    runner_image=MANAGER.runner_image,
+    manager_image=MANAGER.controller_image,
+    ptah_version=BINDING.ptah_version,
+)
+SETTINGS = Settings(pins=PINS)
+
 
 def decide(scene: Scene, endpoint: str = "controller-write", reader: Any = None) -> Outcome:
     """What the webhook answers ``scene``'s review, reading from ``reader`` (or the scene)."""
     now = scene.now
-    settings = Settings() if now is None else Settings(clock=lambda: now)
+    settings = SETTINGS if now is None else Settings(clock=lambda: now, pins=PINS)
     engine = Engine(reader if reader is not None else scene.reader(), settings)
     try:
         return engine.decide(endpoint, scene.body())  # type: ignore[arg-type]

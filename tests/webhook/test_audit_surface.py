@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import webhook
-from tests.webhook.scenes import Scene, decide, job_create, status_write
+from tests.webhook.scenes import PINS, SETTINGS, Scene, decide, job_create, status_write
 from webhook import REGISTRY, Engine, Outcome, StateReader
 from webhook.__main__ import main
 from webhook.docs import DOCUMENT_ORDER, render
@@ -91,7 +91,7 @@ def test_no_secret_value_reaches_the_log() -> None:
 
 
 def engine_decide(body: bytes) -> Outcome:
-    engine = Engine(StateReader(job_create("schema", "Apply").objects))
+    engine = Engine(StateReader(job_create("schema", "Apply").objects), SETTINGS)
     try:
         return engine.decide("controller-write", body)
     finally:
@@ -163,17 +163,37 @@ def saved(tmp_path: Path, scene: Scene) -> tuple[Path, Path]:
     return review, state
 
 
+PIN_FLAGS = (
+    f"--executor-image={PINS.executor_image}",
+    f"--runner-image={PINS.runner_image}",
+    f"--manager-image={PINS.manager_image}",
+    f"--ptah-version={PINS.ptah_version}",
+)
+
+
+def test_explain_without_pins_admits_no_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for env in ("PTAH_EXECUTOR_IMAGE", "PTAH_RUNNER_IMAGE", "PTAH_MANAGER_IMAGE", "PTAH_VERSION"):
+        monkeypatch.delenv(env, raising=False)
+    review, state = saved(tmp_path, job_create("schema", "Apply"))
+    assert main(["explain", str(review), "--objects", str(state)]) == 1
+    assert "the webhook's configuration pins no images" in capsys.readouterr().out
+
+
 def test_explain_prints_the_trail_and_the_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     review, state = saved(tmp_path, job_create("schema", "Apply"))
-    assert main(["explain", str(review), "--objects", str(state)]) == 0
+    assert main(["explain", str(review), "--objects", str(state), *PIN_FLAGS]) == 0
     printed = capsys.readouterr().out
     for expected in (
         "endpoint: POST /validate-controller-write",
         "identity: the username is the configured manager identity",
         "owner: PtahSchema shop/orders read directly",
         "job-create: plan PtahSchemaPlan shop/",
+        "job-authority: executor, runner and manager images and the ptah version are the pinned",
+        "job-authority: PtahSchemaApproval shop/approve-1: stamped, this plan's fingerprint",
         "job-create: jobclaim.match: the Job is its claim's",
         "verdict: allowed (HTTP 200, code 200)",
     ):
@@ -187,7 +207,7 @@ def test_explain_names_the_refusal_and_exits_non_zero(
     assert scene.obj is not None
     scene.obj["spec"]["template"]["spec"]["hostPID"] = True
     review, state = saved(tmp_path, scene)
-    assert main(["explain", str(review), "--objects", str(state)]) == 1
+    assert main(["explain", str(review), "--objects", str(state), *PIN_FLAGS]) == 1
     printed = capsys.readouterr().out
     assert "verdict: denied (HTTP 200, code 403)" in printed
     assert "reason: the Job is outside the active operation intent: " in printed

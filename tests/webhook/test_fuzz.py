@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from jobclaim.apiserver import Unavailable
 from tests.webhook.scenes import (
     MANAGER_USERNAME,
+    SETTINGS,
     Obj,
     Scene,
     annotation_write,
@@ -63,7 +64,7 @@ FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCh
 
 
 def judge(body: bytes, reader: Any, endpoint: str) -> Outcome:
-    engine = Engine(reader)
+    engine = Engine(reader, SETTINGS)
     try:
         return engine.decide(endpoint, body)  # type: ignore[arg-type]
     finally:

@@ -23,7 +23,7 @@ import pytest
 
 import certs
 from jobclaim.apiserver import Resource, Unavailable
-from tests.webhook.scenes import job_create, status_write
+from tests.webhook.scenes import SETTINGS, job_create, status_write
 from webhook import Engine, StateReader
 from webhook.app import create_app
 from webhook.serving import local_certificates, readiness, uvicorn_server
@@ -57,7 +57,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     local = local_certificates(tmp_path)
     tls = certs.ReloadingTLS(local.cert, local.key)
     reader = Switchable(job_create("schema", "Apply").objects)
-    engine = Engine(reader)
+    engine = Engine(reader, SETTINGS)
     app = create_app(engine, readiness=readiness(tls, reader, namespace="ptah-system"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # Accepted connections inherit TCP_NODELAY on Linux. uvicorn sets it only on sockets

@@ -24,7 +24,7 @@ from tests.webhook.scenes import (
     with_status,
 )
 from tests.webhook.tables import Row, expect, unchanged
-from webhook import jobs, objects
+from webhook import jobauthority, jobs, objects
 
 OUTSIDE = jobs.OUTSIDE_INTENT
 
@@ -180,8 +180,8 @@ SCHEMA_APPLY_ROWS = [
     Row(
         "another pinned runner image",
         lambda s: pod(s)["initContainers"][0].update(image="evil.example.com/r@sha256:" + "9" * 64),
-        OUTSIDE,
-        "Pod template does not match the persisted admission snapshot",
+        jobauthority.RUNNER_NOT_PINNED,
+        "evil.example.com/r@sha256:",
     ),
     Row(
         "another executor image",

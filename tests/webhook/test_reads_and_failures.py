@@ -13,6 +13,7 @@ from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavai
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
 from tests.webhook.scenes import (
+    SETTINGS,
     Scene,
     change_owner,
     decide,
@@ -116,7 +117,7 @@ def test_nothing_is_cached_between_requests() -> None:
     second create is refused, because the owner is read again."""
     scene = job_create("schema", "Plan")
     reader = StateReader(scene.objects)
-    engine = Engine(reader)
+    engine = Engine(reader, SETTINGS)
     assert engine.decide("controller-write", scene.body()).decision.allowed
     change_owner(scene, lambda owner: with_claim(owner, job_uid="0f6d2a52"))
     reader.put(scene.objects[0])

@@ -11,12 +11,14 @@ from pathlib import Path
 from tests.webhook.tables import Row
 from webhook import REGISTRY, Refusal
 from webhook import controllerwrite as cw
+from webhook import jobauthority as ja
 from webhook import objects as o
 from webhook import review as r
 
 HERE = Path(__file__).resolve().parent
 # Sentences covered by named tests rather than table rows: module -> test name.
 ELSEWHERE: dict[Refusal, tuple[str, str]] = {
+    ja.NO_PINS: ("test_job_authority", "test_a_webhook_configured_without_pins_admits_no_job"),
     r.TOO_LARGE: ("test_identity_and_decoding", "test_what_is_not_a_review_is_a_400"),
     r.NOT_JSON: ("test_identity_and_decoding", "test_what_is_not_a_review_is_a_400"),
     r.TOO_DEEP: ("test_identity_and_decoding", "test_what_is_not_a_review_is_a_400"),

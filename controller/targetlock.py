@@ -53,6 +53,7 @@ from jobclaim.apiserver import (
     compare_and_swap,
 )
 from jobclaim.errors import InvalidInput, PtahError
+from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from jobclaim.times import micro_timestamp, parse_time, utc_now
 
 __all__ = [
@@ -69,7 +70,7 @@ __all__ = [
     "read_lease",
 ]
 
-ANN_LEASE_EPOCH: Final = PREFIX + "lease-epoch"
+ANN_LEASE_EPOCH: Final = LEASE_EPOCH_ANNOTATION
 LABEL_COORDINATION: Final = PREFIX + "coordination"
 COORDINATION: Final = "database-target"
 # Bounds of a duration we will honour: below 5 s no renewal cadence can keep up, and

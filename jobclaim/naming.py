@@ -139,6 +139,11 @@ def lease_name(coord_digest: str) -> str:
     return "ptah-t-" + _base32(bytes.fromhex(coord_digest.removeprefix("sha256:")))
 
 
+# The annotation a realm Lease carries its tenure's epoch in: the controller writes it
+# on every take, and admission reads it as the evidence a release was done.
+LEASE_EPOCH_ANNOTATION: Final = "operator.ptah.run/lease-epoch"
+
+
 def lease_holder(resource_uid: str, operation_id: str) -> str:
     """The Lease holder identity of one claim of one resource."""
     if not resource_uid or not operation_id:

@@ -27,6 +27,7 @@ DOCUMENT_ORDER: Final = (
     "plan-chunk-create",
     "migration-plan-create",
     "manager-state",
+    "manager-transitions",
     "stamp",
     "stamp-check",
     "decision-immutable",

@@ -28,6 +28,7 @@ from webhook.objects import (
 )
 from webhook.review import DECODING, AdmissionRequest
 from webhook.rules import MANAGER_STATE, Judgement, Settings, Trail, rule
+from webhook.transitions import judge_transition
 
 STATE: Final = rule(
     "manager-state",
@@ -74,9 +75,6 @@ def _annotation(found: Candidate | None) -> str | None:
 
 def judge_manager_state(request: AdmissionRequest, settings: Settings) -> Judgement:
     """The manager-state endpoint's one entry."""
-    # This rule reads nothing; the empty ``yield from`` makes it a generator, the shape
-    # every rule has.
-    yield from ()
     trail = Trail(STATE)
     gvr = request.resource
     resource = _BY_GVR.get((gvr.group, gvr.version, gvr.resource))
@@ -109,6 +107,11 @@ def judge_manager_state(request: AdmissionRequest, settings: Settings) -> Judgem
         if not manager:
             raise trail.deny(STATUS_NOT_MANAGER, kind=resource.kind)
         trail.passed("the manager writes status")
+        if old is not None:
+            # The manager's identity is not yet the manager's judgement: a stolen one
+            # writes status too, and status is what the lifecycle remembers.
+            yield from judge_transition(old, new, trail, settings)
+            trail.enter(STATE)
     if _annotation(new) != _annotation(old):
         if not manager:
             raise trail.deny(ANNOTATION_NOT_MANAGER)

@@ -1,0 +1,500 @@
+"""The manager's own status writes, held to the lifecycle's transitions (issue 21).
+
+A stolen manager identity passes ``manager-state`` (it is the manager's username), so
+each row here is a status write the manager's identity can make: clear a dispatch
+mark or a Job UID, rewrite or drop a marked claim, drop a pending proof, an
+unresolved run or a staged release, un-spend an approval. Each is refused unless the
+evidence that makes it legitimate stands in the API server; the control rows are the
+writes the real controller makes.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from jobclaim import lease_holder, lease_name, sha256_digest
+from jobclaim.api import DatabaseTargetSpec
+from jobclaim.apiserver import BY_KIND, PTAHSCHEMAAPPROVALS
+from jobclaim.naming import LEASE_EPOCH_ANNOTATION
+from tests.jobclaim.world import JOB_UID, NOW
+from tests.webhook.scenes import (
+    MANAGER_USERNAME,
+    OWNER_UIDS,
+    Obj,
+    Scene,
+    owner_world,
+    stored_object,
+    terminal,
+)
+from tests.webhook.tables import Row, expect, unchanged
+from webhook import transitions as t
+from webhook.rules import DEFAULT_COORDINATION_NAMESPACE
+
+SCHEMA_UID = OWNER_UIDS["schema"]
+MIGRATION_UID = OWNER_UIDS["migration"]
+COORDINATION = sha256_digest(b"coordination")
+EPOCH = "v1-" + "e" * 32
+Change = Callable[[Scene], None]
+
+
+def status_update(family: str, operation: str, before: Callable[[Obj], None]) -> Scene:
+    """The manager's status UPDATE of a resource whose stored status ``before`` shapes;
+    the new object starts equal to the old one."""
+    world = owner_world(family, operation)
+    old = stored_object(world.resource, OWNER_UIDS[family])
+    before(old["status"])
+    new = copy.deepcopy(old)
+    kind = world.resource.kind
+    return Scene(
+        BY_KIND[kind], "UPDATE", new, [], old=old, username=MANAGER_USERNAME, subresource="status"
+    )
+
+
+def claim_of(obj: Obj) -> Obj:
+    claim: Obj = obj["status"]["activeOperation"]
+    return claim
+
+
+def new(change: Callable[[Obj], None]) -> Change:
+    def apply(scene: Scene) -> None:
+        assert scene.obj is not None
+        change(scene.obj)
+
+    return apply
+
+
+def both(*changes: Change) -> Change:
+    def apply(scene: Scene) -> None:
+        for change in changes:
+            change(scene)
+
+    return apply
+
+
+def stands(obj: Obj) -> Change:
+    return lambda scene: scene.objects.append(obj)
+
+
+def marked(status: Obj) -> None:
+    status["activeOperation"]["dispatchStarted"] = True
+
+
+def marked_with_uid(status: Obj) -> None:
+    marked(status)
+    status["activeOperation"]["jobUID"] = JOB_UID
+
+
+def job_of(scene: Scene, *, uid: str = JOB_UID, complete: bool = False) -> Obj:
+    assert scene.old is not None
+    claim = claim_of(scene.old)
+    job: Obj = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": claim["jobName"],
+            "namespace": scene.old["metadata"]["namespace"],
+            "uid": uid,
+        },
+        "spec": {},
+    }
+    return terminal(job) if complete else job
+
+
+def existing_job(scene: Scene) -> None:
+    scene.objects.append(job_of(scene))
+
+
+def pending(operation_id: str = "apply-1") -> Obj:
+    return {
+        "outcome": "OutcomeUnknown",
+        "applyOperationID": operation_id,
+        "applyJobName": "ptah-apply-orders-1",
+        "coordinationDigest": COORDINATION,
+        "leaseDurationSeconds": 60,
+        "leaseEpoch": EPOCH,
+    }
+
+
+def into_pending(obj: Obj) -> None:
+    claim = claim_of(obj)
+    obj["status"]["pendingObservation"] = pending(claim["id"])
+    del obj["status"]["activeOperation"]
+
+
+def another_target(obj: Obj) -> None:
+    target = DatabaseTargetSpec.model_validate(
+        {**obj["spec"]["target"], "urlFrom": {"name": "orders-db", "key": "admin-url"}}
+    )
+    claim_of(obj)["target"] = target.to_wire()
+
+
+SCHEMA_MARK = status_update("schema", "Apply", marked)
+SCHEMA_MARK_ROWS = [
+    Row(
+        "the manager records the created Job's UID",
+        new(lambda o: claim_of(o).update(jobUID=JOB_UID)),
+        None,
+    ),
+    Row(
+        "the mark withdrawn after a create refused before storing",
+        new(lambda o: claim_of(o).update(dispatchStarted=False)),
+        None,
+    ),
+    Row(
+        "the mark cleared while the Job stands",
+        both(new(lambda o: claim_of(o).update(dispatchStarted=False)), existing_job),
+        t.MARK_CLEARED,
+        "exists",
+    ),
+    Row(
+        "the marked claim moved to a second attempt",
+        new(lambda o: claim_of(o).update(attempt=2, jobName="ptah-apply-orders-second")),
+        t.CLAIM_REWRITTEN,
+        "job_name",
+    ),
+    Row(
+        "the marked claim pointed at another Secret key",
+        new(another_target),
+        t.CLAIM_REWRITTEN,
+        "target",
+    ),
+    Row(
+        "the marked claim's approval dropped",
+        new(
+            lambda o: (
+                o["status"]["plan"].pop("approval", None) or o["status"]["plan"].update(uid="x")
+            )
+        ),
+        t.CLAIM_REWRITTEN,
+        "plan",
+    ),
+    Row(
+        "the marked claim dropped without its record",
+        new(lambda o: o["status"].pop("activeOperation")),
+        t.RETIRED_WITHOUT_RECORD,
+        "pendingObservation",
+    ),
+    Row("the marked claim retired into its pendingObservation", new(into_pending), None),
+]
+
+
+@pytest.mark.parametrize("row", SCHEMA_MARK_ROWS, ids=str)
+def test_a_marked_schema_claim_keeps_its_mark(row: Row) -> None:
+    expect(row, SCHEMA_MARK, "manager-state")
+
+
+SCHEMA_UID_ROWS = [
+    Row("a status write that keeps the Job's UID", unchanged, None),
+    Row(
+        "the Job's UID cleared",
+        new(lambda o: claim_of(o).pop("jobUID")),
+        t.JOB_UID_CHANGED,
+        JOB_UID,
+    ),
+    Row(
+        "the mark cleared after the Job was recorded",
+        new(lambda o: claim_of(o).update(dispatchStarted=False)),
+        t.MARK_CLEARED,
+        "was created",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", SCHEMA_UID_ROWS, ids=str)
+def test_a_recorded_job_uid_stays(row: Row) -> None:
+    expect(row, status_update("schema", "Apply", marked_with_uid), "manager-state")
+
+
+def with_pending_and_plan_claim(status: Obj) -> None:
+    status["pendingObservation"] = pending()
+    status["activeOperation"]["jobUID"] = JOB_UID
+
+
+def settlement(*, operation_id: str = "apply-1", stamped: bool = True) -> Obj:
+    spec: Obj = {
+        "schemaRef": {"name": "orders", "uid": SCHEMA_UID},
+        "applyOperationID": operation_id,
+    }
+    if stamped:
+        spec.update(
+            settledBy={"username": "jane@example.com", "groups": []},
+            settledAt=NOW,
+            mutationRequestUID=str(uuid.UUID(int=9)),
+        )
+    return {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahSchemaProofSettlement",
+        "metadata": {
+            "name": "settle-1",
+            "namespace": "shop",
+            "uid": "settle-uid",
+            "creationTimestamp": NOW,
+        },
+        "spec": spec,
+    }
+
+
+def settled(obj: Obj) -> None:
+    obj["status"].pop("pendingObservation")
+    obj["status"]["settledProof"] = {
+        "applyOperationID": "apply-1",
+        "outcome": "OutcomeUnknown",
+        "settlementRef": {"name": "settle-1", "uid": "settle-uid"},
+        "settledBy": {"username": "jane@example.com", "groups": []},
+        "settledAt": NOW,
+    }
+
+
+def proved(obj: Obj) -> None:
+    obj["status"].pop("pendingObservation")
+    obj["status"].pop("activeOperation")
+
+
+PENDING = status_update("schema", "Plan", with_pending_and_plan_claim)
+PENDING_ROWS = [
+    Row(
+        "the proof's Plan reading completed",
+        both(new(proved), lambda s: s.objects.append(job_of(s, complete=True))),
+        None,
+    ),
+    Row(
+        "a person's stamped settlement of the Apply", both(new(settled), stands(settlement())), None
+    ),
+    Row(
+        "the pending observation dropped with no evidence",
+        new(lambda o: o["status"].pop("pendingObservation")),
+        t.RECORD_DROPPED,
+        "does not exist",
+    ),
+    Row(
+        "dropped while the proof's reading still runs",
+        both(new(proved), existing_job),
+        t.RECORD_DROPPED,
+        "has not completed",
+    ),
+    Row(
+        "a settlement of another Apply",
+        both(new(settled), stands(settlement(operation_id="apply-0"))),
+        t.RECORD_DROPPED,
+        "settles another run",
+    ),
+    Row(
+        "a settlement nobody stamped",
+        both(new(settled), stands(settlement(stamped=False))),
+        t.RECORD_DROPPED,
+        "no admission stamp",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", PENDING_ROWS, ids=str)
+def test_a_pending_observation_goes_only_with_its_evidence(row: Row) -> None:
+    expect(row, PENDING, "manager-state")
+
+
+def owing_release(status: Obj) -> None:
+    status["pendingLockRelease"] = {
+        "coordinationDigest": COORDINATION,
+        "operationID": "apply-1",
+        "leaseDurationSeconds": 60,
+        "leaseEpoch": EPOCH,
+    }
+
+
+def lease(holder: str) -> Obj:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": lease_name(COORDINATION),
+            "namespace": DEFAULT_COORDINATION_NAMESPACE,
+            "annotations": {LEASE_EPOCH_ANNOTATION: EPOCH},
+        },
+        "spec": {"holderIdentity": holder},
+    }
+
+
+RELEASE_ROWS = [
+    Row(
+        "the release done: the Lease has no holder",
+        both(new(lambda o: o["status"].pop("pendingLockRelease")), stands(lease(""))),
+        None,
+    ),
+    Row(
+        "the release record dropped while the claim still holds the Lease",
+        both(
+            new(lambda o: o["status"].pop("pendingLockRelease")),
+            stands(lease(lease_holder(SCHEMA_UID, "apply-1"))),
+        ),
+        t.RELEASE_DROPPED,
+        EPOCH,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", RELEASE_ROWS, ids=str)
+def test_a_staged_release_goes_only_once_done(row: Row) -> None:
+    expect(row, status_update("schema", "Plan", owing_release), "manager-state")
+
+
+def unresolved(status: Obj) -> None:
+    status["unresolvedRun"] = {
+        "outcome": "Unknown",
+        "operationID": "apply-7",
+        "jobName": "ptah-apply-billing-7",
+        "recordedAt": NOW,
+    }
+
+
+def acknowledgment(*, operation_id: str = "apply-7") -> Obj:
+    return {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahMigrationRunAcknowledgment",
+        "metadata": {
+            "name": "ack-1",
+            "namespace": "shop",
+            "uid": "ack-uid",
+            "creationTimestamp": NOW,
+        },
+        "spec": {
+            "migrationRef": {"name": "billing", "uid": MIGRATION_UID},
+            "operationID": operation_id,
+            "acknowledgedBy": {"username": "jane@example.com", "groups": []},
+            "acknowledgedAt": NOW,
+            "mutationRequestUID": str(uuid.UUID(int=11)),
+        },
+    }
+
+
+def acknowledged(obj: Obj) -> None:
+    obj["status"].pop("unresolvedRun")
+    obj["status"]["resolvedRun"] = {
+        "operationID": "apply-7",
+        "outcome": "Unknown",
+        "resolution": "Acknowledged",
+        "acknowledgmentRef": {"name": "ack-1", "uid": "ack-uid"},
+        "resolvedAt": NOW,
+    }
+
+
+UNRESOLVED_ROWS = [
+    Row(
+        "a person's stamped acknowledgment of the run",
+        both(new(acknowledged), stands(acknowledgment())),
+        None,
+    ),
+    Row(
+        "the unresolved run dropped with nothing that resolves it",
+        new(lambda o: o["status"].pop("unresolvedRun")),
+        t.RECORD_DROPPED,
+        "no resolvedRun names it",
+    ),
+    Row(
+        "an acknowledgment of another run",
+        both(new(acknowledged), stands(acknowledgment(operation_id="apply-6"))),
+        t.RECORD_DROPPED,
+        "settles another run",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", UNRESOLVED_ROWS, ids=str)
+def test_an_unresolved_run_goes_only_with_its_evidence(row: Row) -> None:
+    expect(row, status_update("migration", "History", unresolved), "manager-state")
+
+
+def migration_marked(status: Obj) -> None:
+    marked_with_uid(status)
+
+
+MIGRATION_ROWS = [
+    Row(
+        "the run's result recorded as its last run",
+        new(
+            lambda o: (
+                o["status"].update(
+                    lastRun={"outcome": "Applied", "jobName": claim_of(o)["jobName"]}
+                )
+                or o["status"].pop("activeOperation")
+            )
+        ),
+        None,
+    ),
+    Row(
+        "the marked migration claim dropped without a record",
+        new(lambda o: o["status"].pop("activeOperation")),
+        t.RETIRED_WITHOUT_RECORD,
+        "lastRun",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", MIGRATION_ROWS, ids=str)
+def test_a_marked_migration_claim_leaves_with_its_record(row: Row) -> None:
+    expect(row, status_update("migration", "Apply", migration_marked), "manager-state")
+
+
+def approval_status_write() -> Scene:
+    consumed = {
+        "type": "Consumed",
+        "status": "True",
+        "reason": "DispatchCommitted",
+        "lastTransitionTime": NOW,
+    }
+    old: Obj = {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahSchemaApproval",
+        "metadata": {
+            "name": "approve-1",
+            "namespace": "shop",
+            "uid": "a-uid",
+            "resourceVersion": "5",
+            "creationTimestamp": NOW,
+        },
+        "spec": {
+            "schemaRef": {"name": "orders", "uid": SCHEMA_UID},
+            "planRef": {"name": "p", "uid": "p-uid"},
+            "planFingerprint": "sha256:" + "c" * 64,
+        },
+        "status": {"conditions": [consumed], "consumedBy": "claim-1"},
+    }
+    return Scene(
+        PTAHSCHEMAAPPROVALS,
+        "UPDATE",
+        copy.deepcopy(old),
+        [],
+        old=old,
+        username=MANAGER_USERNAME,
+        subresource="status",
+    )
+
+
+def stale(obj: Obj) -> None:
+    obj["status"]["conditions"].append(
+        {"type": "Stale", "status": "True", "reason": "Rotated", "lastTransitionTime": NOW}
+    )
+
+
+APPROVAL_ROWS: list[Row] = [
+    Row("the spent approval marked stale as well", new(stale), None),
+    Row(
+        "the Consumed condition removed",
+        new(lambda o: o["status"].update(conditions=[])),
+        t.CONSUMED_CHANGED,
+        "claim-1",
+    ),
+    Row(
+        "the spending claim re-pointed",
+        new(lambda o: o["status"].update(consumedBy="claim-2")),
+        t.CONSUMED_CHANGED,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", APPROVAL_ROWS, ids=str)
+def test_a_spent_approval_stays_spent(row: Row) -> None:
+    expect(row, approval_status_write(), "manager-state")

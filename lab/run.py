@@ -454,6 +454,8 @@ class LocalWebhook:
     _engine: Engine | None = None
     _ca: bytes = b""
     _tls: certs.ReloadingTLS | None = field(default=None, repr=False)
+    # What the chart's values would configure: the manager's name and the pinned images.
+    settings: Settings = field(default=LOCAL_SETTINGS, repr=False)
 
     def __post_init__(self) -> None:
         # A directory that already holds a pair is reused, so two servers (the tests'
@@ -487,7 +489,7 @@ class LocalWebhook:
             raise RuntimeError("the webhook was closed; it cannot serve again")
         sock = self._sock
         sock.listen(128)
-        self._engine = Engine(self.reader, LOCAL_SETTINGS)
+        self._engine = Engine(self.reader, self.settings)
         server = uvicorn_server(
             create_app(self._engine), self._tls, host="127.0.0.1", port=self.port
         )

@@ -26,6 +26,7 @@ from lab.localplane import LocalControlPlane
 
 # The harness's session fixture; imported so there is one way to start a control plane.
 from tests.realapi.conftest import control_plane  # noqa: F401
+from webhook import Settings
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,18 @@ def unregister(operator: Operator, registered: list[tuple[Resource, str]]) -> No
 
 @contextmanager
 def registered_webhook(
-    operator: Operator, certificates: Path, *, stamp: bool = True
+    operator: Operator,
+    certificates: Path,
+    *,
+    stamp: bool = True,
+    settings: Settings = localrun.LOCAL_SETTINGS,
 ) -> Iterator[tuple[Webhooked, localrun.LocalWebhook]]:
     """A fresh namespace judged by a started webhook the API server already calls;
     the configurations are deleted and the webhook closed on the way out.
-    ``stamp=False`` registers everything but the mutating stamp webhook."""
+    ``stamp=False`` registers everything but the mutating stamp webhook; ``settings``
+    are the webhook's (by default the images ``make run`` pins)."""
     staged = webhooked_namespace(operator)
-    hook = localrun.LocalWebhook(operator.manager, certificates)
+    hook = localrun.LocalWebhook(operator.manager, certificates, settings=settings)
     hook.start()
     registered = register(staged, hook, stamp=stamp)
     try:

@@ -37,6 +37,7 @@ from tests.realapi.operator import (  # noqa: F401
     operator,
     registered_webhook,
 )
+from tests.webhook.scenes import SETTINGS
 from tests.webhook.test_real_apiserver import Cluster, claimed_schema, refusal
 
 pytestmark = pytest.mark.controlplane
@@ -57,7 +58,9 @@ def hooked(
     operator: Operator,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Hooked]:
-    with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, hook):
+    # The Jobs here are built with the test world's images, so the webhook pins those.
+    certificates = tmp_path_factory.mktemp("webhook-certs")
+    with registered_webhook(operator, certificates, settings=SETTINGS) as (staged, hook):
         yield Hooked(staged, Cluster(operator.admin, operator.manager, staged.namespace), hook)
 
 

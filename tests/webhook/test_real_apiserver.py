@@ -47,6 +47,7 @@ from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
 from tests.jobclaim.world import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
 from tests.realapi.conftest import control_plane  # noqa: F401
+from tests.webhook.scenes import SETTINGS
 from webhook import Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, readiness, uvicorn_server
@@ -177,7 +178,7 @@ def cluster(
 
     local = local_certificates(tmp_path_factory.mktemp("webhook-certs"))
     tls = certs.ReloadingTLS(local.cert, local.key)
-    engine = Engine(manager)  # the webhook reads as the manager does
+    engine = Engine(manager, SETTINGS)  # reads as the manager does; pins the world's images
     app = create_app(engine, readiness=readiness(tls, manager, namespace="ptah-system"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -142,3 +142,14 @@ Arguments: configuration, webhook, fallback, carryOver.
 {{- end -}}
 {{- $bundle -}}
 {{- end -}}
+
+{{/*
+CEL: the update changes nothing of the object but its finalizers and the
+unresolved-run annotation: spec, labels, owner references and every other
+annotation are as they were. The status of a kind with a status subresource is
+not written by an update of the main resource, so it needs no comparison here.
+*/}}
+{{- define "ptah.cel.onlyFinalizersAndRunCopy" -}}
+{{- $key := "operator.ptah.run/unresolved-run" -}}
+object.spec == oldObject.spec && (has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) && (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) && (has(object.metadata.annotations) ? object.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) && (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(object.metadata.annotations) && k in object.metadata.annotations))
+{{- end -}}

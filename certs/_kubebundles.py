@@ -1,9 +1,11 @@
 """The rotation's trust, published where the API server reads it: the `caBundle` of
-every webhook in each managed ValidatingWebhookConfiguration.
+every webhook in each managed ValidatingWebhookConfiguration and
+MutatingWebhookConfiguration.
 
-Writes are compare-and-swap on the configuration's resourceVersion: a concurrent
-`helm upgrade` that rewrote the configuration makes the write fail with a sentence
-instead of silently undoing either change, and the rotation simply runs again.
+Writes are a PATCH (the verb the rotator's RBAC grants; it has no `update`), and
+compare-and-swap on the configuration's resourceVersion: a concurrent `helm upgrade`
+that rewrote the configuration makes the write fail with a sentence instead of
+silently undoing either change, and the rotation simply runs again.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Any
 
 from certs._errors import RotationError
 from jobclaim.apiserver import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     ApiClient,
     ApiError,
     Conflict,
     NotFound,
+    Resource,
 )
 
 __all__ = ["KubeBundles", "bundle_of"]
@@ -43,19 +47,27 @@ def bundle_of(configuration: dict[str, Any]) -> bytes:
 
 
 class KubeBundles:
-    """`WebhookBundles` over the API server, for the named configurations only."""
+    """`WebhookBundles` over the API server, for the named configurations only:
+    ``managed`` validating ones and ``mutating`` ones (each name unique across both)."""
 
-    def __init__(self, api: ApiClient, managed: Sequence[str]) -> None:
-        if not managed:
+    def __init__(
+        self, api: ApiClient, managed: Sequence[str], mutating: Sequence[str] = ()
+    ) -> None:
+        if not managed and not mutating:
             raise ValueError("at least one managed webhook configuration must be named")
         self._api = api
-        self._managed = tuple(managed)
+        self._kinds: dict[str, Resource] = dict.fromkeys(managed, VALIDATING_WEBHOOK_CONFIGURATIONS)
+        for name in mutating:
+            if name in self._kinds:
+                raise ValueError(f"{name} is named both validating and mutating")
+            self._kinds[name] = MUTATING_WEBHOOK_CONFIGURATIONS
+        self._managed = tuple(self._kinds)
 
     def read(self) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         for name in self._managed:
             try:
-                configuration = self._api.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+                configuration = self._api.get(self._kinds[name], None, name)
             except NotFound:
                 continue
             except ApiError as error:
@@ -66,12 +78,19 @@ class KubeBundles:
     def write(self, name: str, bundle: bytes) -> None:
         if name not in self._managed:
             raise RotationError(f"refusing to write the caBundle of unmanaged configuration {name}")
+        kind = self._kinds[name]
         try:
-            configuration = self._api.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
+            configuration = self._api.get(kind, None, name)
             encoded = base64.b64encode(bundle).decode("ascii")
-            for webhook in configuration.get("webhooks") or []:
+            webhooks = configuration.get("webhooks") or []
+            for webhook in webhooks:
                 webhook.setdefault("clientConfig", {})["caBundle"] = encoded
-            self._api.replace(VALIDATING_WEBHOOK_CONFIGURATIONS, None, configuration)
+            # A merge patch replaces the list whole: the list as read, bundles changed,
+            # at the version read, so nothing written meanwhile is undone.
+            version = str(configuration.get("metadata", {}).get("resourceVersion") or "")
+            self._api.patch_fields(
+                kind, None, name, {"webhooks": webhooks}, resource_version=version
+            )
         except Conflict as error:
             raise RotationError(
                 f"webhook configuration {name} changed while its caBundle was written; "

@@ -251,6 +251,20 @@ class ApiClient(ApiReader, Protocol):
         """Replace ``status`` through the status subresource, only at ``resource_version``."""
         ...
 
+    def patch_fields(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        fields: Mapping[str, Any],
+        *,
+        resource_version: str,
+    ) -> Object:
+        """JSON merge patch of top-level fields other than ``metadata`` and ``status``
+        (a webhook configuration's ``webhooks``), only at ``resource_version``: the
+        ``patch`` verb, for an identity RBAC grants no ``update``."""
+        ...
+
     def delete(
         self,
         resource: Resource,

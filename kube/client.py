@@ -358,6 +358,21 @@ class KubeApi:
         _guard(patch, resource_version)
         return self._merge_patch(resource, namespace, name, patch)
 
+    def patch_fields(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        fields: Mapping[str, Any],
+        *,
+        resource_version: str,
+    ) -> Object:
+        if not resource_version or {"metadata", "status"} & set(fields):
+            raise ValueError("a field patch needs a resourceVersion and leaves metadata and status")
+        patch: dict[str, Any] = dict(fields)
+        _guard(patch, resource_version)
+        return self._merge_patch(resource, namespace, name, patch)
+
     def patch_status(
         self,
         resource: Resource,

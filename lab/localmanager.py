@@ -43,9 +43,6 @@ CHART_DEFAULTS: Final[dict[str, str]] = {
     "PTAH_LEADER_ELECTION_RETRY_PERIOD_SECONDS": "2",
     "PTAH_WEBHOOK_PORT": "9443",
     "PTAH_WEBHOOK_CERT_DIR": "/etc/ptah/webhook-certs",
-    "PTAH_WEBHOOK_CONFIGURATIONS": (
-        "ptah-operator-controller-write,ptah-operator-manager-state,ptah-operator-decisions"
-    ),
     "PTAH_METRICS_PORT": "8080",
     "PTAH_LOG_LEVEL": "info",
     "PTAH_SHUTDOWN_SECONDS": "25",

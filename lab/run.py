@@ -386,11 +386,13 @@ def grant_manager(plane: LocalControlPlane, *, lease_namespace: str = MANAGER_NA
 
 
 def grant_webhook_configurations(plane: LocalControlPlane, names: Sequence[str]) -> None:
-    """The chart's one grant on webhook configurations: read (and patch) these by name.
+    """Read these webhook configurations by name: the lab's, not the chart's, grant.
 
-    The manager's readiness reads them to check that their caBundle trusts the
-    certificate it serves. Granted apart from ``MANAGER_RULES`` because the names
-    differ per run and per test, as they differ per release.
+    The chart grants the manager no verb on any webhook configuration (the webhooks
+    constrain it; its certificate rotator alone may patch them). A local manager given
+    ``PTAH_WEBHOOK_CONFIGURATIONS`` reads them for ``/readyz`` to check that their
+    caBundle trusts the certificate it serves, so the lab grants ``get``, never
+    ``patch``, per run and per test.
     """
     subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": MANAGER_USERNAME}
     role = f"ptah-operator-webhooks-{names[0]}"[:253]
@@ -399,7 +401,7 @@ def grant_webhook_configurations(plane: LocalControlPlane, names: Sequence[str])
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["validatingwebhookconfigurations"],
             "resourceNames": list(names),
-            "verbs": ["get", "patch"],
+            "verbs": ["get"],
         }
     ]
     apply(plane, CLUSTER_ROLES, {"metadata": {"name": role}, "rules": rules}, identity="admin")

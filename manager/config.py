@@ -111,6 +111,10 @@ def _names(raw: str) -> tuple[str, ...]:
     return parts
 
 
+def _optional_names(raw: str) -> tuple[str, ...]:
+    return _names(raw) if raw else ()
+
+
 def _level(raw: str) -> str:
     if raw.lower() not in LOG_LEVELS:
         raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
@@ -167,8 +171,10 @@ VARIABLES: Final[tuple[Variable, ...]] = (
     Variable("PTAH_WEBHOOK_CERT_DIR", _directory, "the mounted tls.crt and tls.key"),
     Variable(
         "PTAH_WEBHOOK_CONFIGURATIONS",
-        _names,
-        "the webhook configurations whose caBundle must trust the served certificate",
+        _optional_names,
+        "webhook configurations whose caBundle /readyz checks (needs get on them; the chart "
+        "grants the manager none and leaves this empty: its certificate rotator checks)",
+        default="",
     ),
     Variable("PTAH_METRICS_PORT", _port, "the plain-HTTP port of /metrics"),
     Variable("PTAH_LOG_LEVEL", _level, "debug, info, warning or error"),

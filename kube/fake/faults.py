@@ -37,6 +37,7 @@ Verb = Literal[
     "replace",
     "patch_metadata",
     "patch_spec",
+    "patch_fields",
     "patch_status",
     "delete",
 ]

@@ -377,6 +377,22 @@ class InMemoryApi:
             "patch_spec", resource, namespace, name, patch, resource_version=resource_version
         )
 
+    def patch_fields(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        fields: Mapping[str, Any],
+        *,
+        resource_version: str,
+    ) -> Object:
+        if not resource_version or {"metadata", "status"} & set(fields):
+            raise ValueError("a field patch needs a resourceVersion and leaves metadata and status")
+        patch: Object = dict(fields)
+        return self._patch(
+            "patch_fields", resource, namespace, name, patch, resource_version=resource_version
+        )
+
     def _patch(
         self,
         verb: Verb,
@@ -387,7 +403,12 @@ class InMemoryApi:
         *,
         resource_version: str | None,
     ) -> Object:
-        body = patch["metadata"] if verb == "patch_metadata" else patch["spec"]
+        if verb == "patch_metadata":
+            body = patch["metadata"]
+        elif verb == "patch_spec":
+            body = patch["spec"]
+        else:
+            body = dict(patch)
         request = Request(verb, resource, namespace, name, body)
 
         def run() -> Object:

@@ -10,6 +10,7 @@ import pytest
 from rotation_world import check_trust, make_world
 
 from certs import CA_CERT, Converged, Force, KubeBundles, RotationError, Rotator, bundle_of
+from jobclaim.apiserver import MUTATING_WEBHOOK_CONFIGURATIONS as MWC
 from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS as VWC
 from jobclaim.apiserver import Conflict
 from kube.fake.inmemory import InMemoryApi, matching
@@ -69,10 +70,24 @@ def test_an_unmanaged_configuration_is_never_written() -> None:
 
 def test_a_concurrent_change_fails_the_write_with_a_sentence() -> None:
     api = api_with(b"old")
-    api.fail_before_write(matching("replace", VWC), Conflict("stale", status=409))
+    api.fail_before_write(matching("patch_fields", VWC), Conflict("stale", status=409))
     with pytest.raises(RotationError, match="changed while its caBundle was written"):
         KubeBundles(api, MANAGED).write(MANAGED[0], b"new")
     assert bundle_of(api.get(VWC, None, MANAGED[0])) == b"old"
+
+
+def test_the_bundle_is_patched_never_replaced_and_a_mutating_configuration_too() -> None:
+    """The rotator's RBAC grants patch and no update: every write is a PATCH, and the
+    mutating stamp configuration is rotated with the validating ones."""
+    api = api_with(b"old")
+    api.create(MWC, None, {**configuration("ptah-operator-stamp", b"old"), "kind": MWC.kind})
+    bundles = KubeBundles(api, MANAGED, mutating=("ptah-operator-stamp",))
+    assert bundles.read() == dict.fromkeys((*MANAGED, "ptah-operator-stamp"), b"old")
+    for name in (*MANAGED, "ptah-operator-stamp"):
+        bundles.write(name, b"new")
+    assert bundles.read() == dict.fromkeys((*MANAGED, "ptah-operator-stamp"), b"new")
+    writes = [c.verb for c in api.calls if c.verb in ("replace", "patch_fields")]
+    assert writes == ["patch_fields"] * 3
 
 
 def test_a_whole_ca_rotation_through_the_api_keeps_the_server_trusted(tmp_path: Path) -> None:

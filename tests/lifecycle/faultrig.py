@@ -436,6 +436,27 @@ class StepApi:
         )
         return result
 
+    def patch_fields(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        fields: Mapping[str, Any],
+        *,
+        resource_version: str,
+    ) -> Object:
+        result: Object = self._call(
+            "patch_fields",
+            resource,
+            namespace,
+            name,
+            fields,
+            lambda: self.inner.patch_fields(
+                resource, namespace, name, fields, resource_version=resource_version
+            ),
+        )
+        return result
+
     def patch_status(
         self,
         resource: Resource,

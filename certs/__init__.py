@@ -27,6 +27,7 @@ from certs._authority import (
     verify_serving_chain,
 )
 from certs._bundles import FileBundles, InMemoryBundles, WebhookBundles
+from certs._describe import parse_duration
 from certs._errors import (
     CertificateError,
     InvalidCertificateError,
@@ -62,6 +63,7 @@ from certs._rotation import (
     decide,
 )
 from certs._rotator import Clock, RotationResult, Rotator, SystemClock
+from certs._secretstore import SECRET_KEYS, SecretDirectory
 from certs._serving import (
     DEFAULT_RELOAD_INTERVAL,
     ReloadingTLS,
@@ -78,6 +80,7 @@ __all__ = [
     "DEFAULT_CA_VALIDITY",
     "DEFAULT_RELOAD_INTERVAL",
     "DEFAULT_SERVING_VALIDITY",
+    "SECRET_KEYS",
     "STATE_FILE",
     "TLS_CERT",
     "TLS_KEY",
@@ -103,6 +106,7 @@ __all__ = [
     "RotationRecord",
     "RotationResult",
     "Rotator",
+    "SecretDirectory",
     "StateFileError",
     "Step",
     "SystemClock",
@@ -123,6 +127,7 @@ __all__ = [
     "load_certificate",
     "load_certificates",
     "load_private_key",
+    "parse_duration",
     "read_directory",
     "serve",
     "serve_reloading",

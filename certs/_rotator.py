@@ -113,6 +113,7 @@ class Rotator:
         clock: Clock | None = None,
         probe: Callable[[], str | None] | None = None,
         on_step: Callable[[Step], None] | None = None,
+        after_step: Callable[[Step], None] | None = None,
     ) -> None:
         self.directory = directory
         self.bundles = bundles
@@ -120,6 +121,9 @@ class Rotator:
         self.clock = clock or SystemClock()
         self.probe = probe
         self.on_step = on_step
+        # Called once a step is durable where the rotator works (a directory): a store
+        # behind it (a Secret) is brought level before the next step is decided.
+        self.after_step = after_step
 
     def observe(self) -> Observation:
         state = self._read(self.directory / STATE_FILE)
@@ -183,6 +187,8 @@ class Rotator:
                 self.clock.sleep_until(step.until)
         except OSError as error:
             raise CertificateError(f"cannot update {self.directory}: {os_reason(error)}") from error
+        if self.after_step is not None:
+            self.after_step(step)
 
     def _begin(self, replace_ca: bool) -> RotationRecord:
         """Mint the next CA (if replacing it) and leaf; the leaf keeps the current SANs."""

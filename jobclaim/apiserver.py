@@ -110,6 +110,7 @@ class Resource:
 JOBS: Final = Resource("batch", "v1", "jobs", "Job", has_status=True)
 PODS: Final = Resource("", "v1", "pods", "Pod", has_status=True)
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 SERVICEACCOUNTS: Final = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 LIMITRANGES: Final = Resource("", "v1", "limitranges", "LimitRange")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", "Event")
@@ -170,6 +171,7 @@ BY_KIND: Final[Mapping[str, Resource]] = {
         JOBS,
         PODS,
         CONFIGMAPS,
+        SECRETS,
         SERVICEACCOUNTS,
         LIMITRANGES,
         EVENTS,

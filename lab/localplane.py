@@ -94,6 +94,12 @@ DEFAULT_IDENTITIES: Mapping[str, Identity] = {
         "system:serviceaccount:ptah-system:ptah-operator",
         ("system:serviceaccounts", "system:serviceaccounts:ptah-system"),
     ),
+    # The chart's certificate rotator: the one identity that may patch the webhook
+    # configurations (and the webhook's Secret), and nothing else.
+    "rotator": Identity(
+        "system:serviceaccount:ptah-system:ptah-operator-cert-rotator",
+        ("system:serviceaccounts", "system:serviceaccounts:ptah-system"),
+    ),
     # An ordinary person with no grants: everything they can do comes from the
     # RBAC a test sets up.
     "person": Identity("jane@example.com"),

@@ -475,6 +475,12 @@ class LocalWebhook:
     def ca_bundle(self) -> bytes:
         return self._ca
 
+    def reload_certificate(self) -> bool:
+        """Serve the directory's pair if it changed and is valid (the manager's
+        ``ReloadingTLS.watch`` does this on a timer); whether a new pair is served."""
+        assert self._tls is not None
+        return self._tls.reload_if_changed()
+
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"

@@ -100,17 +100,22 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-status-writer"),
         ("ValidatingAdmissionPolicy", "ptah-operator-unresolved-run-annotation"),
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-unresolved-run-annotation"),
+        ("ValidatingAdmissionPolicy", "ptah-operator-manager-metadata-only"),
+        ("ValidatingAdmissionPolicyBinding", "ptah-operator-manager-metadata-only"),
+        *ROTATOR_OBJECTS,
     }
 
 
 def test_the_custom_install_drops_what_it_turned_off(
     default_render: list[Object], custom_render: list[Object]
 ) -> None:
-    # Its own certificate (no Secret of ours), no PDB, no approver role.
+    # Its own certificate (no Secret of ours, nothing of ours to rotate it), no PDB,
+    # no approver role.
     assert kinds_and_names(default_render) - kinds_and_names(custom_render) == {
         ("Secret", "ptah-operator-webhook-tls"),
         ("PodDisruptionBudget", "ptah-operator"),
         ("ClusterRole", "ptah-operator-approver"),
+        *ROTATOR_OBJECTS,
     }
     assert kinds_and_names(custom_render) <= kinds_and_names(default_render)
 
@@ -134,7 +139,7 @@ def test_every_namespaced_object_lands_in_its_namespace(
         namespace = obj["metadata"].get("namespace")
         if obj["kind"] in cluster_scoped:
             assert namespace is None, obj["kind"]
-        elif obj["kind"] in {"Role", "RoleBinding"}:
+        elif obj["kind"] in {"Role", "RoleBinding"} and obj["metadata"]["name"] == LEASE_ROLE:
             assert namespace == leases
         else:
             assert namespace == release, obj["kind"]
@@ -250,7 +255,8 @@ def test_the_manager_is_told_who_it_is(
     assert env(custom_render)["PTAH_MANAGER_USERNAME"] == CUSTOM_MANAGER
     assert env(default_render)["PTAH_COORDINATION_NAMESPACE"] == NAMESPACE
     assert env(custom_render)["PTAH_COORDINATION_NAMESPACE"] == "ptah-leases"
-    assert env(default_render)["PTAH_WEBHOOK_CONFIGURATIONS"] == ",".join(WEBHOOK_CONFIGS)
+    # The manager reads no webhook configuration (it has no verb on them).
+    assert "PTAH_WEBHOOK_CONFIGURATIONS" not in env(default_render)
 
 
 def test_custom_values_reach_the_pod(custom_render: list[Object]) -> None:
@@ -305,12 +311,15 @@ def test_the_services_reach_the_manager_and_never_an_operation_pod(
 
 
 def rules_of(objects: list[Object]) -> list[dict[str, Any]]:
-    roles = [
-        o
-        for o in objects
-        if o["kind"] in {"ClusterRole", "Role"}
-        and o["metadata"]["name"] != "ptah-operator-approver"
-    ]
+    """Every rule the manager's ServiceAccount is bound to, read from the bindings."""
+    bound = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in objects
+        if b["kind"] in {"ClusterRoleBinding", "RoleBinding"}
+        and any(s.get("name") == "ptah-operator" for s in b["subjects"])
+    }
+    roles = [o for o in objects if (o["kind"], o["metadata"]["name"]) in bound]
+    assert roles, "no role is bound to the manager: nothing below would prove anything"
     return [rule for role in roles for rule in role["rules"]]
 
 
@@ -352,12 +361,70 @@ def test_the_manager_never_updates_the_spec_of_what_people_write(
             assert verb not in {"update", "create"}, (resource, verb)
 
 
-def test_webhook_configurations_are_patchable_by_name_only(default_render: list[Object]) -> None:
-    (rule,) = [
-        r for r in rules_of(default_render) if "validatingwebhookconfigurations" in r["resources"]
+@pytest.mark.parametrize("render", ["default_render", "custom_render"])
+def test_the_manager_has_no_verb_on_any_webhook_configuration(
+    render: str, request: pytest.FixtureRequest
+) -> None:
+    """The webhooks constrain the manager, and RBAC cannot limit a patch to caBundle:
+    a manager that could patch them could switch them off (issue 21)."""
+    rules = rules_of(request.getfixturevalue(render))
+    for rule in rules:
+        assert "admissionregistration.k8s.io" not in rule["apiGroups"], rule
+        assert not any("webhookconfigurations" in r for r in rule["resources"]), rule
+
+
+def test_only_the_rotator_may_patch_the_webhook_configurations_by_name(
+    default_render: list[Object],
+) -> None:
+    patchers = [
+        (role["metadata"]["name"], rule)
+        for role in default_render
+        if role["kind"] in {"ClusterRole", "Role"}
+        for rule in role["rules"]
+        if any("webhookconfigurations" in r for r in rule["resources"])
     ]
-    assert sorted(rule["resourceNames"]) == sorted(WEBHOOK_CONFIGS)
-    assert sorted(rule["verbs"]) == ["get", "patch"]
+    assert {name for name, _ in patchers} == {"ptah-operator-cert-rotator"}
+    by_resource = {tuple(rule["resources"]): rule for _, rule in patchers}
+    validating = by_resource[("validatingwebhookconfigurations",)]
+    mutating = by_resource[("mutatingwebhookconfigurations",)]
+    assert sorted(validating["resourceNames"]) == sorted(WEBHOOK_CONFIGS)
+    assert mutating["resourceNames"] == ["ptah-operator-stamp"]
+    assert sorted(validating["verbs"]) == sorted(mutating["verbs"]) == ["get", "patch"]
+    (binding,) = [
+        b
+        for b in default_render
+        if b["kind"] == "ClusterRoleBinding"
+        and b["roleRef"]["name"] == "ptah-operator-cert-rotator"
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ptah-operator-cert-rotator", "namespace": NAMESPACE}
+    ]
+
+
+def test_the_rotator_runs_the_rotation_on_the_charts_secret_and_configurations(
+    default_render: list[Object],
+) -> None:
+    cron = only(default_render, "CronJob", "ptah-operator-cert-rotator")["spec"]
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid"
+    assert pod["serviceAccountName"] == "ptah-operator-cert-rotator"
+    (container,) = pod["containers"]
+    assert container["command"] == ["python3", "-m", "manager.rotator"]
+    args = container["args"]
+    assert "--secret=ptah-operator-webhook-tls" in args
+    assert sorted(a.split("=", 1)[1] for a in args if a.startswith("--validating=")) == sorted(
+        WEBHOOK_CONFIGS
+    )
+    assert "--mutating=ptah-operator-stamp" in args
+    role = only(default_render, "Role", "ptah-operator-cert-rotator")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["ptah-operator-webhook-tls"],
+            "verbs": ["get", "patch"],
+        }
+    ]
 
 
 def test_leases_are_granted_only_in_the_coordination_namespace(
@@ -374,6 +441,17 @@ def test_leases_are_granted_only_in_the_coordination_namespace(
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "ptah-operator", "namespace": "db-ops"}
     ]
+
+
+ROTATOR_OBJECTS = {
+    ("ServiceAccount", "ptah-operator-cert-rotator"),
+    ("ClusterRole", "ptah-operator-cert-rotator"),
+    ("ClusterRoleBinding", "ptah-operator-cert-rotator"),
+    ("Role", "ptah-operator-cert-rotator"),
+    ("RoleBinding", "ptah-operator-cert-rotator"),
+    ("CronJob", "ptah-operator-cert-rotator"),
+}
+LEASE_ROLE = "ptah-operator-leases"
 
 
 def readme_rbac_table() -> set[tuple[str, str, str]]:

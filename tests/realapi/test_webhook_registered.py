@@ -57,11 +57,20 @@ class Hooked:
 def hooked(
     operator: Operator,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Hooked]:
-    # The Jobs here are built with the test world's images, so the webhook pins those.
+    # The Jobs here are built with the test world's images, so the webhook pins those;
+    # a test that runs the real controller (``make run``'s images) asks for those.
+    settings = localrun.LOCAL_SETTINGS if "run_images" in request.keywords else SETTINGS
     certificates = tmp_path_factory.mktemp("webhook-certs")
-    with registered_webhook(operator, certificates, settings=SETTINGS) as (staged, hook):
+    with registered_webhook(operator, certificates, settings=settings) as (staged, hook):
         yield Hooked(staged, Cluster(operator.admin, operator.manager, staged.namespace), hook)
+
+
+def run_images(test: Any) -> Any:
+    """Mark a test whose Jobs the real controller builds with ``make run``'s images."""
+    test.run_images = True
+    return test
 
 
 def _record(cluster: Cluster, schema: PtahSchema, job_uid: str) -> None:
@@ -220,6 +229,7 @@ def _as_submitted(stored: Object) -> Object:
     return submitted
 
 
+@run_images
 def test_a_projection_after_dispatch_started_is_refused(
     operator: Operator,  # noqa: F811
     hooked: Hooked,

@@ -153,3 +153,13 @@ not written by an update of the main resource, so it needs no comparison here.
 {{- $key := "operator.ptah.run/unresolved-run" -}}
 object.spec == oldObject.spec && (has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) && (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) && (has(object.metadata.annotations) ? object.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) && (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(object.metadata.annotations) && k in object.metadata.annotations))
 {{- end -}}
+
+{{- define "ptah.rotatorServiceAccountName" -}}ptah-operator-cert-rotator{{- end -}}
+
+{{/*
+Whether the chart's own rotator keeps the certificates alive: only for the
+certificate the chart issued (not a Secret brought by the user, not cert-manager's).
+*/}}
+{{- define "ptah.rotatorEnabled" -}}
+{{- if and (not .Values.webhook.existingSecret) (not .Values.webhook.certManager.enabled) -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,156 @@
+"""``python -m manager.rotator``: the webhook's certificates, renewed inside the cluster.
+
+The chart issues a CA and a serving certificate once; this program (the chart's
+certificate-rotator CronJob, in the manager's image, under its own ServiceAccount)
+keeps them alive. It pulls the webhook's Secret into a private directory, runs the
+rotation ``certs`` implements (a serving certificate renewed under the same CA; a
+CA renewed with the overlap bundle: old and new CA published together, the server
+swapped once the bundle is in force, the old CA dropped once the new certificate is
+served), pushes every step back to the Secret, and publishes each caBundle with a
+PATCH of the named validating and mutating webhook configurations. It is the only
+identity the chart lets patch them: the manager, which they constrain, has no verb
+on them at all.
+
+Everything it knows it reads back from the Secret and the configurations, so a run
+stopped anywhere is continued by the next; a run whose next step is a wait longer
+than ``--timeout`` stops with exit 3 and the next scheduled run goes on from there.
+This module is the composition root (``certs`` imports no API client); the rotation
+itself is ``certs.Rotator``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final
+
+import certs
+from kube.client import KubeApi
+
+EXIT_ERROR: Final = 1
+EXIT_WAITING: Final = 3
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return certs.parse_duration(text)
+    except certs.CertificateError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def parser() -> argparse.ArgumentParser:
+    made = argparse.ArgumentParser(
+        prog="python -m manager.rotator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    made.add_argument("--namespace", required=True, help="the webhook Secret's namespace")
+    made.add_argument("--secret", required=True, help="the kubernetes.io/tls Secret")
+    made.add_argument(
+        "--validating",
+        action="append",
+        default=[],
+        help="a ValidatingWebhookConfiguration whose caBundle is published",
+    )
+    made.add_argument(
+        "--mutating",
+        action="append",
+        default=[],
+        help="a MutatingWebhookConfiguration whose caBundle is published",
+    )
+    made.add_argument("--kubeconfig", type=Path, help="default: the Pod's service account")
+    made.add_argument("--force", choices=[f.value for f in certs.Force])
+    policy = certs.RotationPolicy()
+    made.add_argument("--settle", type=_duration, default=policy.settle)
+    made.add_argument("--ca-validity", type=_duration, default=policy.ca_validity)
+    made.add_argument("--serving-validity", type=_duration, default=policy.serving_validity)
+    made.add_argument("--ca-renew-before", type=_duration, default=policy.ca_renew_before)
+    made.add_argument("--serving-renew-before", type=_duration, default=policy.serving_renew_before)
+    made.add_argument(
+        "--probe",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="a webhook replica, to confirm it serves the new certificate",
+    )
+    made.add_argument(
+        "--timeout", type=_duration, help="stop (exit 3) rather than wait past this long"
+    )
+    return made
+
+
+def rotate(args: argparse.Namespace, api: KubeApi, out: Callable[[str], None]) -> int:
+    """One run of the rotation against the cluster; the exit code."""
+    policy = certs.RotationPolicy(
+        ca_validity=args.ca_validity,
+        serving_validity=args.serving_validity,
+        ca_renew_before=args.ca_renew_before,
+        serving_renew_before=args.serving_renew_before,
+        settle=args.settle,
+    )
+    probe: Callable[[], str | None] | None = None
+    if args.probe is not None:
+        host, port = args.probe
+
+        def probe() -> str | None:
+            try:
+                return certs.fingerprint(certs.fetch_served_certificate(host, port))
+            except certs.CertificateError:
+                return None  # the settle time decides instead
+
+    bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
+    with tempfile.TemporaryDirectory(prefix="ptah-rotation-") as scratch:
+        store = certs.SecretDirectory(api, args.namespace, args.secret, Path(scratch))
+        store.pull()
+
+        def pushed(step: certs.Step) -> None:
+            if store.push():
+                out(f"{store}: written after: {step.reason}")
+
+        rotator = certs.Rotator(
+            Path(scratch),
+            bundles,
+            policy=policy,
+            probe=probe,
+            on_step=lambda step: out(step.reason),
+            after_step=pushed,
+        )
+        force = certs.Force(args.force) if args.force else None
+        deadline = datetime.now(UTC) + args.timeout if args.timeout is not None else None
+        result = rotator.run(force, deadline=deadline)
+    if result.waiting is not None:
+        out(
+            f"stopped: {result.waiting.reason}; the next run continues after {result.waiting.until}"
+        )
+        return EXIT_WAITING
+    if result.outcome is not None:
+        out(result.outcome.reason)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    api = KubeApi.from_kubeconfig(args.kubeconfig) if args.kubeconfig else KubeApi.in_cluster()
+    try:
+        return rotate(args, api, out)
+    except certs.CertificateError as error:
+        print(f"python -m manager.rotator: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        api.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

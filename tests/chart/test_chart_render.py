@@ -45,7 +45,11 @@ DECISION_PLURALS = [
     "ptahmigrationrunacknowledgments",
     "ptahschemaproofsettlements",
 ]
-POLICIES = ("ptah-operator-status-writer", "ptah-operator-unresolved-run-annotation")
+POLICIES = (
+    "ptah-operator-status-writer",
+    "ptah-operator-unresolved-run-annotation",
+    "ptah-operator-manager-metadata-only",
+)
 
 
 def kinds_and_names(objects: list[Object]) -> set[tuple[str, str]]:

@@ -27,11 +27,16 @@ def test_the_charts_environment_configures_a_manager() -> None:
     assert config.leader_election.retry_period_seconds == 2.0
     assert (config.webhook_port, config.metrics_port) == (9443, 8080)
     assert config.cert_dir == Path("/etc/ptah/webhook-certs")
-    assert config.webhook_configurations == (
-        "ptah-operator-controller-write",
-        "ptah-operator-manager-state",
-        "ptah-operator-decisions",
-    )
+    # The chart names no configuration: the manager has no verb on them.
+    assert config.webhook_configurations == ()
+    # The webhook pins what the chart's values name, and nothing the manager writes.
+    settings = config.webhook_settings()
+    assert settings.pins is not None
+    assert settings.pins.executor_image == CHART_ENV["PTAH_EXECUTOR_IMAGE"]
+    assert settings.pins.runner_image == CHART_ENV["PTAH_RUNNER_IMAGE"]
+    assert settings.pins.manager_image == CHART_ENV["PTAH_MANAGER_IMAGE"]
+    assert settings.pins.ptah_version == CHART_ENV["PTAH_VERSION"]
+    assert settings.coordination_namespace == "ptah-system"
     assert config.kubeconfig is None  # in-cluster
     assert (config.stall_seconds, config.bind_address, config.watch_namespace) == (
         120.0,

@@ -51,7 +51,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 import certs
-from tests.webhook.scenes import job_create
+from tests.webhook.scenes import SETTINGS, job_create
 from webhook import Engine, StateReader
 from webhook.app import create_app
 from webhook.review import response
@@ -83,7 +83,7 @@ def serve(directory: Path, *, threaded_reads: bool, patient: bool = False) -> No
     local = local_certificates(directory)
     tls = certs.ReloadingTLS(local.cert, local.key)
     reader = StateReader(job_create(*SCENE).objects)
-    engine = Engine(reader, blocking_reads=threaded_reads)
+    engine = Engine(reader, SETTINGS, blocking_reads=threaded_reads)
     app = create_app(engine, readiness=readiness(tls, reader, namespace="ptah-system"))
     fixed = orjson.dumps(response("noop", allowed=True, code=200, message="noop"))
 

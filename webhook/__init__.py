@@ -3,7 +3,7 @@ write, judged by the same ``jobclaim`` rules the controller acts by.
 
 Public surface::
 
-    engine = Engine(reader, Settings(manager_username=...))
+    engine = Engine(reader, Settings(manager_username=..., pins=ImagePins(...)))
     outcome = engine.decide("controller-write", body)   # -> Outcome (decision, body)
     app = create_app(engine, readiness=...)              # the FastAPI app
     await serve(engine, cert=..., key=..., host=..., port=...)   # HTTPS, live reload
@@ -25,6 +25,7 @@ from webhook.rules import (
     REGISTRY,
     Decision,
     Endpoint,
+    ImagePins,
     Refusal,
     Rule,
     Settings,
@@ -41,6 +42,7 @@ __all__ = [
     "Decision",
     "Endpoint",
     "Engine",
+    "ImagePins",
     "Outcome",
     "Refusal",
     "Rule",

@@ -26,9 +26,14 @@ from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from jobclaim import STAMPED, stamp_problem
+from jobclaim import (
+    CONSUMED,
+    STALE,
+    approval_stamp_problem,
+    migration_approval_problem,
+    schema_approval_problem,
+)
 from jobclaim.api import (
-    Condition,
     CurrentPlanStatus,
     ObjectReference,
     PtahMigration,
@@ -45,13 +50,6 @@ from jobclaim.apiserver import (
     Object,
     Resource,
     compare_and_swap,
-)
-from jobclaim.approvals import (
-    CONSUMED,
-    STALE,
-    approval_stamp_problem,
-    migration_approval_problem,
-    schema_approval_problem,
 )
 from jobclaim.errors import PtahError
 from jobclaim.times import parse_time

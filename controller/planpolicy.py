@@ -7,9 +7,9 @@ phase machine that decides from it ask the same rule the Apply's authorization a
 
 from __future__ import annotations
 
+from jobclaim import approval_required as plan_needs_approval
 from jobclaim import sha256_digest
 from jobclaim.api import PtahSchema
-from jobclaim.statements import approval_required as plan_needs_approval
 
 
 def approval_required(schema: PtahSchema) -> bool:

@@ -42,7 +42,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from jobclaim import LABEL_MANAGED_BY, MANAGED_BY, PREFIX, is_epoch, lease_name
+from jobclaim import (
+    LABEL_MANAGED_BY,
+    LEASE_EPOCH_ANNOTATION,
+    MANAGED_BY,
+    PREFIX,
+    is_epoch,
+    lease_name,
+)
 from jobclaim.apiserver import (
     LEASES,
     AlreadyExists,
@@ -53,7 +60,6 @@ from jobclaim.apiserver import (
     compare_and_swap,
 )
 from jobclaim.errors import InvalidInput, PtahError
-from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from jobclaim.times import micro_timestamp, parse_time, utc_now
 
 __all__ = [

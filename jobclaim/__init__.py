@@ -30,6 +30,14 @@ from jobclaim.admission import (
     snapshot_digest,
     snapshot_problem,
 )
+from jobclaim.approvals import (
+    CONSUMED,
+    STALE,
+    approval_stamp_problem,
+    consumed_by,
+    migration_approval_problem,
+    schema_approval_problem,
+)
 from jobclaim.builder import (
     DEFAULT_GRACE_SECONDS,
     INSTALL_CONTAINER,
@@ -63,6 +71,7 @@ from jobclaim.errors import BuildRefused, InvalidInput, PtahError
 from jobclaim.livejob import Finished, finished, manager_record_of, pod_stopped, runner_state
 from jobclaim.match import MATCH, Verdict, manager_record_problem, match
 from jobclaim.naming import (
+    LEASE_EPOCH_ANNOTATION,
     coordination_digest,
     is_dns_label,
     job_name,
@@ -117,6 +126,18 @@ from jobclaim.stamps import (
 # The stamps' own reading of a recorded time; ``jobclaim.times.parse_time`` is the
 # stricter RFC 3339 one the other records use.
 from jobclaim.stamps import parse_time as parse_stamp_time
+from jobclaim.statements import (
+    ClassifiedBy,
+    PlanContent,
+    PlanUnreadable,
+    Statement,
+    approval_required,
+    classify,
+    plan_content,
+    recorded_content_problem,
+    split_sql,
+    statements_of,
+)
 from jobclaim.template import template_digest
 
 __all__ = [
@@ -124,11 +145,13 @@ __all__ = [
     "ANN_OPERATION_ID",
     "ANN_SNAPSHOT_DIGEST",
     "CLEANUP_TTL_SECONDS",
+    "CONSUMED",
     "DEFAULT_GRACE_SECONDS",
     "INSTALL_CONTAINER",
     "LABEL_MANAGED_BY",
     "LABEL_OPERATION_ID",
     "LABEL_PLAN",
+    "LEASE_EPOCH_ANNOTATION",
     "MANAGED_BY",
     "MATCH",
     "MAX_KEYS",
@@ -139,11 +162,13 @@ __all__ = [
     "REQUEST_UID_FIELD",
     "RUNNER_CONTAINER",
     "SCHEMA_OPERATIONS",
+    "STALE",
     "STAMPED",
     "STAMP_FUTURE_SKEW_SECONDS",
     "STAMP_WINDOW_SECONDS",
     "BuildRefused",
     "Claim",
+    "ClassifiedBy",
     "Finished",
     "InvalidInput",
     "JobInputs",
@@ -152,13 +177,18 @@ __all__ = [
     "OperationInfo",
     "Owner",
     "OwnerFamily",
+    "PlanContent",
+    "PlanUnreadable",
     "PtahError",
     "SchemaOwner",
     "SchemaPlanContent",
     "Stamp",
     "StampedKind",
+    "Statement",
     "Verdict",
     "annotations_for",
+    "approval_required",
+    "approval_stamp_problem",
     "build_job",
     "build_migration_plan",
     "build_plan_chunk",
@@ -168,6 +198,8 @@ __all__ = [
     "chunk_geometry_problem",
     "chunk_object_problem",
     "chunk_problem",
+    "classify",
+    "consumed_by",
     "coordination_digest",
     "decode_chunk",
     "digest_of",
@@ -183,6 +215,7 @@ __all__ = [
     "manager_record_of",
     "manager_record_problem",
     "match",
+    "migration_approval_problem",
     "migration_claim",
     "migration_job_inputs",
     "migration_operation",
@@ -193,6 +226,7 @@ __all__ = [
     "owner_family",
     "parse_stamp_time",
     "pending_apply_claim",
+    "plan_content",
     "plan_geometry_problem",
     "plan_name",
     "pod_stopped",
@@ -200,7 +234,9 @@ __all__ = [
     "projection_problem",
     "published_plan_problem",
     "quantity_value",
+    "recorded_content_problem",
     "runner_state",
+    "schema_approval_problem",
     "schema_claim",
     "schema_job_inputs",
     "schema_operation",
@@ -209,8 +245,10 @@ __all__ = [
     "sha256_digest",
     "snapshot_digest",
     "snapshot_problem",
+    "split_sql",
     "stamp_problem",
     "stamp_time",
+    "statements_of",
     "template_digest",
     "written_stamp",
 ]

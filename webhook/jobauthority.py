@@ -26,8 +26,19 @@ from __future__ import annotations
 
 from typing import Final
 
-from jobclaim import coordination_digest
+from jobclaim import (
+    PlanUnreadable,
+    approval_required,
+    approval_stamp_problem,
+    consumed_by,
+    coordination_digest,
+    migration_approval_problem,
+    plan_content,
+    recorded_content_problem,
+    schema_approval_problem,
+)
 from jobclaim.api import (
+    ExecutionBindingStatus,
     ManagerRecord,
     ObjectReference,
     PtahMigration,
@@ -37,21 +48,8 @@ from jobclaim.api import (
     PtahSchemaApproval,
     PtahSchemaPlan,
 )
-from jobclaim.api.common import ExecutionBindingStatus
 from jobclaim.apiserver import PTAHMIGRATIONAPPROVALS, PTAHSCHEMAAPPROVALS
-from jobclaim.approvals import (
-    approval_stamp_problem,
-    consumed_by,
-    migration_approval_problem,
-    schema_approval_problem,
-)
 from jobclaim.errors import InvalidInput
-from jobclaim.statements import (
-    PlanUnreadable,
-    approval_required,
-    plan_content,
-    recorded_content_problem,
-)
 from webhook.objects import stored
 from webhook.rules import CONTROLLER_WRITE, ReadKey, Reads, Settings, Trail, read, rule
 

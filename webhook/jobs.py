@@ -18,6 +18,7 @@ from jobclaim import (
     BuildRefused,
     InvalidInput,
     build_job,
+    decode_chunk,
     manager_record_of,
     match,
     migration_plan_problem,
@@ -27,7 +28,6 @@ from jobclaim import (
 )
 from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
-from jobclaim.projection import decode_chunk
 from webhook.jobauthority import (
     AUTHORITY,
     hold_migration_approval,

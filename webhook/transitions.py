@@ -19,23 +19,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from jobclaim import finished, lease_holder, lease_name, operation_info, owner_family
+from jobclaim import (
+    CONSUMED,
+    LEASE_EPOCH_ANNOTATION,
+    STAMPED,
+    finished,
+    lease_holder,
+    lease_name,
+    operation_info,
+    owner_family,
+    stamp_problem,
+)
 from jobclaim.api import (
+    ApprovalStatus,
     PtahMigration,
     PtahMigrationRunAcknowledgment,
     PtahSchema,
     PtahSchemaProofSettlement,
 )
-from jobclaim.api.schema import ApprovalStatus
 from jobclaim.apiserver import (
     JOBS,
     LEASES,
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHSCHEMAPROOFSETTLEMENTS,
 )
-from jobclaim.approvals import CONSUMED
-from jobclaim.naming import LEASE_EPOCH_ANNOTATION
-from jobclaim.stamps import STAMPED, stamp_problem
 from webhook.objects import Candidate, stored
 from webhook.rules import MANAGER_STATE, ReadKey, Reads, Settings, Trail, read, rule
 

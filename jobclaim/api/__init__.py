@@ -47,6 +47,7 @@ from jobclaim.api.migration import (
 from jobclaim.api.schema import (
     SCHEMA_FINALIZER,
     ActiveOperationStatus,
+    ApprovalStatus,
     BindingRetirementStatus,
     CurrentPlanStatus,
     DriftObservationStatus,
@@ -98,6 +99,7 @@ __all__ = [
     "ActiveOperationStatus",
     "AdmissionSnapshot",
     "ApprovalPolicy",
+    "ApprovalStatus",
     "ApproverRecord",
     "ArtifactVerificationStatus",
     "BindingRetirementStatus",

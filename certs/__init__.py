@@ -9,6 +9,7 @@ and a rotation is driven by `certs.Rotator(directory, bundles).run()`, where
 `bundles` is any `certs.WebhookBundles` (in memory, a JSON file, or Kubernetes).
 """
 
+from certs._arguments import add_rotation_arguments, rotation_policy, served_probe
 from certs._authority import (
     BACKDATE,
     DEFAULT_CA_VALIDITY,
@@ -114,6 +115,7 @@ __all__ = [
     "WebhookBundles",
     "WriteFile",
     "WriteRecord",
+    "add_rotation_arguments",
     "atomic_write",
     "build_uvicorn_server",
     "bundle_fingerprints",
@@ -129,8 +131,10 @@ __all__ = [
     "load_private_key",
     "parse_duration",
     "read_directory",
+    "rotation_policy",
     "serve",
     "serve_reloading",
+    "served_probe",
     "service_dns_names",
     "subject_alt_names",
     "verify_serving_chain",

@@ -9,17 +9,22 @@ import argparse
 import ipaddress
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
 
+from certs._arguments import (
+    add_rotation_arguments,
+    duration_argument,
+    rotation_policy,
+    served_probe,
+)
 from certs._authority import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_SERVING_VALIDITY,
     CertifiedKey,
     IPAddressType,
-    fingerprint,
     generate_ca,
     is_issued_by,
     issue_serving_certificate,
@@ -34,7 +39,6 @@ from certs._describe import (
     format_duration,
     format_rows,
     format_time,
-    parse_duration,
 )
 from certs._errors import CertificateError, os_reason
 from certs._files import (
@@ -51,7 +55,6 @@ from certs._rotation import (
     ClearRecord,
     Force,
     PublishBundle,
-    RotationPolicy,
     RotationRecord,
     Step,
     Wait,
@@ -59,7 +62,6 @@ from certs._rotation import (
     WriteRecord,
 )
 from certs._rotator import Rotator, ca_common_name
-from certs._serving import fetch_served_certificate
 
 __all__ = ["main"]
 
@@ -72,11 +74,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except CertificateError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
+_duration = duration_argument
 
 
 def _ip(text: str) -> IPAddressType:
@@ -84,13 +82,6 @@ def _ip(text: str) -> IPAddressType:
         return ipaddress.ip_address(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from error
-
-
-def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -127,25 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a managed configuration in the bundles file (repeatable); "
         "without it every entry in the file is managed",
     )
-    rotate.add_argument("--force", choices=[f.value for f in Force], help="rotate even if not due")
-    rotate.add_argument("--settle", type=_duration, default=RotationPolicy().settle)
-    rotate.add_argument("--ca-validity", type=_duration, default=DEFAULT_CA_VALIDITY)
-    rotate.add_argument("--serving-validity", type=_duration, default=DEFAULT_SERVING_VALIDITY)
-    rotate.add_argument(
-        "--ca-renew-before", type=_duration, default=RotationPolicy().ca_renew_before
-    )
-    rotate.add_argument(
-        "--serving-renew-before", type=_duration, default=RotationPolicy().serving_renew_before
-    )
-    rotate.add_argument(
-        "--probe",
-        type=_host_port,
-        metavar="HOST:PORT",
-        help="the running webhook server, to confirm it serves the new certificate",
-    )
-    rotate.add_argument(
-        "--timeout", type=_duration, help="stop (exit 3) rather than wait past this long"
-    )
+    add_rotation_arguments(rotate)
     return parser
 
 
@@ -278,29 +251,8 @@ def _rotate(args: argparse.Namespace, out: Callable[[str], None]) -> int:
                 f"{args.bundles_file} names no webhook configuration: no caBundle will be published"
             )
         bundles = file_bundles
-    policy = RotationPolicy(
-        ca_validity=args.ca_validity,
-        serving_validity=args.serving_validity,
-        ca_renew_before=args.ca_renew_before,
-        serving_renew_before=args.serving_renew_before,
-        settle=args.settle,
-    )
-    probe: Callable[[], str | None] | None = None
-    if args.probe is not None:
-        host, port = args.probe
-
-        reported: set[str] = set()
-
-        def probe() -> str | None:
-            try:
-                return fingerprint(fetch_served_certificate(host, port))
-            except CertificateError as error:
-                # Said once: the rotation observes before every step.
-                if str(error) not in reported:
-                    reported.add(str(error))
-                    out(f"probe failed, relying on the settle time: {error}")
-                return None
-
+    policy = rotation_policy(args)
+    probe = served_probe(args, out)
     rotator = Rotator(
         directory,
         bundles,

@@ -192,6 +192,13 @@ class WatchEvent:
     object: Object
 
 
+def check_field_patch(fields: Mapping[str, Any], resource_version: str) -> None:
+    """Refuse a ``patch_fields`` call every implementation must refuse: one without the
+    resourceVersion it was decided at, or one that reaches into metadata or status."""
+    if not resource_version or {"metadata", "status"} & set(fields):
+        raise ValueError("a field patch needs a resourceVersion and leaves metadata and status")
+
+
 class ApiReader(Protocol):
     """Uncached reads. Every decision reads through this, never through a cache."""
 

@@ -50,6 +50,7 @@ from jobclaim.apiserver import (
     Resource,
     Unavailable,
     WatchEvent,
+    check_field_patch,
 )
 from jobclaim.errors import PtahError
 
@@ -367,8 +368,7 @@ class KubeApi:
         *,
         resource_version: str,
     ) -> Object:
-        if not resource_version or {"metadata", "status"} & set(fields):
-            raise ValueError("a field patch needs a resourceVersion and leaves metadata and status")
+        check_field_patch(fields, resource_version)
         patch: dict[str, Any] = dict(fields)
         _guard(patch, resource_version)
         return self._merge_patch(resource, namespace, name, patch)

@@ -25,7 +25,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -34,20 +34,6 @@ from kube.client import KubeApi
 
 EXIT_ERROR: Final = 1
 EXIT_WAITING: Final = 3
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return certs.parse_duration(text)
-    except certs.CertificateError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
-
-
-def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
-    return host, int(port)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,44 +57,14 @@ def parser() -> argparse.ArgumentParser:
         help="a MutatingWebhookConfiguration whose caBundle is published",
     )
     made.add_argument("--kubeconfig", type=Path, help="default: the Pod's service account")
-    made.add_argument("--force", choices=[f.value for f in certs.Force])
-    policy = certs.RotationPolicy()
-    made.add_argument("--settle", type=_duration, default=policy.settle)
-    made.add_argument("--ca-validity", type=_duration, default=policy.ca_validity)
-    made.add_argument("--serving-validity", type=_duration, default=policy.serving_validity)
-    made.add_argument("--ca-renew-before", type=_duration, default=policy.ca_renew_before)
-    made.add_argument("--serving-renew-before", type=_duration, default=policy.serving_renew_before)
-    made.add_argument(
-        "--probe",
-        type=_host_port,
-        metavar="HOST:PORT",
-        help="a webhook replica, to confirm it serves the new certificate",
-    )
-    made.add_argument(
-        "--timeout", type=_duration, help="stop (exit 3) rather than wait past this long"
-    )
+    certs.add_rotation_arguments(made)
     return made
 
 
 def rotate(args: argparse.Namespace, api: KubeApi, out: Callable[[str], None]) -> int:
     """One run of the rotation against the cluster; the exit code."""
-    policy = certs.RotationPolicy(
-        ca_validity=args.ca_validity,
-        serving_validity=args.serving_validity,
-        ca_renew_before=args.ca_renew_before,
-        serving_renew_before=args.serving_renew_before,
-        settle=args.settle,
-    )
-    probe: Callable[[], str | None] | None = None
-    if args.probe is not None:
-        host, port = args.probe
-
-        def probe() -> str | None:
-            try:
-                return certs.fingerprint(certs.fetch_served_certificate(host, port))
-            except certs.CertificateError:
-                return None  # the settle time decides instead
-
+    policy = certs.rotation_policy(args)
+    probe = certs.served_probe(args, out)
     bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
     with tempfile.TemporaryDirectory(prefix="ptah-rotation-") as scratch:
         store = certs.SecretDirectory(api, args.namespace, args.secret, Path(scratch))

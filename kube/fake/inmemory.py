@@ -64,6 +64,7 @@ from jobclaim.apiserver import (
     Resource,
     Unavailable,
     WatchEvent,
+    check_field_patch,
 )
 from jobclaim.times import timestamp, utc_now
 from kube.fake.faults import (
@@ -386,8 +387,7 @@ class InMemoryApi:
         *,
         resource_version: str,
     ) -> Object:
-        if not resource_version or {"metadata", "status"} & set(fields):
-            raise ValueError("a field patch needs a resourceVersion and leaves metadata and status")
+        check_field_patch(fields, resource_version)
         patch: Object = dict(fields)
         return self._patch(
             "patch_fields", resource, namespace, name, patch, resource_version=resource_version

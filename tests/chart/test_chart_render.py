@@ -719,3 +719,34 @@ def test_the_chart_declares_the_kubernetes_versions_it_needs(helm: Helm) -> None
         helm.template([VALUES / "required.yaml"], extra=["--kube-version", "1.30.0"]).returncode
         == 0
     )
+
+
+def test_with_cert_manager_the_chart_issues_nothing_and_installs_no_rotator(helm: Helm) -> None:
+    objects = helm.render([VALUES / "required.yaml"], {"webhook.certManager.enabled": "true"})
+    names = kinds_and_names(objects)
+    assert ("Secret", "ptah-operator-webhook-tls") not in names
+    assert not names & ROTATOR_OBJECTS
+    assert {
+        ("Certificate", "ptah-operator-webhook-ca"),
+        ("Certificate", "ptah-operator-webhook"),
+    } <= names
+    serving = only(objects, "Certificate", "ptah-operator-webhook")["spec"]
+    assert serving["secretName"] == "ptah-operator-webhook-tls"
+    configurations = [
+        o
+        for o in objects
+        if o["kind"] in {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+    ]
+    assert len(configurations) == 4
+    for configuration in configurations:
+        annotations = configuration["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/ptah-operator-webhook"
+    # The manager's grants are the same as without it: still no verb on the webhooks.
+    assert grants(rules_of(objects)) == grants(rules_of(helm.render([VALUES / "required.yaml"])))
+
+
+def test_cert_manager_and_an_existing_secret_are_refused_together(helm: Helm) -> None:
+    # custom.yaml brings its own Secret and the CA bundle that verifies it.
+    result = helm.template([VALUES / "custom.yaml"], {"webhook.certManager.enabled": "true"})
+    assert result.returncode != 0
+    assert "give one" in result.stderr

@@ -565,6 +565,13 @@ STATUS_ROWS: Final[list[tuple[str, Any, Any]]] = [
         transitions.RETIRED_WITHOUT_RECORD,
     ),
     (
+        "the marked claim moved to a second attempt beside the first attempt's Job",
+        lambda s: s["activeOperation"].update(
+            attempt=2, jobName=s["activeOperation"]["jobName"][:-2] + "-2", jobUID=None
+        ),
+        transitions.CLAIM_REWRITTEN,
+    ),
+    (
         "the marked claim moved to another Secret key",
         lambda s: s["activeOperation"]["target"]["urlFrom"].update(key="admin-url"),
         transitions.CLAIM_REWRITTEN,

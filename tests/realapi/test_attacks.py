@@ -28,9 +28,9 @@ from typing import Any, Final
 
 import httpx
 import pytest
-from controller.claiming import input_fingerprint, schema_operation
 
 from controller.approvals import consumed_status
+from controller.operationidentity import input_fingerprint, schema_operation
 from jobclaim import build_job, build_projection, lease_holder, lease_name
 from jobclaim.api import (
     DatabaseTargetSpec,

@@ -19,7 +19,7 @@ frame and finds the objects it published.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from controller.passcontext import PassContext, migration_of, schema_of
@@ -68,13 +68,23 @@ def split_chunks(text: bytes) -> list[bytes]:
     return chunks
 
 
-def _create_or_hold(ctx: PassContext, resource: Resource, built: Mapping[str, Any]) -> Object:
-    """Create ``built``; an object already under its name must be exactly it."""
+def _create_or_hold(
+    ctx: PassContext,
+    resource: Resource,
+    built: Mapping[str, Any],
+    held_as: Callable[[Object], Mapping[str, Any]] | None = None,
+) -> Object:
+    """Create ``built``; an object already under its name must be exactly it.
+
+    ``held_as`` rebuilds the expected object from the one found, for a field that is
+    audit only and so may differ between two publications of one plan.
+    """
     try:
         return ctx.api.create(resource, ctx.namespace, dict(built))
     except AlreadyExists:
         found = ctx.api.get(resource, ctx.namespace, built["metadata"]["name"])
-    problem = published_plan_problem(found, built, what=resource.kind)
+    expected = built if held_as is None else held_as(found)
+    problem = published_plan_problem(found, expected, what=resource.kind)
     if problem is not None:
         raise PublishRefused(problem)
     return found
@@ -162,16 +172,25 @@ def publish_migration_plan(ctx: PassContext, section: MigrationHistorySection) -
         MigrationSequenceEntry(version=p.version, name=p.name, digest=p.digest)
         for p in section.pending
     )
-    try:
-        built = build_migration_plan(
-            migration,
-            migrations=entries,
-            # Derived from the recorded reading, so a repeated publication rebuilds
-            # the same object.
-            created_at=history.observed_at if history else None,
-        )
-    except InvalidInput as error:
-        raise PublishRefused(f"the reading cannot form a plan: {error}") from error
-    stored = _create_or_hold(ctx, PTAHMIGRATIONPLANS, built)
+
+    def built_at(created_at: str | None) -> dict[str, Any]:
+        try:
+            return build_migration_plan(migration, migrations=entries, created_at=created_at)
+        except InvalidInput as error:
+            raise PublishRefused(f"the reading cannot form a plan: {error}") from error
+
+    def held_as(found: Object) -> dict[str, Any]:
+        # createdAt is audit only (the fingerprint and the name leave it out): a later
+        # History reading of the same history (a read-only Job run again) derives the
+        # same plan, which keeps the time it was first derived. Held to its own time,
+        # everything else must still be the rebuild; refusing it instead failed the
+        # migration ("spec.createdAt is not the value its claim publishes").
+        spec = found.get("spec")
+        stamp = spec.get("createdAt") if isinstance(spec, dict) else None
+        return built_at(stamp if isinstance(stamp, str) else None)
+
+    # Derived from the recorded reading, so a repeated publication rebuilds the same object.
+    built = built_at(history.observed_at if history else None)
+    stored = _create_or_hold(ctx, PTAHMIGRATIONPLANS, built, held_as)
     meta = stored["metadata"]
     return ObjectReference(name=meta["name"], uid=meta["uid"])

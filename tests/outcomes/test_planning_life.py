@@ -297,3 +297,39 @@ def test_an_unresolved_run_blocks_until_a_history_read_an_interval_later_settles
     assert node.ran[-1] == "migration-history"
     assert "unresolvedRun" not in status and status["resolvedRun"]["resolution"] == "HistoryRead"
     assert len(apply_jobs(rig)) == 1
+
+
+def test_a_history_read_again_republishes_the_same_plan_under_its_first_time() -> None:
+    """A second History reading of an unchanged history derives the plan already stored.
+
+    Its createdAt is audit only and the second reading's time is later: the plan keeps
+    the time it was first derived, and the migration keeps waiting for its approval
+    (it went Failed on a real cluster: "spec.createdAt is not the value its claim
+    publishes").
+    """
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    key = new_migration(rig)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    first = rig.api.get(PTAHMIGRATIONPLANS, NS, status["plan"]["name"])
+    # The status loses its reading and plan (a status wipe; on the cluster, the faults
+    # suite's History read again): the next passes read the history again, later.
+    stored = rig.resource(key)
+    rig.api.patch_status(
+        PTAHMIGRATIONS,
+        NS,
+        key.name,
+        {"plan": None, "history": None, "phase": "Pending"},
+        resource_version=stored["metadata"]["resourceVersion"],
+    )
+    rig.clocks.advance(5)
+    status = drive(
+        rig,
+        node,
+        key,
+        lambda s: node.ran.count("migration-history") == 2 and phase("AwaitingApproval")(s),
+    )
+    assert status["history"]["observedAt"] != first["spec"]["createdAt"]
+    again = rig.api.get(PTAHMIGRATIONPLANS, NS, status["plan"]["name"])
+    assert again["metadata"]["uid"] == first["metadata"]["uid"]
+    assert again["spec"]["createdAt"] == first["spec"]["createdAt"]

@@ -135,16 +135,24 @@ class LabPostgres:
             credential += ":" + quote(password, safe="")
         return f"postgresql://{credential}@{host}:{self.port}/{dbname}"
 
-    def create_database(self, prefix: str = "t", *, owner: str | None = None) -> str:
+    def create_database(self, prefix: str = "t") -> str:
         """A new database ``<prefix>_<n>``; its superuser URL on loopback."""
         self._serial += 1
         name = f"{prefix}_{self._serial}"
+        self.create_database_named(name)
+        return self.url(name)
+
+    def create_database_named(self, name: str, *, owner: str | None = None) -> None:
         statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if owner is not None:
             statement += sql.SQL(" OWNER {}").format(sql.Identifier(owner))
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(statement)
-        return self.url(name)
+
+    def query(self, database: str, text: str) -> list[tuple[object, ...]]:
+        """Rows of one read, as the superuser over loopback."""
+        with psycopg.connect(self.url(database)) as conn:
+            return list(conn.execute(text.encode()).fetchall())
 
     def create_role(self, name: str, password: str) -> None:
         """A login role that may create databases (what ptah's dev database needs)."""

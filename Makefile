@@ -15,23 +15,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
 	@touch $(STAMP)
 
-# The images make run installs, rebuilt only when a source they pack has changed
-# (make images itself always rebuilds). A Go-free, Python-only change to the manager
-# costs one image build; nothing else does.
-IMAGE_SOURCES := pyproject.toml $(shell find jobclaim webhook controller certs kube runner \
-	manager kubectl_ptah lab/executor images -type f \( -name '*.py' -o -name '*.sh' \
-	-o -name 'Containerfile*' \) 2>/dev/null)
-IMAGE_DIGESTS := build/images/ptah-operator.digest build/images/ptah-lab-executor.digest
-
 # make run: the chart on the lab's real single-node cluster (lab/clusterrun.py). Builds
 # what is missing first (each prerequisite is reused when it is up to date) and says so.
 # RUN_ARGS=--node-less is the older run with no node (lab/run.py).
-run: $(STAMP) controlplane helm crane node-packages $(IMAGE_DIGESTS)
+# make images rebuilds only an image whose inputs changed (seconds when none did).
+run: $(STAMP) controlplane helm crane node-packages images
 	$(PY) -m lab.clusterrun $(RUN_ARGS)
-
-$(IMAGE_DIGESTS) &: $(IMAGE_SOURCES) | $(STAMP)
-	@echo "# building the images (make images; cold: debootstrap + wheels + buildah)"
-	$(MAKE) --no-print-directory images
 
 # The manager image (which also supplies the Jobs' runner) and the lab executor
 # image (the stand-in for the stock ptah image), built with no Docker daemon: a base

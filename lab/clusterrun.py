@@ -64,7 +64,7 @@ from lab import artifacts, install
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster
 from lab.postgres import BIN, LabPostgres
-from lab.progress import DONE, FAILED, phase_of, resource_line
+from lab.progress import DONE, FAILED, failure_of, phase_of, resource_line
 from lab.run import LOCAL_BINDING
 
 __all__ = ["EXAMPLES", "Example", "LabRun", "main"]
@@ -126,21 +126,30 @@ class RunFailed(Exception):
     """The run cannot go on; the sentence says why."""
 
 
+def _source(example: Example, obj: Object) -> Object:
+    """The example's artifact source (``spec.desired`` or ``spec.artifact``)."""
+    source: Object = obj["spec"]["desired" if example.resource is PTAHSCHEMAS else "artifact"]
+    return source
+
+
 def _pointed(example: Example, ref: str) -> Object:
     """The example as written, with its OCI reference replaced by the pushed artifact's."""
     obj = example.load()
-    source = obj["spec"]["desired"] if example.resource is PTAHSCHEMAS else obj["spec"]["artifact"]
-    source["ociRef"] = ref
+    _source(example, obj)["ociRef"] = ref
     return obj
 
 
 @dataclass
 class LabRun:
-    """Everything ``make run`` starts, in start order; ``close`` undoes it in reverse."""
+    """Everything ``make run`` starts, in start order; ``close`` undoes it in reverse.
+
+    Given a running ``cluster`` (the cluster tests' session cluster), it installs into
+    that one and leaves it running on close.
+    """
 
     workdir: Path
     say: Callable[[str], None]
-    cluster: LocalCluster = field(init=False)
+    cluster: LocalCluster | None = None
     postgres: LabPostgres | None = None
     admin: KubeApi = field(init=False)
     images: dict[str, artifacts.PushedImage] = field(default_factory=dict)
@@ -149,6 +158,12 @@ class LabRun:
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifecycle ----------------------------------------------------------
+
+    @property
+    def lab(self) -> LocalCluster:
+        if self.cluster is None:
+            raise RunFailed("the lab cluster has not been started")
+        return self.cluster
 
     def start(self) -> None:
         try:
@@ -175,29 +190,30 @@ class LabRun:
                 f"the image(s) {', '.join(missing)} have not been built: run `make images` "
                 "(`make run` does it first)"
             )
-        self.say(f"# starting the lab cluster (workdir {self.workdir})")
-        self.cluster = LocalCluster(self.workdir / "cluster", echo=self.say)
-        self.cluster.start()
-        self._stack.callback(self.cluster.stop)
-        t = self._timed("cluster", t)
+        if self.cluster is None:
+            self.say(f"# starting the lab cluster (workdir {self.workdir})")
+            self.cluster = LocalCluster(self.workdir / "cluster", echo=self.say)
+            self.cluster.start()
+            self._stack.callback(self.cluster.stop)
+            t = self._timed("cluster", t)
         self.admin = self._stack.enter_context(
-            KubeApi.from_kubeconfig(self.cluster.kubeconfig("admin"))
+            KubeApi.from_kubeconfig(self.lab.kubeconfig("admin"))
         )
 
-        topology = self.cluster.topology
+        topology = self.lab.topology
         self.postgres = LabPostgres(listen=[str(topology.node_ip)], clients=[topology.pod_subnet])
         # Registered after the cluster, so it stops first, while the bridge still exists.
         self._stack.callback(self.postgres.stop)
         self.postgres.start()
         t = self._timed(f"postgresql on {topology.node_ip}:{self.postgres.port}", t)
 
-        registry = self.cluster.registry
+        registry = self.lab.registry
         work = self.workdir / "push"
         for name, image in built.items():
             assert image is not None
             env = artifacts.EXECUTOR_ENV if name == EXECUTOR_IMAGE else None
             pushed = artifacts.push_image(
-                self.cluster.crane, image, f"{registry}/ptah/{name}", work, env=env
+                self.lab.crane, image, f"{registry}/ptah/{name}", work, env=env
             )
             self.images[name] = pushed
             self.say(f"# pushed {pushed.ref}")
@@ -220,13 +236,13 @@ class LabRun:
             f"# helm install {install.RELEASE} {install.CHART.relative_to(REPO_ROOT)} "
             + " ".join(f"--set {value}" for value in chart.values())
         )
-        install.helm_install(chart, self.cluster.kubeconfig("admin"))
+        install.helm_install(chart, self.lab.kubeconfig("admin"))
         install.wait_ready(
             self.admin,
             MANAGER_NAMESPACE,
             report=self.say,
             timeout=300.0,
-            check=self.cluster.check,
+            check=self.lab.check,
         )
         t = self._timed("chart installed, manager ready", t)
         self._apply_examples()
@@ -237,7 +253,7 @@ class LabRun:
     def _apply_examples(self) -> None:
         assert self.postgres is not None
         pg = self.postgres
-        node_ip = str(self.cluster.topology.node_ip)
+        node_ip = str(self.lab.topology.node_ip)
         self.admin.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
         _wait_default_service_account(self.admin, NAMESPACE)
         for example in EXAMPLES:
@@ -251,14 +267,15 @@ class LabRun:
                     NAMESPACE,
                     {"metadata": {"name": secret}, "stringData": {"url": url}, "type": "Opaque"},
                 )
-        schema = EXAMPLES[0].load()
-        policy = schema["spec"]["desired"].get("verificationPolicyFrom")
-        if policy:
-            self.admin.create(
-                CONFIGMAPS,
-                NAMESPACE,
-                {"metadata": {"name": policy["name"]}, "data": {policy["key"]: POLICY}},
-            )
+        for example in EXAMPLES:
+            # Each example's verification policy: the artifact must be pinned by digest.
+            policy = _source(example, example.load()).get("verificationPolicyFrom")
+            if policy:
+                self.admin.create(
+                    CONFIGMAPS,
+                    NAMESPACE,
+                    {"metadata": {"name": policy["name"]}, "data": {policy["key"]: POLICY}},
+                )
         for example in EXAMPLES:
             created = self.admin.create(
                 example.resource, NAMESPACE, _pointed(example, self.pinned[example.artifact])
@@ -277,7 +294,7 @@ class LabRun:
 
     def approval_command(self, example: Example) -> str:
         return (
-            f"KUBECONFIG={self.cluster.kubeconfig('admin')} "
+            f"KUBECONFIG={self.lab.kubeconfig('admin')} "
             f"{REPO_ROOT / '.venv' / 'bin' / 'kubectl-ptah'} approve {example.cli_kind} "
             f"{example.name} -n {NAMESPACE}"
         )
@@ -288,7 +305,7 @@ class LabRun:
         code = kubectl_ptah.main(
             [
                 "--kubeconfig",
-                str(self.cluster.kubeconfig("admin")),
+                str(self.lab.kubeconfig("admin")),
                 "-n",
                 NAMESPACE,
                 "approve",
@@ -372,7 +389,9 @@ class Follow:
                 self.say(f"# {example.name} is InSync; the database now holds:")
                 self.say(self.run.describe(example))
             if phase in FAILED:
-                raise RunFailed(f"{example.resource.kind} {example.name} failed: {line}")
+                raise RunFailed(
+                    f"{example.resource.kind} {NAMESPACE}/{example.name} failed: {failure_of(obj)}"
+                )
         return phases
 
     def _awaiting(self, example: Example, plan: str) -> None:
@@ -458,14 +477,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             run.start()
             _say(
                 f"# ready in {time.monotonic() - began:.1f}s: export "
-                f"KUBECONFIG={run.cluster.kubeconfig('admin')}"
+                f"KUBECONFIG={run.lab.kubeconfig('admin')}"
             )
             follow = Follow(run, approve=args.approve, say=_say)
             end = time.monotonic() + args.timeout
             stopped = threading.Event()
             settled = False
             while True:
-                run.cluster.check()  # a component that dies ends the run
+                run.lab.check()  # a component that dies ends the run
                 phases = follow.step()
                 if all(phase == DONE for phase in phases.values()) and not settled:
                     settled = True

@@ -68,6 +68,8 @@ class ChartInstall:
             f"execution.runnerImage={self.runner_image}",
             f"execution.ptahVersion={self.ptah_version}",
             f"replicaCount={self.replicas}",
+            # The chart refuses a budget that would forbid evicting the one replica.
+            f"podDisruptionBudget.enabled={str(self.replicas > 1).lower()}",
         ]
 
 

@@ -11,7 +11,7 @@ from typing import Final
 
 from jobclaim.apiserver import Object
 
-__all__ = ["DONE", "FAILED", "phase_of", "resource_line"]
+__all__ = ["DONE", "FAILED", "failure_of", "phase_of", "resource_line"]
 
 # Phases after which nothing more happens without a person or a new generation.
 DONE: Final = "InSync"
@@ -23,11 +23,29 @@ def phase_of(obj: Object) -> str:
 
 
 def _conditions(status: Object) -> str:
-    shown = []
-    for condition in status.get("conditions") or []:
-        reason = condition.get("reason")
-        shown.append(f"{condition.get('type')}={condition.get('status')}({reason or '-'})")
+    """Ready with its reason, then only the conditions that hold (the rest are False)."""
+    conditions = status.get("conditions") or []
+    shown = [
+        f"Ready={c.get('status')}({c.get('reason') or '-'})"
+        for c in conditions
+        if c.get("type") == "Ready"
+    ]
+    shown += [
+        f"{c.get('type')}({c.get('reason') or '-'})"
+        for c in conditions
+        if c.get("type") != "Ready" and c.get("status") == "True"
+    ]
     return ",".join(shown) or "-"
+
+
+def failure_of(obj: Object) -> str:
+    """Why a resource failed, in its own words: the failed condition's message, else its phase."""
+    status = obj.get("status") or {}
+    reading = (status.get("readingFailure") or {}).get("message")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "ReconciliationFailed" and condition.get("status") == "True":
+            return str(condition.get("message") or condition.get("reason"))
+    return str(reading or f"phase {phase_of(obj)}")
 
 
 def resource_line(obj: Object) -> str:

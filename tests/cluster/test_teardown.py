@@ -2,7 +2,9 @@
 
 These run last (conftest orders them): the first stops the session's cluster
 with a Pod still running in it; the second runs the lab as a command, starts a
-Pod, and ends it with SIGTERM as a terminal or a CI runner would.
+Pod, and ends it with SIGTERM as a terminal or a CI runner would; the last runs
+``make run --once --approve`` (the README's command) on builds the suite already
+made, and checks it rebuilt nothing, converged both examples and left nothing.
 """
 
 from __future__ import annotations
@@ -93,6 +95,55 @@ def test_sigterm_of_the_lab_command_tears_everything_down() -> None:
     assert code == 0, "".join(seen)
     assert seen[-1] == "# stopped; nothing left behind\n"
     assert host.leftovers(workdir, Topology()) == []
+    shutil.rmtree(workdir)
+
+
+# What make run reuses: the virtualenv, the control plane, helm, crane and the images.
+BUILDS = (
+    ".venv/.installed",
+    "lab/controlplane/bin/controlplane",
+    ".tools/bin/helm",
+    ".tools/bin/crane",
+    "build/images/ptah-operator.digest",
+    "build/images/ptah-lab-executor.digest",
+)
+# make run's own deadline for the examples, plus the cluster's start and the install.
+MAKE_RUN_DEADLINE = 1500.0
+
+
+def test_make_run_once_reuses_the_builds_converges_and_leaves_nothing() -> None:
+    make = shutil.which("make")
+    assert make is not None, "make run needs make on PATH"
+    # Up to date: `make -q` answers 0 only when none of these would be rebuilt.
+    fresh = subprocess.run(
+        [make, "-q", *BUILDS], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert fresh.returncode == 0, f"make would rebuild something: {fresh.stdout}{fresh.stderr}"
+    workdir = short_workdir()
+    began = time.monotonic()
+    done = subprocess.run(
+        [
+            make,
+            "--no-print-directory",
+            "run",
+            f"RUN_ARGS=--once --approve --workdir {workdir}",
+        ],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=MAKE_RUN_DEADLINE,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    print(f"make run --once --approve (warm): {time.monotonic() - began:.0f}s")
+    assert "# building" not in output and "go build" not in output
+    assert "# --approve: PtahSchemaApproval" in output
+    assert "# --approve: PtahMigrationApproval" in output
+    assert "# both examples are InSync" in output
+    assert output.rstrip().endswith("# stopped; everything started here has been torn down")
+    assert host.leftovers(workdir / "cluster", Topology()) == []
     shutil.rmtree(workdir)
 
 

@@ -34,12 +34,15 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pod_start import pod_start
 
 from jobclaim.apiserver import CONFIGMAPS, PODS
 from lab import install
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, Example, Follow, LabRun
 from lab.progress import DONE, phase_of
-from tests.cluster.conftest import Api, pod_manifest
+from tests.cluster.conftest import Api
 
 # Bounded waits: a real node acts on its own time; one that never gets there must end
 # the benchmark with a sentence, not hang it.
@@ -113,23 +116,10 @@ def _sequential_writes(run: LabRun, count: int) -> float:
 
 def _bare_pod(run: LabRun) -> tuple[float, float]:
     api = Api.from_kubeconfig(run.lab.kubeconfig("admin"))
-    began = time.monotonic()
-    api.create(
-        f"/api/v1/namespaces/{NAMESPACE}/pods",
-        pod_manifest("floor", run.lab.image("probe").ref, ["say", "floor"]),
-    )
-    running = 0.0
-    while True:
-        phase = api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/floor")["status"].get("phase")
-        now = time.monotonic() - began
-        if phase in {"Running", "Succeeded"} and not running:
-            running = now
-        if phase == "Succeeded":
-            api.http.close()
-            return running, now
-        if phase == "Failed" or now > DEADLINE:
-            raise SystemExit(f"the bare Pod ended {phase or 'nowhere'} after {now:.1f}s")
-        time.sleep(0.02)  # the pause between polls of the API
+    try:
+        return pod_start(api, NAMESPACE, run.lab.image("probe").ref, "floor")
+    finally:
+        api.http.close()
 
 
 def main() -> None:

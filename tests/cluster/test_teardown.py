@@ -51,6 +51,26 @@ def _lines(stream: object, out: queue.Queue[str]) -> None:
         out.put(line)
 
 
+def _await_line(
+    process: subprocess.Popen[str],
+    lines: queue.Queue[str],
+    seen: list[str],
+    prefix: str,
+    timeout: float,
+    what: str,
+) -> None:
+    """Collect the command's lines into ``seen`` until one starts with ``prefix``."""
+    deadline = time.monotonic() + timeout
+    while not any(line.startswith(prefix) for line in seen):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or process.poll() is not None:
+            pytest.fail(f"not so within {timeout:.0f}s: {what}:\n" + "".join(seen))
+        try:
+            seen.append(lines.get(timeout=min(remaining, 1.0)))
+        except queue.Empty:
+            continue
+
+
 def test_sigterm_of_the_lab_command_tears_everything_down() -> None:
     workdir = short_workdir()
     process = subprocess.Popen(
@@ -66,15 +86,7 @@ def test_sigterm_of_the_lab_command_tears_everything_down() -> None:
     reader.start()
     seen: list[str] = []
     try:
-        deadline = time.monotonic() + START_DEADLINE
-        while not any(line.startswith("ready") for line in seen):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or process.poll() is not None:
-                pytest.fail("the lab command did not get ready:\n" + "".join(seen))
-            try:
-                seen.append(lines.get(timeout=min(remaining, 1.0)))
-            except queue.Empty:
-                continue
+        _await_line(process, lines, seen, "ready", START_DEADLINE, "the lab command got ready")
         kubeconfig = Path(seen[-1].split("KUBECONFIG=", 1)[1].strip())
         admin = Api.from_kubeconfig(kubeconfig)
         admin.create("/api/v1/namespaces", {"metadata": {"name": "teardown"}})
@@ -138,16 +150,10 @@ def test_ctrl_c_of_make_run_at_the_approval_tears_everything_down() -> None:
     reader.start()
     seen: list[str] = []
     try:
-        deadline = time.monotonic() + PLAN_DEADLINE
         # The schema's plan was made by real Jobs and is waiting for a person.
-        while not any(line.startswith("# approve it with:") for line in seen):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or process.poll() is not None:
-                pytest.fail("make run did not reach the approval:\n" + "".join(seen))
-            try:
-                seen.append(lines.get(timeout=min(remaining, 1.0)))
-            except queue.Empty:
-                continue
+        _await_line(
+            process, lines, seen, "# approve it with:", PLAN_DEADLINE, "make run reached approval"
+        )
     finally:
         os.killpg(process.pid, signal.SIGINT)
         process.wait(timeout=300)

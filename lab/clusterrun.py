@@ -63,11 +63,12 @@ from kubectl_ptah.review import PlanUnreadable
 from lab import artifacts, install
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster
-from lab.postgres import BIN, LabPostgres
+from lab.executor.db import ExecutorError
+from lab.postgres import BIN, LabPostgres, PostgresError
 from lab.progress import DONE, FAILED, failure_of, phase_of, resource_line
 from lab.run import LOCAL_BINDING
 
-__all__ = ["EXAMPLES", "Example", "LabRun", "main"]
+__all__ = ["EXAMPLES", "RUN_ERRORS", "Example", "LabRun", "RunFailed", "main"]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR: Final = REPO_ROOT / "examples"
@@ -124,6 +125,18 @@ EXAMPLES: Final = (
 
 class RunFailed(Exception):
     """The run cannot go on; the sentence says why."""
+
+
+# What ends a run with a sentence rather than a traceback: a piece that would not start
+# (the cluster, PostgreSQL, a push, the chart) or an example that failed or timed out.
+RUN_ERRORS: Final = (
+    RunFailed,
+    ClusterError,
+    PostgresError,
+    install.InstallError,
+    artifacts.ArtifactError,
+    ExecutorError,
+)
 
 
 def _source(example: Example, obj: Object) -> Object:
@@ -506,13 +519,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _Stop as stop:
             _say(f"# {stop}: tearing down")
             code = 130
-        except (RunFailed, ClusterError, install.InstallError, artifacts.ArtifactError) as exc:
+        except RUN_ERRORS as exc:
             print(f"make run: {exc}", file=sys.stderr, flush=True)
             code = 1
         finally:
             try:
                 run.close()
-            except ClusterError as exc:
+            except (ClusterError, PostgresError) as exc:
                 print(f"make run: {exc}", file=sys.stderr, flush=True)
                 code = code or 1
     if code in (0, 130):

@@ -23,9 +23,16 @@ from pathlib import Path
 import pytest
 
 from jobclaim.apiserver import PODS, VALIDATING_WEBHOOK_CONFIGURATIONS
-from lab import artifacts, install
-from lab.cluster import ClusterError, LocalCluster
-from lab.clusterrun import EXAMPLES, MANAGER_IMAGE, MANAGER_NAMESPACE, Follow, LabRun, RunFailed
+from lab import install
+from lab.cluster import LocalCluster
+from lab.clusterrun import (
+    EXAMPLES,
+    MANAGER_IMAGE,
+    MANAGER_NAMESPACE,
+    RUN_ERRORS,
+    Follow,
+    LabRun,
+)
 from lab.progress import DONE
 
 pytestmark = pytest.mark.cluster
@@ -42,7 +49,7 @@ def lab_run(cluster: LocalCluster) -> Iterator[LabRun]:
     run = LabRun(workdir, say=print, cluster=cluster)
     try:
         run.start()
-    except (RunFailed, ClusterError, install.InstallError, artifacts.ArtifactError) as exc:
+    except RUN_ERRORS as exc:
         pytest.fail(f"make run's environment did not come up on the lab cluster: {exc}")
     yield run
     run.close()

@@ -148,7 +148,13 @@ def _source(example: Example, obj: Object) -> Object:
 def _pointed(example: Example, ref: str) -> Object:
     """The example as written, with its OCI reference replaced by the pushed artifact's."""
     obj = example.load()
-    _source(example, obj)["ociRef"] = ref
+    source = _source(example, obj)
+    source["ociRef"] = ref
+    # The runner refuses a Verify with no policy to read ("the verification policy cannot
+    # be read"), so an example that names none gets the lab's own (pin by digest).
+    source.setdefault(
+        "verificationPolicyFrom", {"name": f"{example.name}-lab-policy", "key": "policy.json"}
+    )
     return obj
 
 
@@ -282,13 +288,13 @@ class LabRun:
                 )
         for example in EXAMPLES:
             # Each example's verification policy: the artifact must be pinned by digest.
-            policy = _source(example, example.load()).get("verificationPolicyFrom")
-            if policy:
-                self.admin.create(
-                    CONFIGMAPS,
-                    NAMESPACE,
-                    {"metadata": {"name": policy["name"]}, "data": {policy["key"]: POLICY}},
-                )
+            pointed = _pointed(example, self.pinned[example.artifact])
+            policy = _source(example, pointed)["verificationPolicyFrom"]
+            self.admin.create(
+                CONFIGMAPS,
+                NAMESPACE,
+                {"metadata": {"name": policy["name"]}, "data": {policy["key"]: POLICY}},
+            )
         for example in EXAMPLES:
             created = self.admin.create(
                 example.resource, NAMESPACE, _pointed(example, self.pinned[example.artifact])

@@ -151,7 +151,7 @@ def test_ctrl_c_of_make_run_at_the_approval_tears_everything_down() -> None:
     reader.start()
     seen: list[str] = []
     try:
-        # The schema's plan was made by real Jobs and is waiting for a person.
+        # A plan was made by real Jobs and is waiting for a person.
         _await_line(
             process, lines, seen, "# approve it with:", PLAN_DEADLINE, "make run reached approval"
         )
@@ -167,7 +167,8 @@ def test_ctrl_c_of_make_run_at_the_approval_tears_everything_down() -> None:
         seen.append(lines.get())
     output = "".join(seen)
     assert "go build" not in output and "go install" not in output, output
-    assert "CREATE TABLE" in output  # the plan's SQL was printed
+    # The first plan to wait (the schema's SQL or the migration's files) was printed.
+    assert "  plan:         ptah-" in output, output
     assert "both images cached" in output, output
     # make reports its child's exit (130) after the child's own last line.
     ours = [line for line in seen if not line.startswith("make: ")]

@@ -46,6 +46,7 @@ from typing import Final
 
 import yaml
 
+from jobclaim import PlanUnreadable
 from jobclaim.apiserver import (
     CONFIGMAPS,
     NAMESPACES,
@@ -59,7 +60,6 @@ from jobclaim.apiserver import (
 from kube.client import KubeApi
 from kubectl_ptah import cli as kubectl_ptah
 from kubectl_ptah.render import plan_text
-from kubectl_ptah.review import PlanUnreadable
 from lab import artifacts, install
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster

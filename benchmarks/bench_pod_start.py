@@ -35,7 +35,8 @@ def _phase(api: Api, namespace: str, name: str) -> str:
     return str(pod.get("status", {}).get("phase", ""))
 
 
-def _one(api: Api, namespace: str, image: str, name: str) -> tuple[float, float]:
+def pod_start(api: Api, namespace: str, image: str, name: str) -> tuple[float, float]:
+    """create -> Running-or-later and create -> Succeeded of one probe Pod, in seconds."""
     began = time.monotonic()
     api.create(f"/api/v1/namespaces/{namespace}/pods", pod_manifest(name, image, ["say", "floor"]))
     running = 0.0
@@ -60,7 +61,7 @@ def main() -> None:
         while api.get_or_none(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") is None:
             time.sleep(0.05)  # the service-account controller makes it moments later
         image = lab.image("probe").ref
-        results = [_one(api, namespace, image, f"p{i}") for i in range(PODS)]
+        results = [pod_start(api, namespace, image, f"p{i}") for i in range(PODS)]
         api.http.close()
     shutil.rmtree(workdir)  # only after a clean stop; otherwise kept for its logs
     first, rest = results[0], results[1:]

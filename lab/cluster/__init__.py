@@ -3,7 +3,7 @@
 kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet and
 kube-proxy v1.37.2 from one Go binary (``make controlplane``); containerd, runc
 and the CNI plugins from Debian's packages (``make node-packages``); a registry
-on loopback (``make crane``). ``python -m lab.cluster`` runs one until Ctrl-C.
+on the node's address (``make crane``). ``python -m lab.cluster`` runs one until Ctrl-C.
 """
 
 from lab.cluster.cluster import (

@@ -301,7 +301,10 @@ class LocalCluster:
 
         pki = LabPKI(self.layout.pki, now=datetime.now(UTC))
         self._registry = Registry(
-            CRANE, self.layout.registry_storage, self.layout.logs / "registry.log"
+            CRANE,
+            self.layout.registry_storage,
+            self.layout.logs / "registry.log",
+            host=str(self.topology.node_ip),
         )
         self._registry.start(timeout=30.0)
         self._push_images()
@@ -326,6 +329,10 @@ class LocalCluster:
                 # The node's hostname is not resolvable (and nothing may be
                 # looked up outside): reach the kubelet at its InternalIP.
                 "--kubelet-preferred-address-types=InternalIP",
+                # Webhooks and aggregated APIs are called at their Service's
+                # endpoints (the Pod's bridge address), which this host routes;
+                # a cluster IP exists only in kube-proxy's rules for Pods' traffic.
+                "--enable-aggregator-routing=true",
             ),
         )
         self._plane.start()

@@ -62,7 +62,7 @@ state = {_q(c / "state")}
     path = {_q(c / "opt")}
 
   [plugins."io.containerd.grpc.v1.cri"]
-    # Pulled from the lab's own registry on loopback: nothing can come from outside.
+    # Pulled from the lab's own registry (on the node's address): nothing can come from outside.
     sandbox_image = {_q(sandbox_image)}
     # Lowering oom_score_adj is not permitted on these machines, even as root;
     # without this every sandbox fails with "runc create failed: ... can't get
@@ -90,7 +90,7 @@ state = {_q(c / "state")}
       max_conf_num = 1
 
     [plugins."io.containerd.grpc.v1.cri".registry]
-      # Per-registry host files: the lab's registry speaks plain HTTP on loopback.
+      # Per-registry host files: the lab's registry speaks plain HTTP.
       config_path = {_q(layout.registry_hosts)}
 """
 
@@ -99,7 +99,7 @@ def registry_hosts_toml(registry: str) -> str:
     """containerd's hosts.toml for the lab registry at ``host:port``: plain HTTP."""
     url = f"http://{registry}"
     return f"""\
-# The lab's registry (crane registry serve) on loopback has no TLS.
+# The lab's registry (crane registry serve) has no TLS.
 server = {_q(url)}
 
 [host.{_q(url)}]

@@ -3,7 +3,7 @@
 Nothing can be pulled from outside this machine, so the images a lab cluster
 runs are made here: static binaries from ``lab/images`` (Go, standard library
 only) placed in a one-layer OCI image layout written by ``oci_layout``, then
-pushed with ``crane`` to the registry on loopback, from which containerd pulls
+pushed with ``crane`` to the lab registry, from which containerd pulls
 them like any other image.
 """
 

@@ -1,9 +1,12 @@
-"""A real OCI registry on loopback: ``crane registry serve``.
+"""A real OCI registry on this machine: ``crane registry serve``.
 
 go-containerregistry's registry stores blobs on disk in the work directory and
-speaks the distribution API over plain HTTP on 127.0.0.1; containerd is told
-(by a hosts.toml) to pull from it without TLS. crane itself is built from its
-Go module by ``make crane``.
+speaks the distribution API over plain HTTP. The lab serves it on the node's
+address (the bridge's), not on loopback: containerd pulls images from it there
+(told by a hosts.toml to use plain HTTP), and Pods, whose loopback is their own,
+reach it there too, which the operator's Jobs need to fetch schema and migration
+artifacts. The bridge address exists only on this machine and its pods.
+crane itself is built from its Go module by ``make crane``.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class Registry:
-    """The registry process and its address (``127.0.0.1:PORT``)."""
+    """The registry process and its address (``HOST:PORT``)."""
 
-    def __init__(self, crane: Path, storage: Path, log: Path) -> None:
-        self.address = f"127.0.0.1:{free_port()}"
+    def __init__(self, crane: Path, storage: Path, log: Path, host: str = "127.0.0.1") -> None:
+        self.address = f"{host}:{free_port(host)}"
         storage.mkdir(parents=True, exist_ok=True)
         self.child = Child(
             "registry",

@@ -39,15 +39,19 @@ POD_DEADLINE = 120.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the cluster tests after all others, and the teardown tests last.
+    """Run the cluster tests after all others, make run's after the node's, teardown last.
 
     The session's cluster then runs only while its own tests do, not beside
     the rest of the suite; the teardown tests stop it.
     """
     cluster = [item for item in items if item.get_closest_marker("cluster")]
     teardown = [item for item in cluster if item.path.name == "test_teardown.py"]
+    # The chart installed by make run's tests stays on the session's cluster; the
+    # node's own tests run before it, on a cluster that holds only what they made.
+    chart = [item for item in cluster if item.path.name == "test_make_run.py"]
     rest = [item for item in items if item not in cluster]
-    items[:] = rest + [item for item in cluster if item not in teardown] + teardown
+    node = [item for item in cluster if item not in teardown and item not in chart]
+    items[:] = rest + node + chart + teardown
 
 
 # The session's cluster, for what it cost in the terminal summary (CI's log keeps it).

@@ -15,15 +15,15 @@ import httpx
 import pytest
 
 from lab.executor.cli import main
-from tests.labexecutor.pgcluster import Cluster
+from lab.postgres import LabPostgres
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster() -> Iterator[LabPostgres]:
     """One cluster for the session; it fails (never skips) when PostgreSQL cannot start."""
-    pg = Cluster()
+    pg = LabPostgres()
     try:
         pg.start()
     except Exception:
@@ -43,7 +43,7 @@ class Result:
 
 @dataclass
 class Lab:
-    cluster: Cluster
+    cluster: LabPostgres
     db: str
     dev: str
     work: Path
@@ -70,12 +70,12 @@ class Lab:
 
 
 @pytest.fixture(scope="session")
-def dev_url(cluster: Cluster) -> str:
+def dev_url(cluster: LabPostgres) -> str:
     return cluster.create_database("dev")
 
 
 @pytest.fixture
-def lab(cluster: Cluster, dev_url: str, tmp_path: Path) -> Lab:
+def lab(cluster: LabPostgres, dev_url: str, tmp_path: Path) -> Lab:
     return Lab(cluster, cluster.create_database(), dev_url, tmp_path)
 
 

@@ -1,6 +1,7 @@
-"""The README's run command works: ``make run`` as a user runs it, in a subprocess.
+"""The node-less run works: ``make run RUN_ARGS=--node-less``, in a subprocess.
 
-``make run RUN_ARGS=--once`` brings up its own control plane, webhook and
+(``make run`` itself, the chart on the lab cluster, is tests/cluster/test_make_run.py.)
+``python -m lab.clusterrun --node-less --once`` brings up its own control plane, webhook and
 controller, takes the example PtahSchema to a recorded Job and exits 0. Without
 ``--once`` it keeps running until interrupted, and Ctrl-C (SIGINT to the terminal's
 process group) tears everything down: no process it started outlives it.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,16 +46,20 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def _make() -> str:
-    make = shutil.which("make")
-    assert make is not None, "make run needs make on PATH"
-    return make
-
-
-def test_make_run_once_takes_the_example_to_a_recorded_job(tmp_path: Path) -> None:
+def test_the_node_less_run_once_takes_the_example_to_a_recorded_job(tmp_path: Path) -> None:
     workdir = tmp_path / "run"
     done = subprocess.run(
-        [_make(), "--no-print-directory", "run", f"RUN_ARGS=--once --workdir {workdir}"],
+        # make run's own entry point, without make: its prerequisites are the lab
+        # cluster's (images, node packages), which the node-less run does not use.
+        [
+            sys.executable,
+            "-m",
+            "lab.clusterrun",
+            "--node-less",
+            "--once",
+            "--workdir",
+            str(workdir),
+        ],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -1,0 +1,545 @@
+"""``make run``: the chart on the lab's real single-node cluster, changing a real PostgreSQL.
+
+1. ``make`` builds what is missing first (the control plane, helm, crane, the node's
+   Debian packages, the images; see the Makefile's ``run`` target) and reuses the rest.
+2. The lab cluster starts (``lab.cluster``: kube-apiserver, etcd, controller manager,
+   scheduler, kubelet, kube-proxy, containerd, runc, CNI, the registry), then a
+   PostgreSQL server (``lab.postgres``) listening on the bridge's address.
+3. The images go into the lab registry, pinned by digest (``lab.artifacts``), and so do
+   the example artifacts the two examples point at.
+4. ``helm install`` of ``charts/ptah-operator`` with those digests (``lab.install``),
+   until the manager Deployment is ready.
+5. The database Secrets, the schema's verification policy, then ``examples/
+   ptahschema.yaml`` and ``examples/ptahmigration.yaml`` (their OCI references
+   replaced by the pushed artifacts' digests); every change of either resource is
+   printed on one line. At ``AwaitingApproval`` the plan's SQL and the command that
+   approves it are printed; ``--approve`` approves it itself, through ``kubectl ptah
+   approve`` (admission stamps the approver). After the Apply, ``\\d`` of the changed
+   tables, read from the database.
+
+``--once`` exits 0 when both resources are InSync, and 1 with a sentence when one
+fails or the time runs out. Otherwise it runs until Ctrl-C (or SIGTERM), which tears
+everything down; the cluster's teardown checks nothing of it is left.
+``--node-less`` runs the older command instead (``lab.run``: the manager as a host
+process against an API server with no node, where Jobs are only recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Final
+
+import yaml
+
+from jobclaim import PlanUnreadable
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    NAMESPACES,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAS,
+    SERVICEACCOUNTS,
+    NotFound,
+    Object,
+    Resource,
+)
+from kube.client import KubeApi
+from kubectl_ptah import cli as kubectl_ptah
+from kubectl_ptah.render import plan_text
+from lab import artifacts, install
+from lab import run as nodeless
+from lab.cluster import ClusterError, LocalCluster
+from lab.executor.db import ExecutorError
+from lab.postgres import BIN, LabPostgres, PostgresError
+from lab.progress import DONE, FAILED, failure_of, phase_of, resource_line
+from lab.run import LOCAL_BINDING
+
+__all__ = ["EXAMPLES", "RUN_ERRORS", "Example", "LabRun", "RunFailed", "main"]
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+EXAMPLES_DIR: Final = REPO_ROOT / "examples"
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+MANAGER_NAMESPACE: Final = "ptah-system"
+NAMESPACE: Final = "shop"
+MANAGER_IMAGE: Final = "ptah-operator"
+EXECUTOR_IMAGE: Final = "ptah-lab-executor"
+# The ptah build the chart declares (execution.ptahVersion): the contract version the
+# lab executor speaks, the same the node-less run binds its plans to.
+PTAH_VERSION: Final = LOCAL_BINDING.ptah_version
+POLICY: Final = '{"version": 1, "require_digest_pin": true}\n'
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example resource, the artifact it points at, its databases and what to show."""
+
+    resource: Resource
+    file: str
+    artifact: str
+    databases: tuple[tuple[str, str], ...]  # (Secret name, database name)
+    tables: tuple[str, ...]
+    cli_kind: str
+
+    @property
+    def name(self) -> str:
+        return str(self.load()["metadata"]["name"])
+
+    def load(self) -> Object:
+        loaded: Object = yaml.safe_load((EXAMPLES_DIR / self.file).read_text())
+        return loaded
+
+
+EXAMPLES: Final = (
+    Example(
+        PTAHSCHEMAS,
+        "ptahschema.yaml",
+        "shop/orders-schema",
+        (("orders-db", "orders"), ("orders-dev-db", "orders_dev")),
+        ("orders", "customers"),
+        "schema",
+    ),
+    Example(
+        PTAHMIGRATIONS,
+        "ptahmigration.yaml",
+        "shop/billing-migrations",
+        (("billing-db", "billing"),),
+        ("invoices",),
+        "migration",
+    ),
+)
+
+
+class RunFailed(Exception):
+    """The run cannot go on; the sentence says why."""
+
+
+# What ends a run with a sentence rather than a traceback: a piece that would not start
+# (the cluster, PostgreSQL, a push, the chart) or an example that failed or timed out.
+RUN_ERRORS: Final = (
+    RunFailed,
+    ClusterError,
+    PostgresError,
+    install.InstallError,
+    artifacts.ArtifactError,
+    ExecutorError,
+)
+
+
+def _source(example: Example, obj: Object) -> Object:
+    """The example's artifact source (``spec.desired`` or ``spec.artifact``)."""
+    source: Object = obj["spec"]["desired" if example.resource is PTAHSCHEMAS else "artifact"]
+    return source
+
+
+def _pointed(example: Example, ref: str) -> Object:
+    """The example as written, with its OCI reference replaced by the pushed artifact's."""
+    obj = example.load()
+    source = _source(example, obj)
+    source["ociRef"] = ref
+    # The runner refuses a Verify with no policy to read ("the verification policy cannot
+    # be read"), so an example that names none gets the lab's own (pin by digest).
+    source.setdefault(
+        "verificationPolicyFrom", {"name": f"{example.name}-lab-policy", "key": "policy.json"}
+    )
+    return obj
+
+
+@dataclass
+class LabRun:
+    """Everything ``make run`` starts, in start order; ``close`` undoes it in reverse.
+
+    Given a running ``cluster`` (the cluster tests' session cluster), it installs into
+    that one and leaves it running on close.
+    """
+
+    workdir: Path
+    say: Callable[[str], None]
+    cluster: LocalCluster | None = None
+    postgres: LabPostgres | None = None
+    admin: KubeApi = field(init=False)
+    images: dict[str, artifacts.PushedImage] = field(default_factory=dict)
+    pinned: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    @property
+    def lab(self) -> LocalCluster:
+        if self.cluster is None:
+            raise RunFailed("the lab cluster has not been started")
+        return self.cluster
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def _timed(self, name: str, began: float) -> float:
+        now = time.monotonic()
+        self.timings[name] = now - began
+        self.say(f"# {name}: {now - began:.1f}s")
+        return now
+
+    def _start(self) -> None:
+        t = time.monotonic()
+        built = {name: artifacts.built_image(name) for name in (MANAGER_IMAGE, EXECUTOR_IMAGE)}
+        missing = [name for name, image in built.items() if image is None]
+        if missing:
+            raise RunFailed(
+                f"the image(s) {', '.join(missing)} have not been built: run `make images` "
+                "(`make run` does it first)"
+            )
+        if self.cluster is None:
+            self.say(f"# starting the lab cluster (workdir {self.workdir})")
+            self.cluster = LocalCluster(self.workdir / "cluster", echo=self.say)
+            self.cluster.start()
+            self._stack.callback(self.cluster.stop)
+            t = self._timed("cluster", t)
+        self.admin = self._stack.enter_context(
+            KubeApi.from_kubeconfig(self.lab.kubeconfig("admin"))
+        )
+
+        topology = self.lab.topology
+        self.postgres = LabPostgres(listen=[str(topology.node_ip)], clients=[topology.pod_subnet])
+        # Registered after the cluster, so it stops first, while the bridge still exists.
+        self._stack.callback(self.postgres.stop)
+        self.postgres.start()
+        t = self._timed(f"postgresql on {topology.node_ip}:{self.postgres.port}", t)
+
+        registry = self.lab.registry
+        work = self.workdir / "push"
+        for name, image in built.items():
+            assert image is not None
+            env = artifacts.EXECUTOR_ENV if name == EXECUTOR_IMAGE else None
+            pushed = artifacts.push_image(
+                self.lab.crane, image, f"{registry}/ptah/{name}", work, env=env
+            )
+            self.images[name] = pushed
+            self.say(f"# pushed {pushed.ref}")
+        self.pinned = artifacts.push_examples(registry)
+        for ref in self.pinned.values():
+            self.say(f"# pushed {ref}")
+        t = self._timed("images and artifacts", t)
+
+        manager = self.images[MANAGER_IMAGE]
+        chart = install.ChartInstall(
+            namespace=MANAGER_NAMESPACE,
+            manager_repository=manager.repository,
+            manager_digest=manager.digest,
+            executor_image=self.images[EXECUTOR_IMAGE].ref,
+            # The manager image also supplies the Jobs' runner.
+            runner_image=manager.ref,
+            ptah_version=PTAH_VERSION,
+        )
+        self.say(
+            f"# helm install {install.RELEASE} {install.CHART.relative_to(REPO_ROOT)} "
+            + " ".join(f"--set {value}" for value in chart.values())
+        )
+        install.helm_install(chart, self.lab.kubeconfig("admin"))
+        install.wait_ready(
+            self.admin,
+            MANAGER_NAMESPACE,
+            report=self.say,
+            timeout=300.0,
+            check=self.lab.check,
+        )
+        t = self._timed("chart installed, manager ready", t)
+        self._apply_examples()
+        self._timed("examples applied", t)
+
+    # -- the examples ---------------------------------------------------------
+
+    def _apply_examples(self) -> None:
+        assert self.postgres is not None
+        pg = self.postgres
+        node_ip = str(self.lab.topology.node_ip)
+        self.admin.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
+        _wait_default_service_account(self.admin, NAMESPACE)
+        for example in EXAMPLES:
+            role, password = example.name, secrets.token_urlsafe(18)
+            pg.create_role(role, password)
+            for secret, database in example.databases:
+                pg.create_database_named(database, owner=role)
+                url = pg.url(database, user=role, password=password, host=node_ip)
+                self.admin.create(
+                    SECRETS,
+                    NAMESPACE,
+                    {"metadata": {"name": secret}, "stringData": {"url": url}, "type": "Opaque"},
+                )
+        for example in EXAMPLES:
+            # Each example's verification policy: the artifact must be pinned by digest.
+            pointed = _pointed(example, self.pinned[example.artifact])
+            policy = _source(example, pointed)["verificationPolicyFrom"]
+            self.admin.create(
+                CONFIGMAPS,
+                NAMESPACE,
+                {"metadata": {"name": policy["name"]}, "data": {policy["key"]: POLICY}},
+            )
+        for example in EXAMPLES:
+            created = self.admin.create(
+                example.resource, NAMESPACE, _pointed(example, self.pinned[example.artifact])
+            )
+            self.say(
+                f"# applied examples/{example.file} as {NAMESPACE}/{created['metadata']['name']} "
+                f"(artifact {self.pinned[example.artifact]})"
+            )
+
+    def get(self, example: Example) -> Object:
+        return self.admin.get(example.resource, NAMESPACE, example.name)
+
+    def plan_text(self, example: Example) -> str:
+        view = kubectl_ptah.read_plan(self.admin, example.cli_kind, NAMESPACE, example.name)
+        return plan_text(view)
+
+    def approval_command(self, example: Example) -> str:
+        return (
+            f"KUBECONFIG={self.lab.kubeconfig('admin')} "
+            f"{REPO_ROOT / '.venv' / 'bin' / 'kubectl-ptah'} approve {example.cli_kind} "
+            f"{example.name} -n {NAMESPACE}"
+        )
+
+    def approve(self, example: Example) -> str:
+        """Approve the pending plan by ``kubectl ptah approve --yes``; says who was stamped."""
+        out = io.StringIO()
+        code = kubectl_ptah.main(
+            [
+                "--kubeconfig",
+                str(self.lab.kubeconfig("admin")),
+                "-n",
+                NAMESPACE,
+                "approve",
+                example.cli_kind,
+                example.name,
+                "--yes",
+                "-o",
+                "json",
+            ],
+            stdin=io.StringIO(),
+            stdout=out,
+        )
+        if code != 0:
+            raise RunFailed(f"kubectl ptah approve {example.cli_kind} {example.name} refused")
+        made = json.loads(out.getvalue())
+        return f"{made['kind']} {made['name']} stamped by {made['stampedBy']}"
+
+    def describe(self, example: Example) -> str:
+        """psql's ``\\d`` of the example's tables, read from its target database."""
+        assert self.postgres is not None
+        database = example.databases[0][1]
+        commands = [arg for table in example.tables for arg in ("-c", f"\\d {table}")]
+        done = subprocess.run(
+            [str(BIN / "psql"), "-X", self.postgres.url(database), *commands],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        return (done.stdout + done.stderr).rstrip()
+
+    def query(self, database: str, sql: str) -> list[tuple[object, ...]]:
+        assert self.postgres is not None
+        return self.postgres.query(database, sql)
+
+
+def _wait_default_service_account(admin: KubeApi, namespace: str, timeout: float = 60.0) -> None:
+    # The service-account controller creates it moments after the namespace; the
+    # Jobs' Pods cannot be admitted without it.
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            admin.get(SERVICEACCOUNTS, namespace, "default")
+            return
+        except NotFound:
+            if time.monotonic() > end:
+                raise RunFailed(f"namespace {namespace} got no default service account") from None
+            time.sleep(0.2)
+
+
+# -- following the examples -------------------------------------------------------
+
+
+@dataclass
+class Follow:
+    """Prints each change of the examples and acts at AwaitingApproval and InSync."""
+
+    run: LabRun
+    approve: bool
+    say: Callable[[str], None]
+    last: dict[str, str] = field(default_factory=dict)
+    shown_plans: set[str] = field(default_factory=set)
+    described: set[str] = field(default_factory=set)
+
+    def step(self) -> dict[str, str]:
+        """One look at both resources; their phases."""
+        phases = {}
+        for example in EXAMPLES:
+            obj = self.run.get(example)
+            line = resource_line(obj)
+            if self.last.get(example.name) != line:
+                self.say(line)
+                self.last[example.name] = line
+            phase = phase_of(obj)
+            phases[example.name] = phase
+            plan = ((obj.get("status") or {}).get("plan") or {}).get("uid")
+            if phase == "AwaitingApproval" and plan and plan not in self.shown_plans:
+                self._awaiting(example, plan)
+            if phase == DONE and example.name not in self.described:
+                self.described.add(example.name)
+                self.say(f"# {example.name} is InSync; the database now holds:")
+                self.say(self.run.describe(example))
+            if phase in FAILED:
+                raise RunFailed(
+                    f"{example.resource.kind} {NAMESPACE}/{example.name} failed: {failure_of(obj)}"
+                )
+        return phases
+
+    def _awaiting(self, example: Example, plan: str) -> None:
+        try:
+            text = self.run.plan_text(example)
+        except (PlanUnreadable, kubectl_ptah.Refused) as exc:
+            # The plan object may lag its reference by a moment; the next look shows it.
+            self.say(f"# the plan of {example.name} is not readable yet: {exc}")
+            return
+        self.shown_plans.add(plan)
+        self.say(text)
+        if self.approve:
+            self.say(f"# --approve: {self.run.approve(example)}")
+        else:
+            self.say(f"# approve it with: {self.run.approval_command(example)}")
+
+
+# -- the command -------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """A stop signal arrived."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="make run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--once", action="store_true", help="exit 0 once both are InSync")
+    parser.add_argument("--approve", action="store_true", help="approve the plans itself")
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir in /tmp")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1200.0,
+        help="with --once: seconds from the examples' creation to both InSync",
+    )
+    parser.add_argument(
+        "--node-less",
+        action="store_true",
+        help="the older run: the manager as a host process, no node, Jobs only recorded",
+    )
+    return parser
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """SIGINT and SIGTERM unwind like an exception; during teardown both are ignored."""
+    signal.signal(signal.SIGTERM, _raise_stop)
+    # A shell starting us in the background leaves SIGINT ignored; Ctrl-C must tear down.
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, rest = _parser().parse_known_args(argv)
+    if args.node_less:
+        passed = [*rest, *(["--once"] if args.once else [])]
+        if args.workdir is not None:
+            passed += ["--workdir", str(args.workdir)]
+        return nodeless.main(passed)
+    if rest:
+        _parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    # Short: the kubelet's sockets live under it and a socket path has 107 bytes.
+    workdir: Path = args.workdir or Path(tempfile.mkdtemp(prefix="ptah-run-", dir="/tmp"))
+    began = time.monotonic()
+    code = 0
+    with _signals():
+        run = LabRun(workdir, _say)
+        try:
+            run.start()
+            _say(
+                f"# ready in {time.monotonic() - began:.1f}s: export "
+                f"KUBECONFIG={run.lab.kubeconfig('admin')}"
+            )
+            follow = Follow(run, approve=args.approve, say=_say)
+            end = time.monotonic() + args.timeout
+            stopped = threading.Event()
+            settled = False
+            while True:
+                run.lab.check()  # a component that dies ends the run
+                phases = follow.step()
+                if all(phase == DONE for phase in phases.values()) and not settled:
+                    settled = True
+                    _say(
+                        f"# both examples are InSync, {time.monotonic() - began:.1f}s "
+                        "after the start"
+                    )
+                    if args.once:
+                        break
+                    _say("# running; Ctrl-C tears everything down")
+                if args.once and time.monotonic() > end:
+                    raise RunFailed(
+                        f"the examples were not both InSync within {args.timeout:.0f}s: "
+                        + ", ".join(f"{name} {phase}" for name, phase in phases.items())
+                    )
+                # The controller and the node act on their own time; a short poll
+                # shows each change within half a second.
+                stopped.wait(0.5)
+        except _Stop as stop:
+            _say(f"# {stop}: tearing down")
+            code = 130
+        except RUN_ERRORS as exc:
+            print(f"make run: {exc}", file=sys.stderr, flush=True)
+            code = 1
+        finally:
+            try:
+                run.close()
+            except (ClusterError, PostgresError) as exc:
+                print(f"make run: {exc}", file=sys.stderr, flush=True)
+                code = code or 1
+    if code in (0, 130):
+        _say("# stopped; everything started here has been torn down")
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The real chart on the lab cluster: ``helm install`` with the images' digests.
+
+``helm install`` renders ``charts/ptah-operator`` against the lab API server (which
+reports its real version, so the chart's ``kubeVersion`` check is the real one),
+creates its CRDs, RBAC, Services, webhook configurations, certificate Secret and the
+manager Deployment, and returns. The manager is ready when its Deployment says so:
+the kubelet has pulled its image from the lab registry, started it under the chart's
+security context, and its readiness probe (``/readyz`` over the webhook's TLS, which
+also checks the webhook configurations trust the served certificate) passes.
+The API server reaches the webhook Service at the Pod's address on the bridge
+(``--enable-aggregator-routing`` on the lab API server resolves a Service to its
+endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from jobclaim.apiserver import PODS, NotFound, Object, Resource
+from kube.client import KubeApi
+
+__all__ = [
+    "CHART",
+    "DEPLOYMENTS",
+    "ChartInstall",
+    "InstallError",
+    "deployment_line",
+    "deployment_ready",
+    "helm_install",
+    "wait_ready",
+]
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+CHART: Final = REPO_ROOT / "charts" / "ptah-operator"
+HELM: Final = REPO_ROOT / ".tools" / "bin" / "helm"
+RELEASE: Final = "ptah-operator"
+DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
+
+
+class InstallError(Exception):
+    """The chart did not install, or its manager did not become ready."""
+
+
+@dataclass(frozen=True)
+class ChartInstall:
+    """The values ``make run`` gives the chart: everything pinned by digest."""
+
+    namespace: str
+    manager_repository: str
+    manager_digest: str
+    executor_image: str
+    runner_image: str
+    ptah_version: str
+    # One manager: a single node gains nothing from the second replica's spread, and
+    # the machine is shared. Leader election stays on, as the chart requires it.
+    replicas: int = 1
+
+    def values(self) -> list[str]:
+        return [
+            f"image.repository={self.manager_repository}",
+            f"image.digest={self.manager_digest}",
+            f"execution.executorImage={self.executor_image}",
+            f"execution.runnerImage={self.runner_image}",
+            f"execution.ptahVersion={self.ptah_version}",
+            f"replicaCount={self.replicas}",
+            # The chart refuses a budget that would forbid evicting the one replica.
+            f"podDisruptionBudget.enabled={str(self.replicas > 1).lower()}",
+        ]
+
+
+def helm_install(
+    install: ChartInstall, kubeconfig: Path, *, helm: Path = HELM, timeout: float = 300.0
+) -> str:
+    """``helm install`` the chart; returns helm's own report."""
+    argv = [
+        str(helm),
+        "install",
+        RELEASE,
+        str(CHART),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--namespace",
+        install.namespace,
+        "--create-namespace",
+    ]
+    for value in install.values():
+        # --set-string: a digest or version must never be read as a number.
+        argv += ["--set-string" if "Version" in value else "--set", value]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if done.returncode != 0:
+        raise InstallError(f"helm install failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def deployment_ready(deployment: Object) -> bool:
+    """Every wanted replica of the current generation is updated and ready."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    wanted = int(spec.get("replicas", 1))
+    return bool(
+        status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+        and status.get("updatedReplicas", 0) == wanted
+        and status.get("readyReplicas", 0) == wanted
+        and status.get("replicas", 0) == wanted
+    )
+
+
+def deployment_line(deployment: Object, pods: list[Object]) -> str:
+    """The Deployment's replicas and each Pod's phase and container state, on one line."""
+    status = deployment.get("status") or {}
+    parts = [
+        f"Deployment {deployment['metadata']['name']}: "
+        f"ready={status.get('readyReplicas', 0)}/{(deployment.get('spec') or {}).get('replicas')}"
+    ]
+    for pod in pods:
+        pod_status = pod.get("status") or {}
+        states = []
+        for container in pod_status.get("containerStatuses") or []:
+            state = container.get("state") or {}
+            which = next(iter(state), "unknown")
+            reason = (state.get(which) or {}).get("reason")
+            states.append(f"{which}{f'({reason})' if reason else ''} ready={container['ready']}")
+        parts.append(
+            f"pod {pod['metadata']['name']} {pod_status.get('phase', '-')} {' '.join(states)}"
+        )
+    return "; ".join(parts)
+
+
+def wait_ready(
+    admin: KubeApi,
+    namespace: str,
+    *,
+    report: Callable[[str], None],
+    timeout: float,
+    check: Callable[[], None] = lambda: None,
+) -> Object:
+    """Wait for the manager Deployment to be ready, reporting each change of its state."""
+    end = time.monotonic() + timeout
+    last = ""
+    while True:
+        check()
+        try:
+            deployment = admin.get(DEPLOYMENTS, namespace, RELEASE)
+        except NotFound:
+            deployment = {"metadata": {"name": RELEASE}}
+        pods = admin.list(PODS, namespace, label_selector={"app.kubernetes.io/name": RELEASE})
+        line = deployment_line(deployment, pods)
+        if line != last:
+            report(f"# {line}")
+            last = line
+        if deployment.get("status") and deployment_ready(deployment):
+            return deployment
+        if time.monotonic() > end:
+            raise InstallError(f"the manager was not ready within {timeout:.0f}s: {line}")
+        # The scheduler, the kubelet and the probes act on their own time.
+        time.sleep(0.5)

@@ -1,0 +1,130 @@
+"""``make run``'s environment on the real node: the chart installs, the examples converge.
+
+The session's cluster gets what ``make run`` puts on its own (``lab.clusterrun.LabRun``):
+PostgreSQL on the bridge, the images and example artifacts in the registry by digest,
+``helm install`` of the chart, the database Secrets and the two examples. Then the
+approvals are given as ``make run --approve`` gives them (``kubectl ptah approve``),
+and the databases are read with SQL: the desired schema is there, and so are the
+migrations, recorded in the executor's revision table.
+
+The images come from ``make images`` (the ``unit`` target builds them); without them
+these tests fail, never skip. ``make run`` as a command, with its own cluster, is the
+last teardown test (tests/cluster/test_teardown.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobclaim.apiserver import PODS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from lab import install
+from lab.cluster import LocalCluster
+from lab.clusterrun import (
+    EXAMPLES,
+    MANAGER_IMAGE,
+    MANAGER_NAMESPACE,
+    RUN_ERRORS,
+    Follow,
+    LabRun,
+)
+from lab.progress import DONE
+
+pytestmark = pytest.mark.cluster
+
+# From the examples' creation to both InSync: about ten Jobs (Resolve, Verify,
+# Observe/Read, Plan, Apply, the proof) on a node shared with the machine's other
+# work; a healthy run on a quiet machine needs about a minute.
+CONVERGE_DEADLINE = 900.0
+
+
+@pytest.fixture(scope="module")
+def lab_run(cluster: LocalCluster) -> Iterator[LabRun]:
+    workdir = Path(tempfile.mkdtemp(prefix="ptah-run-", dir="/tmp"))
+    run = LabRun(workdir, say=print, cluster=cluster)
+    try:
+        run.start()
+    except RUN_ERRORS as exc:
+        pytest.fail(f"make run's environment did not come up on the lab cluster: {exc}")
+    yield run
+    run.close()
+    shutil.rmtree(workdir)
+
+
+def test_the_chart_installs_and_its_manager_becomes_ready(lab_run: LabRun) -> None:
+    deployment = lab_run.admin.get(install.DEPLOYMENTS, MANAGER_NAMESPACE, install.RELEASE)
+    assert install.deployment_ready(deployment)
+    pods = lab_run.admin.list(
+        PODS, MANAGER_NAMESPACE, label_selector={"app.kubernetes.io/name": install.RELEASE}
+    )
+    manager = lab_run.images[MANAGER_IMAGE]
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert len(running) == 1
+    status = running[0]["status"]["containerStatuses"][0]
+    # The kubelet ran exactly the bytes make images built, pulled by digest.
+    assert running[0]["spec"]["containers"][0]["image"] == manager.ref
+    assert status["imageID"].endswith(manager.digest) and status["ready"] is True
+    # The webhook the API server calls is the chart's, trusted through its caBundle.
+    decisions = lab_run.admin.get(
+        VALIDATING_WEBHOOK_CONFIGURATIONS, None, "ptah-operator-decisions"
+    )
+    assert all(hook["clientConfig"].get("caBundle") for hook in decisions["webhooks"])
+
+
+def _converge(run: LabRun) -> dict[str, str]:
+    follow = Follow(run, approve=True, say=print)
+    deadline = time.monotonic() + CONVERGE_DEADLINE
+    while True:
+        phases = follow.step()
+        if all(phase == DONE for phase in phases.values()):
+            return phases
+        if time.monotonic() > deadline:
+            pytest.fail(f"the examples were not InSync within {CONVERGE_DEADLINE:.0f}s: {phases}")
+        # The controller and the kubelet act on their own time.
+        time.sleep(0.5)
+
+
+def test_both_examples_reach_in_sync_and_the_databases_hold_them(lab_run: LabRun) -> None:
+    assert _converge(lab_run) == {example.name: DONE for example in EXAMPLES}
+
+    columns = lab_run.query(
+        "orders",
+        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+        " WHERE table_schema = 'public' ORDER BY table_name, column_name",
+    )
+    assert columns == [
+        ("customers", "email", "text", "NO"),
+        ("customers", "id", "bigint", "NO"),
+        ("orders", "customer_id", "bigint", "NO"),
+        ("orders", "id", "bigint", "NO"),
+        ("orders", "placed_at", "timestamp with time zone", "NO"),
+        ("orders", "total", "numeric", "NO"),
+    ]
+    indexes = lab_run.query("orders", "SELECT indexname FROM pg_indexes WHERE tablename = 'orders'")
+    assert ("orders_customer_id_idx",) in indexes
+    foreign = lab_run.query(
+        "orders",
+        "SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid = 'orders'::regclass",
+    )
+    assert len(foreign) == 1
+
+    applied = lab_run.query(
+        "billing",
+        "SELECT version, version_key, description, dirty FROM ptah_lab.revisions ORDER BY version",
+    )
+    assert applied == [
+        (1, "0001", "create_invoices", False),
+        (2, "0002", "invoice_status", False),
+    ]
+    invoices = lab_run.query(
+        "billing",
+        "SELECT column_name, column_default FROM information_schema.columns"
+        " WHERE table_name = 'invoices' ORDER BY column_name",
+    )
+    assert ("status", "'open'::text") in invoices
+    assert [name for name, _ in invoices] == ["amount", "customer", "id", "status"]

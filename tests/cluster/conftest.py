@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from lab.cluster import ClusterError, LocalCluster, ensure_tools
+from lab.clusterrun import RUN_ERRORS, LabRun
 
 T = TypeVar("T")
 
@@ -42,16 +43,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the cluster tests after all others, make run's after the node's, teardown last.
 
     The session's cluster then runs only while its own tests do, not beside
-    the rest of the suite; the teardown tests stop it.
+    the rest of the suite; the teardown tests stop it. The fault scenarios share
+    make run's chart and run before its tests, which approve every pending plan.
     """
     cluster = [item for item in items if item.get_closest_marker("cluster")]
     teardown = [item for item in cluster if item.path.name == "test_teardown.py"]
     # The chart installed by make run's tests stays on the session's cluster; the
     # node's own tests run before it, on a cluster that holds only what they made.
     chart = [item for item in cluster if item.path.name == "test_make_run.py"]
+    faults = [item for item in cluster if item.path.name.startswith("test_faults")]
     rest = [item for item in items if item not in cluster]
-    node = [item for item in cluster if item not in teardown and item not in chart]
-    items[:] = rest + node + chart + teardown
+    node = [item for item in cluster if item not in teardown + chart + faults]
+    items[:] = rest + node + faults + chart + teardown
 
 
 # The session's cluster, for what it cost in the terminal summary (CI's log keeps it).
@@ -93,6 +96,24 @@ def cluster() -> Iterator[LocalCluster]:
             signal.signal(signal.SIGTERM, previous)
         # Kept when stopping failed, for its logs.
         shutil.rmtree(lab.workdir)
+
+
+@pytest.fixture(scope="session")
+def lab_run(cluster: LocalCluster) -> Iterator[LabRun]:
+    """make run's environment on the session's cluster: the chart, PostgreSQL, the examples.
+
+    One per session: the chart is cluster-wide (its webhooks, its CRDs), so the fault
+    scenarios and make run's own tests share it rather than installing it twice.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="ptah-run-", dir="/tmp"))
+    run = LabRun(workdir, say=print, cluster=cluster)
+    try:
+        run.start()
+    except RUN_ERRORS as exc:
+        pytest.fail(f"make run's environment did not come up on the lab cluster: {exc}")
+    yield run
+    run.close()
+    shutil.rmtree(workdir)
 
 
 def short_workdir() -> Path:

@@ -14,22 +14,16 @@ last teardown test (tests/cluster/test_teardown.py).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from jobclaim.apiserver import PODS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from lab import install
-from lab.cluster import LocalCluster
 from lab.clusterrun import (
     EXAMPLES,
     MANAGER_IMAGE,
     MANAGER_NAMESPACE,
-    RUN_ERRORS,
     Follow,
     LabRun,
 )
@@ -41,19 +35,6 @@ pytestmark = pytest.mark.cluster
 # Observe/Read, Plan, Apply, the proof) on a node shared with the machine's other
 # work; a healthy run on a quiet machine needs about a minute.
 CONVERGE_DEADLINE = 900.0
-
-
-@pytest.fixture(scope="module")
-def lab_run(cluster: LocalCluster) -> Iterator[LabRun]:
-    workdir = Path(tempfile.mkdtemp(prefix="ptah-run-", dir="/tmp"))
-    run = LabRun(workdir, say=print, cluster=cluster)
-    try:
-        run.start()
-    except RUN_ERRORS as exc:
-        pytest.fail(f"make run's environment did not come up on the lab cluster: {exc}")
-    yield run
-    run.close()
-    shutil.rmtree(workdir)
 
 
 def test_the_chart_installs_and_its_manager_becomes_ready(lab_run: LabRun) -> None:

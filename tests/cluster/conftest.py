@@ -111,9 +111,21 @@ def lab_run(cluster: LocalCluster) -> Iterator[LabRun]:
         run.start()
     except RUN_ERRORS as exc:
         pytest.fail(f"make run's environment did not come up on the lab cluster: {exc}")
+    _RUNS.append(run)
     yield run
-    run.close()
+    close_lab_runs()
     shutil.rmtree(workdir)
+
+
+# make run's environment, once started; the teardown test closes it before it stops
+# the cluster (its PostgreSQL listens on the cluster's bridge).
+_RUNS: list[LabRun] = []
+
+
+def close_lab_runs() -> None:
+    """Close make run's environment if this session started it (closing twice is a no-op)."""
+    while _RUNS:
+        _RUNS.pop().close()
 
 
 def short_workdir() -> Path:

@@ -35,8 +35,7 @@ from jobclaim.apiserver import EVENTS, JOBS, PTAHMIGRATIONAPPROVALS, PTAHMIGRATI
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
-
-from .conftest import Api, poll
+from tests.cluster.conftest import Api, poll
 
 pytestmark = pytest.mark.cluster
 

@@ -24,7 +24,14 @@ import pytest
 
 from lab.cluster import LocalCluster, Topology, host
 from lab.cluster.cluster import REPO_ROOT
-from tests.cluster.conftest import Api, pod_manifest, pod_phase_in, poll, short_workdir
+from tests.cluster.conftest import (
+    Api,
+    close_lab_runs,
+    pod_manifest,
+    pod_phase_in,
+    poll,
+    short_workdir,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -42,6 +49,7 @@ def test_stopping_the_cluster_leaves_no_process_mount_namespace_or_link(
 ) -> None:
     _running_pod(api, namespace, cluster.image("probe").ref)
     before = cluster.host_settings_before
+    close_lab_runs()
     cluster.stop()
     assert host.leftovers(cluster.workdir, cluster.topology) == []
     assert host.read_sysctls(before) == before

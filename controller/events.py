@@ -8,6 +8,7 @@ between a durable write and the step that write makes safe.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from typing import Final, Literal, Protocol
 
 from jobclaim.apiserver import EVENTS, ApiClient, ApiError
 from jobclaim.times import micro_timestamp, utc_now
+
+log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER: Final = "operator.ptah.run/ptah-operator"
 _NOTE_LIMIT: Final = 1024
@@ -80,11 +83,30 @@ class ApiEventSink:
         }
         try:
             self._api.create(EVENTS, regarding.namespace, event)
-        except ApiError:
+        except ApiError as error:
             # An Event lost is telemetry lost; failing the pass for it would turn a
-            # busy API server into a stalled dispatch.
+            # busy API server into a stalled dispatch. But a sink that drops every
+            # Event (RBAC, a refusing policy) must not do so in silence: the first
+            # drop and every tenfold after it are logged with the server's answer.
             with self._lock:
                 self.dropped += 1
+                dropped = self.dropped
+            if _worth_saying(dropped):
+                log.warning(
+                    "an Event about %s %s/%s could not be sent (%d dropped so far): %s",
+                    regarding.kind,
+                    regarding.namespace,
+                    regarding.name,
+                    dropped,
+                    error,
+                )
+
+
+def _worth_saying(dropped: int) -> bool:
+    """1, 10, 100, ...: a steady failure stays visible without flooding the log."""
+    while dropped % 10 == 0:
+        dropped //= 10
+    return dropped == 1
 
 
 class RecordingSink:

@@ -25,6 +25,7 @@ import asyncio
 import base64
 import contextlib
 import copy
+import json
 import signal
 import socket
 import sys
@@ -304,7 +305,10 @@ def apply(
                 "force": "true",
                 **({"dryRun": "All"} if dry_run else {}),
             },
-            content=yaml.safe_dump(body).encode(),
+            # JSON, which is YAML, and never a YAML scalar of our own: PyYAML writes
+            # the label value 0971253e91 bare, and the server's YAML reads it back
+            # as the number 9.71253e+96 and refuses the whole apply.
+            content=json.dumps(body).encode(),
             headers={
                 "Authorization": f"Bearer {plane.token(identity)}",
                 "Content-Type": "application/apply-patch+yaml",

@@ -6,9 +6,15 @@
 - The queue hands a key to one worker at a time: a key added while it is being
   worked is run again after, never beside. Two workers on one resource would both
   see the same undispatched claim.
-- A pass that failed is retried with exponential backoff; one that asked for a
-  requeue is run again after the time it asked for; one that did neither waits for
-  a watch event.
+- A pass that failed is retried with exponential backoff (at least the time it asked
+  for), and its key is *held* until then: a watch event meanwhile defers to the hold's
+  end instead of running at once. A failed pass's own status writes (a withdrawn
+  dispatch marker) come back as watch events; without the hold a create refused by an
+  unreachable webhook marked and withdrew several times a second instead of every
+  ``REFUSED_RETRY``. A hold lasts at most ``HOLD_CAP``, so a real change waits no longer.
+  One that asked for a requeue without failing is run again after that time *and* on
+  any event (a Job finishing must not wait for the poll); one that did neither waits
+  for a watch event.
 - Only the elected leader works (``LeaderElector``): a worker takes a key only while
   the elector says it leads, so a leader that cannot renew within its renew deadline
   starts no pass after it, and the loop then stops the workers. Shutdown stops taking
@@ -39,6 +45,10 @@ from controller.passcontext import Environment
 from jobclaim.apiserver import JOBS, PTAHMIGRATIONAPPROVALS, PTAHSCHEMAAPPROVALS, Object, Resource
 
 log = logging.getLogger(__name__)
+
+# The longest a failed pass's key defers watch events: long enough that a pass's own
+# status writes cannot loop it, short enough that a user's fix is taken up promptly.
+HOLD_CAP: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -100,12 +110,17 @@ class WorkQueue:
         self._dirty: set[Key] = set()
         self._delayed: list[tuple[float, Key]] = []
         self._failures: dict[Key, int] = {}
+        self._held_until: dict[Key, float] = {}
         self._closed = False
 
     def add(self, key: Key, *, after: float = 0.0) -> None:
         with self._cond:
             if self._closed:
                 return
+            held = self._held_until.get(key)
+            if held is not None:
+                # A failed pass's key: what comes before its retry waits for it.
+                after = max(after, held - self._clock())
             if after > 0:
                 heapq.heappush(self._delayed, (self._clock() + after, key))
             elif key in self._active:
@@ -119,24 +134,30 @@ class WorkQueue:
         self._ready.append(key)
         self._ready_since[key] = self._clock()
 
-    def add_with_backoff(self, key: Key) -> float:
-        """Add after a delay that doubles with each consecutive failure of ``key``."""
+    def add_with_backoff(self, key: Key, *, at_least: float = 0.0) -> float:
+        """Add after a delay that doubles with each consecutive failure of ``key`` (and is
+        never shorter than ``at_least``); hold the key until then, ``HOLD_CAP`` at most."""
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = min(self._max, self._base * float(2**failures))
+            delay = max(at_least, min(self._max, self._base * float(2**failures)))
+            self._held_until[key] = self._clock() + min(delay, HOLD_CAP)
         self.add(key, after=delay)
         return delay
 
     def forget(self, key: Key) -> None:
+        """``key``'s pass succeeded: its next failure backs off from the start."""
         with self._cond:
             self._failures.pop(key, None)
+            self._held_until.pop(key, None)
 
     def _promote(self) -> float | None:
         """Move due delayed keys to ready; the seconds until the next one is due."""
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
             _, key = heapq.heappop(self._delayed)
+            if self._held_until.get(key, now) <= now:
+                self._held_until.pop(key, None)
             if key in self._active:
                 self._dirty.add(key)
             elif key not in self._queued:
@@ -291,7 +312,7 @@ class Reconciler:
             key, stop, time.monotonic() - started, list(self._reasons.reasons)
         )
         if stop.error is not None:
-            self.queue.add_with_backoff(key)
+            self.queue.add_with_backoff(key, at_least=stop.requeue_after or 0.0)
             log.info("%s: %s (%s)", key, stop.reason, stop.error)
         else:
             self.queue.forget(key)

@@ -11,9 +11,10 @@ import threading
 
 import pytest
 
+from controller.dispatch_steps import REFUSED_RETRY
 from controller.leaderelection import LeaderElector
 from controller.mutationlifecycle import Stop
-from controller.reconciler import Key, Reconciler, WorkQueue, keys_for
+from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for
 from jobclaim.apiserver import (
     JOBS,
     LEASES,
@@ -23,6 +24,7 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
+from kube.client import classify
 from kube.fake.inmemory import InMemoryApi, matching
 from tests.controller.dispatchworld import (
     LEASE_NS,
@@ -258,3 +260,51 @@ def test_the_observer_hears_each_pass_with_its_event_reasons() -> None:
     assert finished_key == key
     assert reasons == rig.sink.reasons(key.name)[: len(reasons)] and reasons
     assert len(observed.waits) == 1
+
+
+def test_a_failed_keys_watch_events_wait_for_its_retry_and_a_success_ends_the_hold() -> None:
+    clocks = Clocks()
+    queue = WorkQueue(clock=clocks.monotonic, base_delay=1.0, max_delay=60.0)
+    assert queue.add_with_backoff(A, at_least=5.0) == 5.0
+    queue.add(A)  # the failed pass's own status write, come back as a watch event
+    queue.add(B)  # another key is not held
+    assert queue.get(0) == B
+    queue.done(B)
+    clocks.advance(4.9)
+    assert queue.get(0) is None
+    clocks.advance(0.1)
+    assert queue.get(0) == A
+    queue.done(A)
+    queue.forget(A)  # that pass succeeded
+    queue.add(A)
+    assert queue.get(0) == A
+
+
+def test_a_hold_never_outlasts_its_cap_however_long_the_backoff() -> None:
+    clocks = Clocks()
+    queue = WorkQueue(clock=clocks.monotonic, base_delay=1000.0, max_delay=1000.0)
+    assert queue.add_with_backoff(A) == 1000.0
+    clocks.advance(HOLD_CAP)
+    queue.add(A)  # a user's fix, after the hold: taken up now, not at the retry
+    assert queue.get(0) == A
+
+
+def test_a_create_refused_by_an_unreachable_webhook_is_retried_no_sooner_than_it_asked() -> None:
+    rig = make_rig()
+    key = add_schema(rig)
+    refused = classify(
+        500,
+        "InternalError",
+        '{"kind":"Status","reason":"InternalError",'
+        '"message":"Internal error occurred: failed calling webhook \\"x\\""}',
+    )
+    rig.api.fail_before_write(matching("create", JOBS), refused, times=None)
+    queue = rig.reconciler.queue
+    stop = rig.reconciler.process(key)
+    while stop.reason != "the create was refused before storing":
+        assert queue.get(0) == key, stop
+        queue.done(key)
+        stop = rig.reconciler.process(key)
+    assert (stop.requeue_after, stop.error is not None) == (REFUSED_RETRY, True)
+    queue.add(key)  # the withdrawn marker's own watch event
+    assert queue.get(0) is None  # waits for the retry instead of marking again at once

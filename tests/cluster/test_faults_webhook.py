@@ -31,7 +31,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobclaim.apiserver import EVENTS, JOBS, PTAHMIGRATIONAPPROVALS, PTAHMIGRATIONS, Object
+from jobclaim.apiserver import (
+    EVENTS,
+    JOBS,
+    PODS,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONS,
+    Object,
+)
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
@@ -163,7 +170,7 @@ def _pending_approval(run: LabRun) -> Object:
     return poll("the migration's plan awaiting approval", awaiting, timeout=PLAN_DEADLINE)
 
 
-def _explain(run: LabRun) -> None:
+def _explain(run: LabRun, api: Api) -> None:
     """What the API server holds about the migration, printed when the scenario fails."""
     status = run.get(MIGRATION).get("status") or {}
     print(f"# status.phase={status.get('phase')} activeOperation={status.get('activeOperation')}")
@@ -173,6 +180,26 @@ def _explain(run: LabRun) -> None:
     for event in run.admin.list(EVENTS, NAMESPACE):
         if (event.get("regarding") or {}).get("name") == MIGRATION.name:
             print(f"# event {event.get('reason')}: {str(event.get('note'))[:300]}")
+    print(f"# status.lastRun={status.get('lastRun')}")
+    print(f"# status.unresolvedRun={status.get('unresolvedRun')}")
+    print(f"# status.plan={status.get('plan')}")
+    for job in run.admin.list(JOBS, NAMESPACE):
+        conditions = [
+            (c.get("type"), c.get("status"), c.get("reason"))
+            for c in (job.get("status") or {}).get("conditions") or []
+        ]
+        labels = job["metadata"].get("labels") or {}
+        print(f"# job {job['metadata']['name']} {labels.get(LABEL_OPERATION)}: {conditions}")
+    for pod in run.admin.list(PODS, NAMESPACE):
+        print(f"# pod {pod['metadata']['name']}: {(pod.get('status') or {}).get('phase')}")
+    print(f"# the database's DDL: {_ddl(run)}")
+    for pod in run.admin.list(PODS, MANAGER_NAMESPACE):
+        name = pod["metadata"]["name"]
+        if name.startswith("ptah-operator-") and "rotator" not in name:
+            log = api.text(
+                f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{name}/log", tailLines="80"
+            )
+            print(f"# the log of {name}, last 80 lines:\n{log}")
 
 
 def test_a_job_create_refused_by_an_unreachable_webhook_is_withdrawn_then_made_once(
@@ -181,7 +208,7 @@ def test_a_job_create_refused_by_an_unreachable_webhook_is_withdrawn_then_made_o
     try:
         _scenario(lab_run, api)
     except BaseException:
-        _explain(lab_run)
+        _explain(lab_run, api)
         raise
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER: Final = "operator.ptah.run/ptah-operator"
 _NOTE_LIMIT: Final = 1024
+_NAME_LIMIT: Final = 253
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,7 @@ class ApiEventSink:
     def emit(self, regarding: Regarding, record: EventRecord) -> None:
         moment = micro_timestamp(self._wall())
         event = {
-            "metadata": {"generateName": f"{regarding.name}.", "namespace": regarding.namespace},
+            "metadata": {"name": event_name(regarding.name), "namespace": regarding.namespace},
             "eventTime": moment,
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self._instance,
@@ -100,6 +102,19 @@ class ApiEventSink:
                     dropped,
                     error,
                 )
+
+
+def event_name(regarding: str, nonce: str | None = None) -> str:
+    """``<name>.<16 hex>``, the shape client-go's recorder gives. Pure given ``nonce``.
+
+    Not ``generateName``: a current API server validates ``generateName`` itself as a
+    name, and ``orders.`` ends in a dot, so every Event the manager sent was refused
+    and none ever reached a user (seen on the lab cluster). The name stays a valid
+    subdomain however long the resource's own name is.
+    """
+    suffix = nonce if nonce is not None else uuid.uuid4().hex[:16]
+    stem = regarding[: _NAME_LIMIT - len(suffix) - 1].rstrip("-.")
+    return f"{stem}.{suffix}"
 
 
 def _worth_saying(dropped: int) -> bool:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from controller.events import ApiEventSink, EventRecord, Regarding, _worth_saying
+from controller.events import ApiEventSink, EventRecord, Regarding, _worth_saying, event_name
 from jobclaim.apiserver import EVENTS
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
@@ -47,3 +50,25 @@ def test_an_event_refused_is_counted_and_logged_never_raised(
 )
 def test_a_steady_failure_is_said_at_each_power_of_ten(dropped: int, said: bool) -> None:
     assert _worth_saying(dropped) is said
+
+
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@given(
+    st.from_regex(SUBDOMAIN, fullmatch=True).filter(lambda name: len(name) <= 253),
+    st.text("0123456789abcdef", min_size=16, max_size=16),
+)
+def test_an_events_name_is_a_valid_subdomain_for_any_resource_name(
+    regarding: str, nonce: str
+) -> None:
+    name = event_name(regarding, nonce)
+    assert SUBDOMAIN.fullmatch(name) and len(name) <= 253, name
+    assert name.endswith(f".{nonce}")
+
+
+def test_an_event_is_named_by_the_sink_never_by_generate_name() -> None:
+    api = InMemoryApi()
+    ApiEventSink(api, instance="manager-a").emit(ABOUT, RECORD)
+    (event,) = api.list(EVENTS, "shop")
+    assert re.fullmatch(r"orders\.[0-9a-f]{16}", event["metadata"]["name"])

@@ -1,0 +1,35 @@
+"""The manager's Events reach a real API server.
+
+Every Event the manager sent was refused on a current API server (its ``generateName``
+``orders.`` is validated as a name and ends in a dot), and since Events never fail a
+pass, nothing but a log line said so. This sends them through the same sink, to the
+real server, for a short name and the longest name a resource may have.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.events import ApiEventSink, EventRecord, Regarding
+from jobclaim.apiserver import EVENTS
+from kube.client import KubeApi
+from lab.localplane import LocalControlPlane
+
+pytestmark = pytest.mark.controlplane
+
+
+@pytest.mark.parametrize("name", ["orders", "o" * 253])
+def test_the_sinks_events_are_stored_by_the_api_server(
+    control_plane: LocalControlPlane, namespace: str, name: str
+) -> None:
+    about = Regarding("operator.ptah.run/v1alpha1", "PtahSchema", namespace, name, "uid-1")
+    with KubeApi.from_kubeconfig(control_plane.kubeconfig("admin")) as api:
+        sink = ApiEventSink(api, instance="manager-a")
+        sink.emit(about, EventRecord("JobCreated", "Job ptah-apply-orders was created"))
+        sink.emit(about, EventRecord("DispatchWithdrawn", "the create was refused", "Warning"))
+        assert sink.dropped == 0
+        stored = api.list(EVENTS, namespace)
+    assert sorted((e["reason"], e["type"], e["regarding"]["name"]) for e in stored) == [
+        ("DispatchWithdrawn", "Warning", name),
+        ("JobCreated", "Normal", name),
+    ]

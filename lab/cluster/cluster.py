@@ -256,15 +256,33 @@ class LocalCluster:
         return now
 
     def _take_lock(self) -> None:
+        """The machine's one lab cluster, or a clear refusal.
+
+        ``PTAH_LAB_LOCK_WAIT`` (seconds, default 0) waits that long for another
+        cluster to stop first: engineers running cluster tests side by side queue
+        instead of failing. CI and ``make run`` never set it.
+        """
         lock = LOCK_PATH.open("ab")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise ClusterStartError(
-                f"another lab cluster is running on this machine (it holds {LOCK_PATH}); "
-                "one node per machine, since its bridge, cgroups and iptables chains are shared"
-            ) from None
+        patience = float(os.environ.get("PTAH_LAB_LOCK_WAIT") or 0)
+        deadline = time.monotonic() + patience
+        said = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    lock.close()
+                    raise ClusterStartError(
+                        f"another lab cluster is running on this machine (it holds "
+                        f"{LOCK_PATH}); one node per machine, since its bridge, cgroups "
+                        "and iptables chains are shared"
+                    ) from None
+                if not said:
+                    self._echo(f"# waiting up to {patience:.0f}s for {LOCK_PATH}")
+                    said = True
+                # A bounded poll: flock cannot wait with a deadline by itself.
+                time.sleep(1.0)
         self._lock = lock
 
     def _release_lock(self) -> None:

@@ -6,8 +6,8 @@
 - The queue hands a key to one worker at a time: a key added while it is being
   worked is run again after, never beside. Two workers on one resource would both
   see the same undispatched claim.
-- A pass that failed is retried with exponential backoff (at least the time it asked
-  for), and its key is *held* until then: a watch event meanwhile defers to the hold's
+- A pass that failed is retried after the time it asked for, or else with exponential
+  backoff, and its key is *held* until then: a watch event meanwhile defers to the hold's
   end instead of running at once. A failed pass's own status writes (a withdrawn
   dispatch marker) come back as watch events; without the hold a create refused by an
   unreachable webhook marked and withdrew several times a second instead of every
@@ -134,13 +134,15 @@ class WorkQueue:
         self._ready.append(key)
         self._ready_since[key] = self._clock()
 
-    def add_with_backoff(self, key: Key, *, at_least: float = 0.0) -> float:
-        """Add after a delay that doubles with each consecutive failure of ``key`` (and is
-        never shorter than ``at_least``); hold the key until then, ``HOLD_CAP`` at most."""
+    def add_with_backoff(self, key: Key, *, delay: float | None = None) -> float:
+        """Add after ``delay`` if the failed pass named one, else after a delay that
+        doubles with each consecutive failure of ``key``; hold the key until then,
+        ``HOLD_CAP`` at most."""
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-            delay = max(at_least, min(self._max, self._base * float(2**failures)))
+            if not delay:
+                delay = min(self._max, self._base * float(2**failures))
             self._held_until[key] = self._clock() + min(delay, HOLD_CAP)
         self.add(key, after=delay)
         return delay
@@ -312,7 +314,10 @@ class Reconciler:
             key, stop, time.monotonic() - started, list(self._reasons.reasons)
         )
         if stop.error is not None:
-            self.queue.add_with_backoff(key, at_least=stop.requeue_after or 0.0)
+            # A pass that names its own retry (a refused create: REFUSED_RETRY) keeps
+            # that cadence; growing it would leave a Job uncreated for minutes after
+            # the webhook is back.
+            self.queue.add_with_backoff(key, delay=stop.requeue_after)
             log.info("%s: %s (%s)", key, stop.reason, stop.error)
         else:
             self.queue.forget(key)

@@ -195,7 +195,12 @@ class WorkQueue:
             self._active.discard(key)
             if key in self._dirty:
                 self._dirty.discard(key)
-                if key not in self._queued:
+                # The usual way a pass's own write comes back: its watch event lands
+                # while the pass still runs. A pass that failed holds its key.
+                held = self._held_until.get(key, 0.0) - self._clock()
+                if held > 0:
+                    heapq.heappush(self._delayed, (self._clock() + held, key))
+                elif key not in self._queued:
                     self._make_ready(key)
             self._cond.notify()
 

@@ -265,8 +265,12 @@ def test_the_observer_hears_each_pass_with_its_event_reasons() -> None:
 def test_a_failed_keys_watch_events_wait_for_its_retry_and_a_success_ends_the_hold() -> None:
     clocks = Clocks()
     queue = WorkQueue(clock=clocks.monotonic, base_delay=1.0, max_delay=60.0)
+    queue.add(A)
+    assert queue.get(0) == A  # a pass over A runs
+    queue.add(A)  # the failing pass's own status write, back while the pass still runs
     assert [queue.add_with_backoff(A, delay=5.0) for _ in range(12)] == [5.0] * 12
-    queue.add(A)  # the failed pass's own status write, come back as a watch event
+    queue.done(A)
+    queue.add(A)  # and once more after it
     queue.add(B)  # another key is not held
     assert queue.get(0) == B
     queue.done(B)

@@ -79,7 +79,7 @@ def _links() -> list[dict[str, object]]:
 def create_bridge(topology: Topology) -> None:
     """The bridge with the node's address, up, before anything binds to it."""
     prefix = topology.pod_subnet.prefixlen
-    _must("ip", "link", "add", topology.bridge, "type", "bridge")
+    _must("ip", "link", "add", topology.bridge, "address", topology.bridge_mac, "type", "bridge")
     _must("ip", "addr", "add", f"{topology.node_ip}/{prefix}", "dev", topology.bridge)
     _must("ip", "link", "set", topology.bridge, "up")
 

@@ -32,6 +32,12 @@ class Topology:
 
     node_name: str = "ptah-lab"
     bridge: str = "ptahlab0"
+    # Set, not left to the kernel: a bridge whose address nobody set takes the lowest
+    # address among its ports, so it changed whenever a Pod's veth came or went, and a
+    # running Pod's cached gateway address went stale: its next connection to the node
+    # (PostgreSQL on the bridge) timed out and an Apply failed without touching SQL.
+    # Locally administered (0x02), unicast.
+    bridge_mac: str = "02:70:74:61:68:00"
     pod_subnet: ipaddress.IPv4Network = _POD_SUBNET
     service_cidr: ipaddress.IPv4Network = _SERVICE_CIDR
     # Under every cgroup v1 hierarchy: the kubelet puts all pods below it, so

@@ -207,3 +207,26 @@ def test_a_pod_has_no_route_off_this_machine(
     assert (
         log == "dial 198.51.100.1:80: dial tcp 198.51.100.1:80: connect: network is unreachable\n"
     )
+
+
+def test_the_bridge_keeps_its_set_address_while_pods_come_and_go(
+    cluster: LocalCluster, api: Api, namespace: str
+) -> None:
+    # A bridge whose address the kernel chose follows its lowest port's address; a Pod's
+    # cached gateway address then goes stale when another Pod's veth comes or goes, and
+    # its connections to the node time out (an Apply failed so on the lab cluster).
+    link = Path("/sys/class/net") / cluster.topology.bridge
+    assert (link / "addr_assign_type").read_text().strip() == "3"  # NET_ADDR_SET
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        pod_manifest("passes", cluster.image("probe").ref, ["say", "a veth came and went"]),
+    )
+    poll("the Pod's end", lambda: pod_phase_in(api, namespace, "passes", {"Succeeded", "Failed"}))
+    api.delete(f"/api/v1/namespaces/{namespace}/pods/passes", gracePeriodSeconds="0")
+    poll(
+        "the Pod's deletion",
+        lambda: (
+            True if api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/passes") is None else None
+        ),
+    )
+    assert (link / "address").read_text().strip() == cluster.topology.bridge_mac

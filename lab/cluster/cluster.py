@@ -112,6 +112,34 @@ def ensure_tools(timeout: float = 3600.0) -> None:
     )
 
 
+class _Turns:
+    """A waiter's ticket in a directory of tickets: the oldest live one goes first.
+
+    A ticket is ``<ns>-<pid>``; a ticket whose process is gone is removed by whoever
+    sees it, so a killed waiter does not block the queue.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(exist_ok=True)
+        self._directory = directory
+        self._ticket = directory / f"{time.time_ns():020d}-{os.getpid()}"
+        self._ticket.touch()
+        self.said = False
+
+    def first(self) -> bool:
+        for ticket in sorted(self._directory.iterdir()):
+            if ticket == self._ticket:
+                return True
+            pid = int(ticket.name.rpartition("-")[2] or 0)
+            if pid and Path(f"/proc/{pid}").exists():
+                return False
+            ticket.unlink(missing_ok=True)
+        return True
+
+    def leave(self) -> None:
+        self._ticket.unlink(missing_ok=True)
+
+
 class LocalCluster:
     """The lab's cluster in ``workdir`` (kept after stop, for its logs)."""
 
@@ -260,29 +288,37 @@ class LocalCluster:
 
         ``PTAH_LAB_LOCK_WAIT`` (seconds, default 0) waits that long for another
         cluster to stop first: engineers running cluster tests side by side queue
-        instead of failing. CI and ``make run`` never set it.
+        instead of failing. CI and ``make run`` never set it. Waiters take turns in
+        the order they came (``_Turns``): polling alone let one engineer who starts
+        a run the moment the last one ends win again and again.
         """
         lock = LOCK_PATH.open("ab")
         patience = float(os.environ.get("PTAH_LAB_LOCK_WAIT") or 0)
         deadline = time.monotonic() + patience
-        said = False
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
+        turns = _Turns(LOCK_PATH.with_name(LOCK_PATH.name + ".queue")) if patience > 0 else None
+        try:
+            while True:
+                if turns is None or turns.first():
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        pass
                 if time.monotonic() >= deadline:
                     lock.close()
                     raise ClusterStartError(
                         f"another lab cluster is running on this machine (it holds "
                         f"{LOCK_PATH}); one node per machine, since its bridge, cgroups "
                         "and iptables chains are shared"
-                    ) from None
-                if not said:
+                    )
+                if turns is not None and not turns.said:
                     self._echo(f"# waiting up to {patience:.0f}s for {LOCK_PATH}")
-                    said = True
+                    turns.said = True
                 # A bounded poll: flock cannot wait with a deadline by itself.
                 time.sleep(1.0)
+        finally:
+            if turns is not None:
+                turns.leave()
         self._lock = lock
 
     def _release_lock(self) -> None:

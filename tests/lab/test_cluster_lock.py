@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.cluster import cluster as cluster_module
-from lab.cluster.cluster import ClusterStartError, LocalCluster
+from lab.cluster.cluster import ClusterStartError, LocalCluster, _Turns
 
 
 @pytest.fixture
@@ -37,3 +37,17 @@ def test_a_held_lock_refuses_the_second_cluster_after_the_wait(
         with pytest.raises(ClusterStartError, match="another lab cluster is running"):
             LocalCluster(tmp_path / "lab", echo=said.append)._take_lock()
     assert said == ([f"# waiting up to 1s for {lock_path}"] if wait == "1" else [])
+
+
+def test_waiters_take_turns_in_the_order_they_came(tmp_path: Path) -> None:
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    # A ticket left by a waiter that was killed: its process is gone, it blocks no one.
+    (queue / f"{0:020d}-{2**22 + 1}").touch()
+    earlier = _Turns(queue)
+    later = _Turns(queue)
+    assert (earlier.first(), later.first()) == (True, False)
+    earlier.leave()
+    assert later.first()
+    later.leave()
+    assert list(queue.iterdir()) == []

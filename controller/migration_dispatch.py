@@ -1,10 +1,12 @@
 """What a PtahMigration supplies to the dispatch sequence, and only that.
 
 - Authorize: an Apply is permitted only while the plan it names (``planRef``, read
-  uncached) is still that plan under the epoch in force, and the approval it holds by
-  reference (``approvalRef``) still authorizes it. A migration plan carries no SQL,
-  so there is nothing to stage: the Apply reads its files from the verified artifact
-  and is held to the plan's sequence by ``ptah migrations up --expect-sequence``.
+  uncached) is still that plan under the epoch in force and over the artifact the
+  claim pulls, and the approval it holds by reference (``approvalRef``) still
+  authorizes it. A migration plan carries no SQL, so there is nothing to stage: the
+  Apply reads its files from the verified artifact and is held to the plan's
+  sequence by ``ptah migrations up --expect-sequence`` (versions, not files: hence
+  the artifact).
 - Its Job: ``migration_job_inputs`` with the plan's sequence + ``build_job``; its
   claim for ``match``: ``migration_claim``.
 - An Apply is not claimed while ``status.unresolvedRun`` stands: a run nobody
@@ -126,7 +128,12 @@ class MigrationFamily:
             inputs["plan"] = {"name": ref.name, "uid": ref.uid}
         return inputs
 
-    def _read_plan(self, ctx: PassContext, ref: ObjectReference) -> PtahMigrationPlan | str:
+    def _read_plan(
+        self, ctx: PassContext, ref: ObjectReference, artifact: OCIArtifactAccessBinding | None
+    ) -> PtahMigrationPlan | str:
+        """The plan ``ref`` names, still that plan under the epoch in force and over
+        ``artifact`` (the claim's, or for a claim not yet taken the one status records,
+        which the claim will snapshot); or why not."""
         try:
             plan = PtahMigrationPlan.model_validate(
                 ctx.api.get(PTAHMIGRATIONPLANS, ctx.namespace, ref.name)
@@ -137,7 +144,13 @@ class MigrationFamily:
         epoch = binding.epoch if binding else ""
         # The epoch in force: a claim is authorized only while its inputs (which hold
         # its epoch) still hold, and a new claim records the epoch in force.
-        problem = migration_plan_problem(plan, ref, owner=migration_of(ctx).metadata, epoch=epoch)
+        problem = migration_plan_problem(
+            plan,
+            ref,
+            owner=migration_of(ctx).metadata,
+            epoch=epoch,
+            artifact=artifact.digest if artifact else None,
+        )
         if problem is not None:
             return f"plan {ref.name} is not the plan the claim records: {problem}"
         return plan
@@ -155,9 +168,10 @@ class MigrationFamily:
             # A record restored (or written) after this claim was taken: the run nobody
             # accounted for blocks this one as it blocks a new claim.
             return retire_undispatched(ctx, "an unresolved run blocks the Apply", drop_plan=True)
-        ref = migration_operation_of(ctx).plan_ref
+        claim = migration_operation_of(ctx)
+        ref = claim.plan_ref
         assert ref is not None  # inputs_hold needs it
-        found = self._read_plan(ctx, ref)
+        found = self._read_plan(ctx, ref, claim.source)
         if isinstance(found, str):
             return retire_undispatched(ctx, found, drop_plan=True)
         ctx.plan_object = found
@@ -190,10 +204,11 @@ class MigrationFamily:
             return ()
         plan = ctx.plan_object
         if not isinstance(plan, PtahMigrationPlan):
-            ref = migration_operation_of(ctx).plan_ref
+            claim = migration_operation_of(ctx)
+            ref = claim.plan_ref
             if ref is None:
                 raise PlanGone("the Apply claim names no plan")
-            found = self._read_plan(ctx, ref)
+            found = self._read_plan(ctx, ref, claim.source)
             if isinstance(found, str):
                 raise PlanGone(f"the Apply cannot be rebuilt: {found}")
             ctx.plan_object = plan = found
@@ -244,7 +259,7 @@ class MigrationFamily:
         policy = migration.spec.policy.apply
         if policy == "Never":
             return None
-        found = self._read_plan(ctx, ref)
+        found = self._read_plan(ctx, ref, status.artifact)
         if isinstance(found, str):
             return Stop(found)
         if policy == "Always":

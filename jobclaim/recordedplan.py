@@ -8,7 +8,9 @@ being deleted or whose name it carried; so a plan one side refused the other cou
 admit. The field set is the spec's "every binding the plan was computed under still
 holds": the same object (name and UID, not being deleted), the same content
 (fingerprint and content digest, and for a schema the chunk geometry its projections
-are named by), the same owner (name and UID) and the same execution epoch.
+are named by), the same owner (name and UID) and the same execution epoch; for a
+migration also the same artifact (its digest), which the Apply Job pulls the files of
+the approved versions from.
 
 Each answer is a lower-case reason or None; callers prefix it with their own subject.
 """
@@ -69,14 +71,35 @@ def schema_plan_problem(
 
 
 def migration_plan_problem(
-    plan: PtahMigrationPlan, ref: ObjectReference, *, owner: ObjectMeta, epoch: str | None
+    plan: PtahMigrationPlan,
+    ref: ObjectReference,
+    *,
+    owner: ObjectMeta,
+    epoch: str | None,
+    artifact: str | None,
 ) -> str | None:
-    """Why the stored migration plan is not the one ``ref`` names under ``epoch``, or None.
+    """Why the stored migration plan is not the one ``ref`` names under ``epoch`` and
+    over ``artifact``, or None.
 
-    ``epoch`` is the claim's execution epoch (for a claim not yet taken, the epoch in
-    force, which the claim will record).
+    ``epoch`` is the claim's execution epoch and ``artifact`` the digest of the artifact
+    its Job pulls (for a claim not yet taken, the epoch in force and the artifact
+    status records, which the claim will snapshot).
     """
     spec = plan.spec
-    return _identity_problem(plan.metadata, ref.name, ref.uid) or _binding_problem(
-        spec.migration_ref, owner, "migration", spec.execution_binding_id, epoch
+    return (
+        _identity_problem(plan.metadata, ref.name, ref.uid)
+        or _binding_problem(
+            spec.migration_ref, owner, "migration", spec.execution_binding_id, epoch
+        )
+        or _artifact_problem(spec.artifact_digest, artifact)
     )
+
+
+def _artifact_problem(planned: str, artifact: str | None) -> str | None:
+    # A migration plan names its migrations by version, and the Apply pulls their files
+    # from the claim's artifact; ptah's --expect-sequence guard compares versions only.
+    # A claim over another artifact would run, under the approved versions, files
+    # nobody approved: the plan binds the artifact it was read from.
+    if artifact != planned:
+        return f"it was made from the artifact {planned}, not {artifact or 'none'}"
+    return None

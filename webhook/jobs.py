@@ -57,7 +57,9 @@ JOB_CREATE: Final = rule(
     against the rebuild in submitted mode. A schema Apply's plan and every projection
     ConfigMap are re-read: the plan must be the one status.plan records and each
     projection exactly its chunk's bytes, because the Job mounts them by name. A
-    migration Apply reads the plan its claim references for the sequence it expects.
+    migration Apply reads the plan its claim references for the sequence it expects,
+    and the plan must have been made from the artifact the claim's Job pulls: the
+    versions a person approved name files in that artifact alone.
     """,
     admits="the one create of the Job the active claim reserved, built by jobclaim.build_job",
 )
@@ -218,7 +220,11 @@ def _migration_plan(migration: PtahMigration, trail: Trail) -> Reads[PtahMigrati
     if plan is None:
         raise trail.deny(PLAN_MISSING, key=key)
     problem = migration_plan_problem(
-        plan, ref, owner=migration.metadata, epoch=operation.execution_binding_id
+        plan,
+        ref,
+        owner=migration.metadata,
+        epoch=operation.execution_binding_id,
+        artifact=operation.source.digest if operation.source else None,
     )
     if problem:
         raise trail.deny(PLAN_NOT_RECORDED, key=key, reason=problem)

@@ -57,7 +57,7 @@ TRANSITIONS: Final = rule(
     except by the one path the specification gives: a create the API server refused
     before storing, provable because no Job stands under the reserved name (read
     directly) and no UID was recorded. The marked claim's identity (type, Job name,
-    attempt, epoch, target, plan and approval) does not change, and it leaves status
+    attempt, epoch, target, artifact, plan and approval) does not change, and it leaves status
     only by its retirement with the record of its Apply: a schema's
     pendingObservation naming the claim, a migration's lastRun naming its Job or
     unresolvedRun naming the claim. A schema's pendingObservation goes only with a
@@ -96,7 +96,9 @@ CONSUMED_CHANGED: Final = TRANSITIONS.refuses(
 )
 
 Owner = PtahSchema | PtahMigration
-# What a marked claim is: none of it may change while the claim stands.
+# What a marked claim is: none of it may change while the claim stands. The source is
+# the artifact a migration Apply pulls its files from (the versions a person approved
+# name files in that artifact alone), so it is the claim's as much as its target.
 _CLAIM_IDENTITY: Final = (
     "type",
     "job_name",
@@ -104,6 +106,7 @@ _CLAIM_IDENTITY: Final = (
     "execution_binding_id",
     "target",
     "coordination_digest",
+    "source",
     "plan_ref",
     "approval_ref",
 )

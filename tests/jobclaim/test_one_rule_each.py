@@ -140,6 +140,11 @@ MIGRATION_ROWS: list[tuple[str, PlanChange, str | None]] = [
     ("another migration's", on_owner("migrationRef", uid="other"), "another migration"),
     ("a namesake migration's", on_owner("migrationRef", name="other"), "another migration"),
     ("another epoch", on_spec(executionBindingID=OTHER_EPOCH), "made under another epoch"),
+    (
+        "another artifact's",
+        on_spec(artifactDigest="sha256:" + "9" * 64),
+        "it was made from the artifact sha256:9",
+    ),
 ]
 
 
@@ -159,6 +164,7 @@ def test_a_migration_plan_is_the_referenced_one_only_by_every_binding(
         ref,
         owner=owner,
         epoch=wire["spec"]["executionBindingID"],
+        artifact=wire["spec"]["artifactDigest"],
     )
     assert (problem is None) == (reason is None), problem
     if reason is not None:

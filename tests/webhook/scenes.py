@@ -369,7 +369,8 @@ def migration_plan_object(migration: PtahMigration) -> Obj:
                 for v in SEQUENCE
             ],
             history_fingerprint=sha256_digest(b"history"),
-            artifact_digest=sha256_digest(b"artifact"),
+            # The artifact the claim pulls: the plan binds it.
+            artifact_digest=RESOLVED_MIGRATIONS.digest,
             coordination_digest=sha256_digest(b"coordination"),
             execution_binding_id=EPOCH,
             controller_state_version=BINDING.controller_state_version,

@@ -17,7 +17,9 @@ import pytest
 
 from jobclaim import sha256_digest
 from jobclaim.api import DatabaseTargetSpec
+from jobclaim.api.migration import UnresolvedMigrationRunStatus
 from jobclaim.api.schema import PendingObservationStatus
+from tests.jobclaim.world import NOW
 from tests.webhook.scenes import (
     Obj,
     Scene,
@@ -206,8 +208,48 @@ def test_a_schema_apply_is_judged_by_what_the_manager_cannot_write(row: Row) -> 
     expect(row, job_create("schema", "Apply"))
 
 
+def unresolved_run(owner: Any) -> Any:
+    run = UnresolvedMigrationRunStatus(
+        outcome="Unknown",
+        operation_id="earlier-apply",
+        job_name="ptah-apply-billing-earlier",
+        recorded_at=NOW,
+    )
+    return with_status(owner, unresolved_run=run)
+
+
 MIGRATION_ROWS = [
     Row("the manager's own migration Apply", unchanged, None),
+    Row(
+        "the migration claim points at another key of the Secret",
+        lambda s: change_owner(s, another_secret),
+        a.TARGET_NOT_SPEC,
+        "PtahMigration",
+    ),
+    Row(
+        "the migration binding re-sealed over an executor from another registry",
+        binding(executor_image="evil.example.com/ptah@sha256:" + "6" * 64),
+        a.EXECUTOR_NOT_PINNED,
+        "evil.example.com",
+    ),
+    Row(
+        "a second attempt of the migration Apply",
+        claim(attempt=2),
+        a.SECOND_ATTEMPT,
+        "attempt 2",
+    ),
+    Row(
+        "a migration Apply while an earlier run is unresolved",
+        lambda s: change_owner(s, unresolved_run),
+        a.EARLIER_APPLY,
+        "ptah-apply-billing-earlier",
+    ),
+    Row(
+        "the migration approval names another plan fingerprint",
+        approval(lambda o: o["spec"].update(planFingerprint="sha256:" + "4" * 64)),
+        a.APPROVAL_NOT_FOR_PLAN,
+        "another plan fingerprint",
+    ),
     Row(
         "a migration Apply holding no approval",
         claim(approval_ref=None),

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jobclaim.api import ObjectReference
-from tests.jobclaim.world import BINDING, NOW, OTHER_EPOCH
+from jobclaim.api import ObjectReference, OCIArtifactAccessBinding
+from tests.jobclaim.world import BINDING, NOW, OTHER_EPOCH, RESOLVED_MIGRATIONS
 from tests.webhook.scenes import (
     Obj,
     Scene,
@@ -244,6 +244,10 @@ def migration_plan(change: Any) -> Any:
     return stored("PtahMigrationPlan", change)
 
 
+# Migrations nobody approved, under the approved versions, in the same repository.
+UNAPPROVED = "sha256:" + "9" * 64
+UNAPPROVED_REF = "registry.example.com/shop/billing-migrations@" + UNAPPROVED
+
 MIGRATION_APPLY_ROWS = [
     Row("the exact Job of the active migration Apply", unchanged, None),
     Row("a claim naming no plan", claim(plan_ref=None), jobs.NO_PLAN),
@@ -265,6 +269,12 @@ MIGRATION_APPLY_ROWS = [
         migration_plan(lambda o: o["spec"].update(executionBindingID=OTHER_EPOCH)),
         jobs.PLAN_NOT_RECORDED,
         "another epoch",
+    ),
+    Row(
+        "the claim pulls another artifact than its plan was made from",
+        claim(source=OCIArtifactAccessBinding(reference=UNAPPROVED_REF, digest=UNAPPROVED)),
+        jobs.PLAN_NOT_RECORDED,
+        f"it was made from the artifact {RESOLVED_MIGRATIONS.digest}, not {UNAPPROVED}",
     ),
     Row(
         "the plan expects another sequence",

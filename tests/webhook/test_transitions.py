@@ -430,7 +430,33 @@ MIGRATION_ROWS = [
         t.RETIRED_WITHOUT_RECORD,
         "lastRun",
     ),
+    Row(
+        "the marked migration claim re-pointed at another artifact",
+        new(
+            lambda o: claim_of(o).update(
+                source={
+                    "reference": "registry.example.com/shop/billing-migrations@" + OTHER_ARTIFACT,
+                    "digest": OTHER_ARTIFACT,
+                }
+            )
+        ),
+        t.CLAIM_REWRITTEN,
+        "the source of the marked claim",
+    ),
+    Row(
+        "the marked migration claim moved to another plan",
+        new(lambda o: claim_of(o).update(planRef={"name": "ptah-mplan-other", "uid": "x"})),
+        t.CLAIM_REWRITTEN,
+        "plan_ref",
+    ),
+    Row(
+        "the marked migration claim's approval swapped",
+        new(lambda o: claim_of(o).update(approvalRef={"name": "approve-2", "uid": "x"})),
+        t.CLAIM_REWRITTEN,
+        "approval_ref",
+    ),
 ]
+OTHER_ARTIFACT = "sha256:" + "9" * 64
 
 
 @pytest.mark.parametrize("row", MIGRATION_ROWS, ids=str)

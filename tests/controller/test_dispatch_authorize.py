@@ -61,6 +61,23 @@ SCHEMA_MOVES: list[tuple[str, Move | None]] = [
     ("approval-stale", _approval_stale(PTAHSCHEMAAPPROVALS)),
     ("chunk-tampered", _tamper_chunk),
 ]
+
+
+def _claim_on_another_artifact(rig: Rig, name: str) -> None:
+    """The claim's artifact is no longer the one its plan was read from (a status
+    restored, or written by another hand): the approved versions would name other files."""
+    found = rig.api.get(PTAHMIGRATIONS, NS, name)
+    status = found["status"]
+    other = "sha256:" + "9" * 64
+    status["activeOperation"]["source"] = {
+        "reference": "registry.example/orders@" + other,
+        "digest": other,
+    }
+    rig.api.patch_status(
+        PTAHMIGRATIONS, NS, name, status, resource_version=found["metadata"]["resourceVersion"]
+    )
+
+
 MIGRATION_MOVES: list[tuple[str, Move | None]] = [
     ("control", None),
     ("suspended", lambda rig, n: rig.api.patch_spec(PTAHMIGRATIONS, NS, n, {"suspend": True})),
@@ -69,6 +86,7 @@ MIGRATION_MOVES: list[tuple[str, Move | None]] = [
     ("approval-stale", _approval_stale(PTAHMIGRATIONAPPROVALS)),
     ("plan-deleted", lambda rig, n: rig.api.delete(
         PTAHMIGRATIONPLANS, NS, rig.claim(Key("PtahMigration", NS, n))["planRef"]["name"])),
+    ("claim-on-another-artifact", _claim_on_another_artifact),
 ]  # fmt: skip
 
 

@@ -13,13 +13,8 @@ the real manager makes, and are admitted. Attacks on a Job are dry runs
 (``dryRun=All`` still calls validating webhooks), so no row leaves a Job behind for
 another row to trip over.
 
-An Apply is staged the way the controller stages it (``tests.realapi.attackstage``):
-for a schema the binding, the plan (the admin publishes it, as ``make run``'s
-stand-in does), a person's approval stamped by admission, the claim, the
-projections, the approval spent, the mark; for a migration the binding, the
-readings, the plan the manager publishes from them, the approval, the claim, the
-approval spent, the mark. Each of those writes is itself admitted, so the control
-rows prove the whole path.
+An Apply is staged the way the controller stages it (``tests.realapi.applystage``),
+each write itself admitted, so the control rows prove the whole path.
 """
 
 from __future__ import annotations
@@ -46,33 +41,35 @@ from jobclaim.apiserver import (
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from jobclaim.times import timestamp, utc_now
 from lab import run as localrun
-from tests.realapi.attackstage import (  # noqa: F401
-    EVIL,
+from tests.realapi.applystage import (
     MIGRATIONS_DIGEST,
     MIGRATIONS_REPOSITORY,
+    Staged,
+    dispatch,
+    migrations,
+    new_binding,
+    read_migration,
+    stage_apply,
+    stage_migration_apply,
+    status_patch,
+    write_status,
+)
+from tests.realapi.attackstage import (  # noqa: F401
+    EVIL,
     POLICIES,
     VAPB,
     Stage,
-    Staged,
     admitted,
     as_manager,
     create_job,
-    dispatch,
     helm_fixture,
     migration_object,
-    migrations,
-    new_binding,
     path_of,
-    read_migration,
     refused_with,
     schema_object,
-    stage_apply,
     stage_fixture,
-    stage_migration_apply,
-    status_patch,
     suffix_of,
     template,
-    write_status,
 )
 from tests.realapi.operator import operator  # noqa: F401
 from webhook import jobauthority as authority
@@ -96,6 +93,47 @@ FAMILIES: Final = tuple(STAGERS)
 
 JobRow = tuple[str, dict[str, Any], Any, str]
 
+# The same forgery of either family's Apply; ``{kind}`` in the detail is the owner's.
+BOTH_JOB_ROWS: Final[list[JobRow]] = [
+    (
+        "the claim pointed at another key of the database Secret",
+        {"target_key": "admin-url"},
+        authority.TARGET_NOT_SPEC,
+        "the {kind}'s spec.target",
+    ),
+    (
+        "the binding re-sealed over an executor from another registry",
+        {"executor": EVIL},
+        authority.EXECUTOR_NOT_PINNED,
+        "registry.evil.example",
+    ),
+    (
+        "a runner image from another registry",
+        {"runner": EVIL},
+        authority.RUNNER_NOT_PINNED,
+        "registry.evil.example",
+    ),
+    ("an Apply with no approval", {"approve": False}, authority.NO_APPROVAL, "the {kind}'s plan"),
+    (
+        "an approval of another plan",
+        {"approve_another_plan": True},
+        authority.APPROVAL_NOT_FOR_PLAN,
+        "another plan",
+    ),
+    (
+        "an approval spent by another claim",
+        {"spend_by": "another-claim"},
+        authority.APPROVAL_NOT_SPENT,
+        "another-claim",
+    ),
+    (
+        "a second attempt of the mutating claim",
+        {"attempt": 2},
+        authority.SECOND_ATTEMPT,
+        "attempt 2",
+    ),
+]
+
 JOB_ROWS: Final[list[JobRow]] = [
     (
         "a DROP TABLE plan recorded non-destructive",
@@ -110,93 +148,22 @@ JOB_ROWS: Final[list[JobRow]] = [
         "GRANT ALL",
     ),
     (
-        "the claim pointed at another key of the database Secret",
-        {"target_key": "admin-url"},
-        authority.TARGET_NOT_SPEC,
-        "PtahSchema",
-    ),
-    (
-        "the binding re-sealed over an executor from another registry",
-        {"executor": EVIL},
-        authority.EXECUTOR_NOT_PINNED,
-        "registry.evil.example",
-    ),
-    (
-        "a runner image from another registry",
-        {"runner": EVIL},
-        authority.RUNNER_NOT_PINNED,
-        "registry.evil.example",
-    ),
-    ("an Apply with no approval", {"approve": False}, authority.NO_APPROVAL, "PtahSchema"),
-    (
-        "an approval of another plan",
-        {"approve_another_plan": True},
-        authority.APPROVAL_NOT_FOR_PLAN,
-        "another plan",
-    ),
-    (
-        "an approval spent by another claim",
-        {"spend_by": "another-claim"},
-        authority.APPROVAL_NOT_SPENT,
-        "another-claim",
-    ),
-    (
-        "a second attempt of the mutating claim",
-        {"attempt": 2},
-        authority.SECOND_ATTEMPT,
-        "attempt 2",
-    ),
-    (
         "an Apply while an earlier Apply is unaccounted for",
         {"pending": True},
         authority.EARLIER_APPLY,
         "ptah-apply-orders-earlier",
     ),
+    *BOTH_JOB_ROWS,
 ]
 
+# A migration plan records no statements to understate: its Apply pulls its files from
+# the claim's artifact, which the plan binds, and an unresolved run is its earlier Apply.
 MIGRATION_JOB_ROWS: Final[list[JobRow]] = [
-    (
-        "the claim pointed at another key of the database Secret",
-        {"target_key": "admin-url"},
-        authority.TARGET_NOT_SPEC,
-        "PtahMigration",
-    ),
-    (
-        "the binding re-sealed over an executor from another registry",
-        {"executor": EVIL},
-        authority.EXECUTOR_NOT_PINNED,
-        "registry.evil.example",
-    ),
-    (
-        "a runner image from another registry",
-        {"runner": EVIL},
-        authority.RUNNER_NOT_PINNED,
-        "registry.evil.example",
-    ),
     (
         "the claim re-pointed at migrations nobody approved",
         {"artifact": UNAPPROVED},
         jobs.PLAN_NOT_RECORDED,
         f"it was made from the artifact {MIGRATIONS_DIGEST}, not {UNAPPROVED.digest}",
-    ),
-    ("an Apply with no approval", {"approve": False}, authority.NO_APPROVAL, "PtahMigration"),
-    (
-        "an approval of another plan",
-        {"approve_another_plan": True},
-        authority.APPROVAL_NOT_FOR_PLAN,
-        "another plan",
-    ),
-    (
-        "an approval spent by another claim",
-        {"spend_by": "another-claim"},
-        authority.APPROVAL_NOT_SPENT,
-        "another-claim",
-    ),
-    (
-        "a second attempt of the mutating claim",
-        {"attempt": 2},
-        authority.SECOND_ATTEMPT,
-        "attempt 2",
     ),
     (
         "an Apply while an earlier run is unresolved",
@@ -204,6 +171,7 @@ MIGRATION_JOB_ROWS: Final[list[JobRow]] = [
         authority.EARLIER_APPLY,
         "ptah-apply-billing-earlier",
     ),
+    *BOTH_JOB_ROWS,
 ]
 
 
@@ -223,7 +191,8 @@ def test_a_migration_policy_of_always_needs_no_approval(stage: Stage) -> None:
 def _forged(stage: Stage, staged: Staged, refusal: Any, detail: str) -> None:
     response = create_job(stage, staged.job)
     refused_with(response, template(refusal))
-    assert detail in response.json()["message"], response.json()["message"]
+    message = response.json()["message"]
+    assert detail.format(kind=staged.owner.kind) in message, message
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,8 @@ checked here against a source outside the manager's reach:
   spec's policy waives it for a plan that destroys and grants nothing;
 - the plan's destructiveness and privilege changes, recomputed from the bytes the
   Apply Pod mounts (``jobclaim.statements``), not taken from the plan's record;
+- no Apply at all where the spec's ``policy.apply`` is Never (the owner's word,
+  which an approval given earlier does not overrule);
 - no earlier Apply of the resource still unaccounted for (a pending observation or
   an unresolved run), and one attempt per mutating claim: a second Apply Job beside
   a first that may still run is the double run the lifecycle exists to prevent.
@@ -65,17 +67,18 @@ AUTHORITY: Final = rule(
     Job's manager record names; with no pins configured no Job is admitted. The
     claim's target must be the resource's spec.target (which the manager cannot
     change), and its coordination digest the one that target derives. A mutating
-    claim runs one attempt, and none while the resource still records an earlier
-    Apply nobody accounted for (a schema's pendingObservation, a migration's
-    unresolvedRun). For a schema Apply the plan's statements are read from the very
-    projections the Pod mounts and classified with jobclaim.statements: a plan that
-    records no destructive statement or no privilege change while its bytes hold one
-    is refused. Unless the spec's policy.apply is Always for a plan that destroys and
-    grants nothing (by that reading), a mutating claim must hold an approval,
-    read directly: one that names this resource and this plan by name, UID and
-    fingerprint, carries admission's stamp, and is Consumed by this very claim
-    (status.consumedBy is the claim's operation id), so no approval authorizes two
-    runs and no run happens without one.
+    claim runs only when the spec's policy.apply is not Never, one attempt, and none
+    while the resource still records an earlier Apply nobody accounted for (a
+    schema's pendingObservation, a migration's unresolvedRun). For a schema Apply
+    the plan's statements are read from the very projections the Pod mounts and
+    classified with jobclaim.statements: a plan that records no destructive
+    statement or no privilege change while its bytes hold one is refused. Unless the
+    spec's policy.apply is Always for a plan that destroys and grants nothing (by
+    that reading), a mutating claim must hold an approval, read directly: one that
+    names this resource and this plan by name, UID and fingerprint, carries
+    admission's stamp, and is Consumed by this very claim (status.consumedBy is the
+    claim's operation id), so no approval authorizes two runs and no run happens
+    without one.
     """,
     admits="nothing by itself: a Job that passes goes on to be rebuilt and matched",
 )
@@ -102,6 +105,9 @@ TARGET_NOT_SPEC: Final = AUTHORITY.refuses(
 )
 COORDINATION_NOT_SPEC: Final = AUTHORITY.refuses(
     "the claim's coordination digest is not the one the {kind}'s spec.target derives"
+)
+APPLY_NEVER: Final = AUTHORITY.refuses(
+    "the {kind}'s spec.policy.apply is Never: it runs no Apply, approved or not"
 )
 SECOND_ATTEMPT: Final = AUTHORITY.refuses(
     "a mutating claim runs one attempt; attempt {attempt} would be a second Apply Job"
@@ -168,6 +174,15 @@ def hold_target(owner: PtahSchema | PtahMigration, trail: Trail) -> None:
         if derived != operation.coordination_digest:
             raise trail.deny(COORDINATION_NOT_SPEC, kind=owner.kind)
     trail.passed("the claim's target is the resource's spec.target")
+
+
+def hold_policy(owner: PtahSchema | PtahMigration, trail: Trail) -> None:
+    """A mutating claim runs only where the spec lets an Apply run at all. The controller
+    claims no Apply under Never; an approval a person once gave does not overrule the
+    owner's later word that nothing is applied."""
+    if owner.spec.policy.apply == "Never":
+        raise trail.deny(APPLY_NEVER, kind=owner.kind)
+    trail.passed(f"spec.policy.apply {owner.spec.policy.apply} lets an Apply run")
 
 
 def hold_single_run(owner: PtahSchema | PtahMigration, trail: Trail) -> None:

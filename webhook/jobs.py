@@ -32,6 +32,7 @@ from webhook.jobauthority import (
     AUTHORITY,
     hold_migration_approval,
     hold_pins,
+    hold_policy,
     hold_schema_approval,
     hold_single_run,
     hold_target,
@@ -115,6 +116,7 @@ def judge_job_create(found: Candidate, trail: Trail, settings: Settings) -> Judg
     hold_pins(settings, binding, record, trail)
     hold_target(owner, trail)
     if mutating:
+        hold_policy(owner, trail)
         hold_single_run(owner, trail)
     trail.enter(JOB_CREATE)
     snapshot = operation.admission_snapshot

@@ -218,12 +218,15 @@ def stage_apply(
     approve_another_plan: bool = False,
     spend_by: str | None = None,
     pending: bool = False,
+    policy: str = "OnApproval",
 ) -> Staged:
     """A PtahSchema whose Apply claim is marked, with every write made as the controller
     makes it; one change per keyword is what a stolen manager identity would forge."""
     admin, manager, ns = stage.operator.admin, stage.operator.manager, stage.namespace
     name = f"orders-{uuid.uuid4().hex[:8]}"
-    stored = admin.create(PTAHSCHEMAS, ns, schema_object(stage, name))
+    raw = schema_object(stage, name)
+    raw["spec"]["policy"]["apply"] = policy
+    stored = admin.create(PTAHSCHEMAS, ns, raw)
     binding = new_binding(executor)
     manager.patch_status(
         PTAHSCHEMAS,
@@ -397,7 +400,7 @@ def stage_migration_apply(
     approve_another_plan: bool = False,
     spend_by: str | None = None,
     unresolved: bool = False,
-    always: bool = False,
+    policy: str = "OnApproval",
 ) -> Staged:
     """A PtahMigration whose Apply claim is marked, every write made as the controller
     makes it (``controller.migration_dispatch``); one change per keyword is what a
@@ -405,8 +408,7 @@ def stage_migration_apply(
     admin, ns = stage.operator.admin, stage.namespace
     name = f"billing-{uuid.uuid4().hex[:8]}"
     raw = migration_object(stage, name)
-    if always:
-        raw["spec"]["policy"]["apply"] = "Always"
+    raw["spec"]["policy"]["apply"] = policy
     created = PtahMigration.model_validate(admin.create(PTAHMIGRATIONS, ns, raw))
     binding = new_binding(executor)
     migration = write_status(stage, created, PtahMigrationStatus(execution_binding=binding))

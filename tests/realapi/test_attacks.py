@@ -127,6 +127,12 @@ BOTH_JOB_ROWS: Final[list[JobRow]] = [
         "another-claim",
     ),
     (
+        "an approved Apply under policy.apply Never",
+        {"policy": "Never"},
+        authority.APPLY_NEVER,
+        "the {kind}'s spec.policy.apply is Never",
+    ),
+    (
         "a second attempt of the mutating claim",
         {"attempt": 2},
         authority.SECOND_ATTEMPT,
@@ -185,7 +191,7 @@ def test_the_managers_own_apply_is_admitted(stage: Stage, family: str) -> None:
 
 def test_a_migration_policy_of_always_needs_no_approval(stage: Stage) -> None:
     """The control for the approval rows: the spec's policy (a person's word) waives it."""
-    admitted(create_job(stage, stage_migration_apply(stage, always=True, approve=False).job))
+    admitted(create_job(stage, stage_migration_apply(stage, policy="Always", approve=False).job))
 
 
 def _forged(stage: Stage, staged: Staged, refusal: Any, detail: str) -> None:

@@ -107,6 +107,12 @@ def pending_proof(owner: Any) -> Any:
     return with_status(owner, pending_observation=pending)
 
 
+def never(owner: Any) -> Any:
+    """The owner's spec says nothing is applied; the claim still holds its approval."""
+    policy = owner.spec.policy.model_copy(update={"apply": "Never"})
+    return owner.model_copy(update={"spec": owner.spec.model_copy(update={"policy": policy})})
+
+
 def no_approval_held(owner: Any) -> Any:
     return with_status(owner, plan=owner.status.plan.model_copy(update={"approval": None}))
 
@@ -142,6 +148,12 @@ SCHEMA_ROWS = [
         a.MANAGER_NOT_PINNED,
     ),
     Row("a second attempt of the mutating claim", claim(attempt=2), a.SECOND_ATTEMPT, "attempt 2"),
+    Row(
+        "an approved Apply under policy.apply Never",
+        lambda s: change_owner(s, never),
+        a.APPLY_NEVER,
+        "PtahSchema",
+    ),
     Row(
         "an Apply while an earlier Apply's proof is owed",
         lambda s: change_owner(s, pending_proof),
@@ -231,6 +243,12 @@ MIGRATION_ROWS = [
         binding(executor_image="evil.example.com/ptah@sha256:" + "6" * 64),
         a.EXECUTOR_NOT_PINNED,
         "evil.example.com",
+    ),
+    Row(
+        "an approved migration Apply under policy.apply Never",
+        lambda s: change_owner(s, never),
+        a.APPLY_NEVER,
+        "PtahMigration",
     ),
     Row(
         "a second attempt of the migration Apply",

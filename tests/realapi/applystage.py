@@ -113,31 +113,54 @@ def spend(stage: Stage, resource: Resource, approval: str, claim: str) -> None:
     )
 
 
-def new_binding(executor: str | None = None) -> ExecutionBindingStatus:
-    base = localrun.LOCAL_BINDING
-    return ExecutionBindingStatus(
-        epoch="v1-" + uuid.uuid4().hex,
-        controller_state_version=base.controller_state_version,
-        ptah_version=base.ptah_version,
-        executor_image=executor or base.executor_image,
-        runner_protocol_version=base.runner_protocol_version,
-    )
+@dataclass(frozen=True)
+class Forged:
+    """What a stolen manager identity writes into status in place of the controller's
+    own: the images and Ptah version it binds, and its claim's target and realm. The
+    defaults are the controller's."""
+
+    executor: str | None = None
+    ptah_version: str | None = None
+    runner: str | None = None
+    manager: str | None = None
+    target_key: str | None = None
+    coordination: str | None = None
+
+    def binding(self) -> ExecutionBindingStatus:
+        base = localrun.LOCAL_BINDING
+        return ExecutionBindingStatus(
+            epoch="v1-" + uuid.uuid4().hex,
+            controller_state_version=base.controller_state_version,
+            ptah_version=self.ptah_version or base.ptah_version,
+            executor_image=self.executor or base.executor_image,
+            runner_protocol_version=base.runner_protocol_version,
+        )
+
+    def record(self) -> ManagerRecord:
+        base = localrun.LOCAL_MANAGER
+        return ManagerRecord(
+            controller_image=self.manager or base.controller_image,
+            controller_revision=base.controller_revision,
+            runner_image=self.runner or base.runner_image,
+        )
+
+    def claim(self, claim: Any, target: DatabaseTargetSpec) -> Any:
+        """The claim with the forged target key and coordination digest, if any."""
+        if self.target_key is not None:
+            wire = target.to_wire()
+            wire["urlFrom"]["key"] = self.target_key
+            target = DatabaseTargetSpec.model_validate(wire)
+        update: dict[str, Any] = {"target": target}
+        if self.coordination is not None:
+            update["coordination_digest"] = self.coordination
+        return claim.model_copy(update=update)
 
 
-def _record(runner: str | None) -> ManagerRecord:
-    return ManagerRecord(
-        controller_image=localrun.LOCAL_MANAGER.controller_image,
-        controller_revision=localrun.LOCAL_MANAGER.controller_revision,
-        runner_image=runner or localrun.LOCAL_MANAGER.runner_image,
-    )
+CONTROLLER: Final = Forged()
 
 
-def _other_key(target: DatabaseTargetSpec, key: str | None) -> DatabaseTargetSpec:
-    if key is None:
-        return target
-    wire = target.to_wire()
-    wire["urlFrom"]["key"] = key
-    return DatabaseTargetSpec.model_validate(wire)
+def new_binding() -> ExecutionBindingStatus:
+    return CONTROLLER.binding()
 
 
 @dataclass
@@ -210,9 +233,7 @@ def stage_apply(
     *,
     statements: tuple[bytes, ...] = SAFE,
     destructive: bool = False,
-    executor: str | None = None,
-    runner: str | None = None,
-    target_key: str | None = None,
+    forged: Forged = CONTROLLER,
     attempt: int = 1,
     approve: bool = True,
     approve_another_plan: bool = False,
@@ -227,7 +248,7 @@ def stage_apply(
     raw = schema_object(stage, name)
     raw["spec"]["policy"]["apply"] = policy
     stored = admin.create(PTAHSCHEMAS, ns, raw)
-    binding = new_binding(executor)
+    binding = forged.binding()
     manager.patch_status(
         PTAHSCHEMAS,
         ns,
@@ -266,8 +287,8 @@ def stage_apply(
             approved_at=spec["approvedAt"],
         )
     claim = schema_operation(schema, **_apply_fields(name, binding, attempt))
-    claim = claim.model_copy(update={"target": _other_key(schema.spec.target, target_key)})
-    record = _record(runner)
+    claim = forged.claim(claim, schema.spec.target)
+    record = forged.record()
     status = schema.status
     assert status is not None
     claimed = status.model_copy(
@@ -391,9 +412,7 @@ def migration_approval(migration: PtahMigration, plan: Object) -> Object:
 def stage_migration_apply(
     stage: Stage,
     *,
-    executor: str | None = None,
-    runner: str | None = None,
-    target_key: str | None = None,
+    forged: Forged = CONTROLLER,
     artifact: OCIArtifactAccessBinding | None = None,
     attempt: int = 1,
     approve: bool = True,
@@ -410,7 +429,7 @@ def stage_migration_apply(
     raw = migration_object(stage, name)
     raw["spec"]["policy"]["apply"] = policy
     created = PtahMigration.model_validate(admin.create(PTAHMIGRATIONS, ns, raw))
-    binding = new_binding(executor)
+    binding = forged.binding()
     migration = write_status(stage, created, PtahMigrationStatus(execution_binding=binding))
     approval: Object | None = None
     if approve_another_plan:
@@ -434,15 +453,14 @@ def stage_migration_apply(
         if approval is not None
         else None
     )
-    claim = claim.model_copy(
+    claim = forged.claim(claim, migration.spec.target).model_copy(
         update={
             "plan_ref": plan_ref,
             "approval_ref": approval_ref,
-            "target": _other_key(migration.spec.target, target_key),
             "source": artifact or claim.source,
         }
     )
-    record = _record(runner)
+    record = forged.record()
     status = migration.status
     assert status is not None
     claimed = status.model_copy(update={"active_operation": claim, "phase": "Applying"})

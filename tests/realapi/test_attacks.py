@@ -44,6 +44,7 @@ from lab import run as localrun
 from tests.realapi.applystage import (
     MIGRATIONS_DIGEST,
     MIGRATIONS_REPOSITORY,
+    Forged,
     Staged,
     dispatch,
     migrations,
@@ -97,19 +98,37 @@ JobRow = tuple[str, dict[str, Any], Any, str]
 BOTH_JOB_ROWS: Final[list[JobRow]] = [
     (
         "the claim pointed at another key of the database Secret",
-        {"target_key": "admin-url"},
+        {"forged": Forged(target_key="admin-url")},
         authority.TARGET_NOT_SPEC,
         "the {kind}'s spec.target",
     ),
     (
         "the binding re-sealed over an executor from another registry",
-        {"executor": EVIL},
+        {"forged": Forged(executor=EVIL)},
         authority.EXECUTOR_NOT_PINNED,
         "registry.evil.example",
     ),
     (
+        "the binding re-sealed over another Ptah version",
+        {"forged": Forged(ptah_version="0.0.1")},
+        authority.VERSION_NOT_PINNED,
+        "0.0.1",
+    ),
+    (
+        "the Job's manager record naming a manager image from another registry",
+        {"forged": Forged(manager=EVIL)},
+        authority.MANAGER_NOT_PINNED,
+        "registry.evil.example",
+    ),
+    (
+        "the claim's coordination digest another database's",
+        {"forged": Forged(coordination="sha256:" + "7" * 64)},
+        authority.COORDINATION_NOT_SPEC,
+        "the {kind}'s spec.target derives",
+    ),
+    (
         "a runner image from another registry",
-        {"runner": EVIL},
+        {"forged": Forged(runner=EVIL)},
         authority.RUNNER_NOT_PINNED,
         "registry.evil.example",
     ),

@@ -240,6 +240,43 @@ def test_a_forged_migration_apply_is_refused(
     _forged(stage, stage_migration_apply(stage, **forged), refusal, detail)
 
 
+def _host_root(job: Object) -> None:
+    pod = job["spec"]["template"]["spec"]
+    pod["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    pod["containers"][0]["volumeMounts"].append({"name": "host", "mountPath": "/host"})
+
+
+JOB_EDITS: Final[list[tuple[str, Callable[[Object], None]]]] = [
+    (
+        "another service account",
+        lambda job: job["spec"]["template"]["spec"].update(serviceAccountName="admin"),
+    ),
+    ("the node's root file system mounted", _host_root),
+    (
+        "another node",
+        lambda job: job["spec"]["template"]["spec"].update(nodeName="a-node-with-secrets"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "edit"),
+    [
+        pytest.param(family, edit, id=f"{family}: {name}")
+        for name, edit in JOB_EDITS
+        for family in FAMILIES
+    ],
+)
+def test_a_job_other_than_its_claim_builds_is_refused(
+    stage: Stage, family: str, edit: Callable[[Object], None]
+) -> None:
+    """The claim is the controller's own; the Job submitted for it is not the one it
+    builds (``jobclaim.match`` against the rebuild from spec)."""
+    staged = STAGERS[family](stage)
+    edit(staged.job)
+    refused_with(create_job(stage, staged.job), template(jobs.OUTSIDE_INTENT))
+
+
 # -- the table: plans ----------------------------------------------------------------------
 
 

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
 import psycopg
 import pytest
 
+from controller.dispatch_steps import REFUSED_RETRY
+from controller.events import REPORTING_CONTROLLER
 from jobclaim.apiserver import (
     EVENTS,
     JOBS,
@@ -231,6 +234,15 @@ def _scenario(run: LabRun, api: Api) -> None:
         lambda: _marks(run, since) if _marks(run, since).count((True, False)) >= 2 else None,
     )
     print(f"# dispatchStarted in the stored versions since the approval: {marks}")
+    withdrawn = poll("the manager's DispatchWithdrawn Event", lambda: _withdrawals(run) or None)
+    notes = [note for _, note in withdrawn]
+    print(f"# DispatchWithdrawn Events: {len(notes)}, the first: {notes[0][:200]}")
+    # The manager retries a refused create every REFUSED_RETRY, never in a loop on its
+    # own status writes (it once marked and withdrew at 50 ms). A lower bound only: a
+    # loaded machine makes the gaps longer, never shorter.
+    gaps = [later - earlier for (earlier, _), (later, _) in pairwise(withdrawn)]
+    print(f"# seconds between withdrawals: {[round(gap, 1) for gap in gaps]}")
+    assert all(gap >= REFUSED_RETRY * 0.8 for gap in gaps), gaps
     operation: dict[str, Any] = _migration(run)["status"]["activeOperation"]
     assert operation["type"] == "Apply"
     reserved = operation["jobName"]
@@ -275,6 +287,18 @@ def _scenario(run: LabRun, api: Api) -> None:
         (1,),
         (2,),
     ]
+
+
+def _withdrawals(run: LabRun) -> list[tuple[float, str]]:
+    """The manager's DispatchWithdrawn Events about the migration: (eventTime as epoch
+    seconds, note), oldest first."""
+    return sorted(
+        (datetime.fromisoformat(str(event["eventTime"])).timestamp(), str(event.get("note")))
+        for event in run.admin.list(EVENTS, NAMESPACE)
+        if event.get("reason") == "DispatchWithdrawn"
+        and event.get("reportingController") == REPORTING_CONTROLLER
+        and (event.get("regarding") or {}).get("name") == MIGRATION.name
+    )
 
 
 def _marks(run: LabRun, since: str) -> list[tuple[bool, bool]]:

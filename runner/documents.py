@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobclaim.api import Severity
 from runner.result import first_problem, strict_json
 
 CONTRACT_VERSION: Final = 1
@@ -45,7 +46,6 @@ RunOutcome = Literal["up-to-date", "applied", "dry-run", "failed", "partial", "u
 MigrationState = Literal[
     "applied", "modified", "dirty", "pending", "out-of-order", "checkpoint-covered"
 ]
-Severity = Literal["safe", "info", "warning", "error", "destructive"]
 PLAN_OUTCOMES: Final = ("changes", "no-changes", "refused", "failed")
 APPLY_OUTCOMES: Final = (
     "applied",

@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
+from jobclaim.api import Severity
 
 # The frame's shape, bound into every execution binding. 6: an Observe frame lists its
 # drift findings (category, count, severity) with their count and truncation, which a
@@ -91,8 +92,6 @@ OperationId = Annotated[
 ErrorCode = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")]
 Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
-# ptah's severities, as its drift and plan documents spell them.
-Severity = Literal["safe", "info", "warning", "error", "destructive"]
 RunOutcome = Literal["UpToDate", "Applied", "Failed", "Partial", "Unknown"]
 
 

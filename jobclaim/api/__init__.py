@@ -63,6 +63,7 @@ from jobclaim.api.schema import (
     RetiredJobStatus,
     RetiredPlanReference,
     SettledProofStatus,
+    Severity,
 )
 from jobclaim.api.snapshot import (
     AdmissionSnapshot,
@@ -148,6 +149,7 @@ __all__ = [
     "RuntimeClassBinding",
     "ServiceAccountBinding",
     "SettledProofStatus",
+    "Severity",
     "TargetLockReleaseStatus",
     "Toleration",
     "UnresolvedMigrationRunStatus",

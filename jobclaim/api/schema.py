@@ -49,6 +49,11 @@ SchemaPhase = Literal[
     "Failed",
 ]
 SCHEMA_FINALIZER = "operator.ptah.run/active-operation"
+# ptah's severities, as its drift and plan documents spell them. The runner reports a
+# reading's highest severity in these words and the status records it as said: a
+# narrower status type made every reading whose worst finding was "safe" (a table
+# added) or "error" unrecordable, and the schema never left Observing.
+Severity = Literal["safe", "info", "warning", "error", "destructive"]
 
 
 class SchemaPolicy(WireModel):
@@ -222,7 +227,7 @@ class DriftObservationStatus(WireModel):
     observed_at: Timestamp
     artifact_digest: Digest
     drift: bool
-    highest_severity: Literal["info", "warning", "destructive"] | None = None
+    highest_severity: Severity | None = None
     finding_count: int = Field(default=0, ge=0)
     report_digest: Digest | None = None
     target_identity_digest: Digest | None = None

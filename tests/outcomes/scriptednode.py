@@ -37,6 +37,8 @@ class Database:
     """What the executor would find: drift for a schema, pending versions for a migration."""
 
     drift: bool = True
+    # The worst finding a drift reading reports, in ptah's words.
+    severity: str = "warning"
     plan_text: str = PLAN_TEXT
     pending: list[str] = field(default_factory=lambda: ["20260101000000"])
     applied: list[str] = field(default_factory=list)
@@ -146,9 +148,9 @@ def answer(runner_op: str, db: Database, policy: str = POLICY) -> dict[str, Any]
             "driftReportDigest": "sha256:" + "c" * 64,
         }
         if db.drift:
-            observe["highestDriftSeverity"] = "warning"
+            observe["highestDriftSeverity"] = db.severity
             observe["driftFindings"] = [
-                {"category": "table_changed", "count": 1, "severity": "warning"}
+                {"category": "table_changed", "count": 1, "severity": db.severity}
             ]
         return {"observe": observe}
     if runner_op == "plan":

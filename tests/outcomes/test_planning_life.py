@@ -9,12 +9,13 @@ approve a plan, change the spec; and what time does: an interval passing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from controller import lifecyclepass
 from controller.reconciler import Key, Reconciler
+from jobclaim.api import Severity
 from jobclaim.apiserver import (
     CONFIGMAPS,
     LEASES,
@@ -157,6 +158,22 @@ def test_a_new_schema_reads_plans_and_after_approval_applies_to_in_sync() -> Non
     found = conditions(rig.resource(key))
     assert (found["Ready"], found["Reconciling"], found["InSync"]) == ("True", "False", "True")
     assert status["nextReconciliationTime"]
+
+
+@pytest.mark.parametrize("severity", get_args(Severity))
+def test_a_drift_reading_is_recorded_whatever_severity_ptah_gives_its_worst_finding(
+    severity: str,
+) -> None:
+    # A reading whose worst finding was "safe" (a table added) once failed every
+    # pass on the status model, and the schema stayed Observing (found on the lab
+    # cluster by the realm scenario).
+    rig = make_rig()
+    node = ScriptedNode(rig)
+    node.db.severity = severity
+    key = new_schema(rig)
+    status = drive(rig, node, key, phase("AwaitingApproval"))
+    assert node.ran == ["resolve", "verify", "observe", "plan"]
+    assert status["observation"]["highestSeverity"] == severity
 
 
 def plan_policy(status: Status) -> str:

@@ -43,8 +43,21 @@ from jobclaim.times import timestamp
 # How soon a refused create is tried again: the refusal may be a webhook that is
 # being replaced, or priority and fairness shedding load.
 REFUSED_RETRY: Final = 5.0
-# How soon contention is looked at again when the Lease does not say.
+# How soon contention is looked at again: a holder's release is a Lease write, which
+# no watch of ours sees, so a claimant only learns of it by looking. The foreign
+# Lease's own expiry (up to its whole duration, minutes) is the latest it must look.
 CONTENTION_RETRY: Final = 5.0
+
+
+def contention_retry(retry_after: float | None) -> float:
+    """When a claimant that found the realm held looks again. Pure.
+
+    Soon, whatever the holder's Lease says: looking again is an uncached read, and the
+    expiry is measured by this process's sighting, which a look does not reset. Waiting
+    for ``retry_after`` left a second resource idle for the holder's whole duration
+    after the holder had released the realm in seconds.
+    """
+    return CONTENTION_RETRY if retry_after is None else min(retry_after, CONTENTION_RETRY)
 
 
 class DispatchPass:
@@ -85,7 +98,7 @@ class DispatchPass:
             ctx.crossed("RealmBusy", "another claim holds the database realm")
             return Stop(
                 "another claim holds the database realm",
-                requeue_after=state.retry_after or CONTENTION_RETRY,
+                requeue_after=contention_retry(state.retry_after),
             )
         update = epoch_update(operation, state, dispatched=False)
         if update is not None:

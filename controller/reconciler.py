@@ -42,7 +42,14 @@ from controller.leaderelection import LeaderElector
 from controller.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Environment
-from jobclaim.apiserver import JOBS, PTAHMIGRATIONAPPROVALS, PTAHSCHEMAAPPROVALS, Object, Resource
+from jobclaim.apiserver import (
+    JOBS,
+    PTAHMIGRATIONAPPROVALS,
+    PTAHSCHEMAAPPROVALS,
+    ApiError,
+    Object,
+    Resource,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +227,25 @@ _APPROVAL_OWNER: Final = {
     PTAHSCHEMAAPPROVALS.kind: ("PtahSchema", "schemaRef"),
     PTAHMIGRATIONAPPROVALS.kind: ("PtahMigration", "migrationRef"),
 }
+
+
+def resume_from(current: str | None, seen: object) -> str | None:
+    """Where the next watch resumes after an event whose object is at ``seen``. Pure.
+
+    A watch begun without a version opens with one ADDED event per existing object,
+    in no order: resuming from the *last* one's version resumed from an old object's,
+    which the server had compacted away (410 "too old resource version"), so every
+    ten seconds the watch broke, started over, and queued every resource again (seen
+    on the lab cluster). The newest version seen is kept instead. Versions are opaque
+    to clients in general; the API server's are etcd revisions, decimal integers, and
+    one that is not is taken as it comes.
+    """
+    if not seen:
+        return current
+    text = str(seen)
+    if current is not None and current.isdecimal() and text.isdecimal():
+        return text if int(text) > int(current) else current
+    return text
 
 
 def keys_for(resource: Resource, obj: Object) -> list[Key]:
@@ -409,10 +435,13 @@ class Reconciler:
                     if stop.is_set():
                         return
                     obj = event.object
-                    version = str(obj.get("metadata", {}).get("resourceVersion") or version)
+                    version = resume_from(version, obj.get("metadata", {}).get("resourceVersion"))
                     for key in keys_for(resource, obj):
                         self.queue.add(key)
+            except ApiError as error:  # the server's answer: said in a line, no traceback
+                log.warning("the %s watch broke (%s); watching afresh", resource.plural, error)
+                version = None
             except Exception:  # a broken watch is re-established; decisions never rely on it
-                log.exception("the %s watch broke; re-listing", resource.plural)
+                log.exception("the %s watch broke; watching afresh", resource.plural)
                 version = None
             stop.wait(self.watch_pause)

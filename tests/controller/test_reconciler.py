@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.dispatch_steps import REFUSED_RETRY
 from controller.leaderelection import LeaderElector
 from controller.mutationlifecycle import Stop
-from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for
+from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for, resume_from
 from jobclaim.apiserver import (
     JOBS,
     LEASES,
@@ -312,3 +314,26 @@ def test_a_create_refused_by_an_unreachable_webhook_is_retried_no_sooner_than_it
     assert (stop.requeue_after, stop.error is not None) == (REFUSED_RETRY, True)
     queue.add(key)  # the withdrawn marker's own watch event
     assert queue.get(0) is None  # waits for the retry instead of marking again at once
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10**9), min_size=1))
+def test_a_watch_resumes_from_the_newest_version_it_saw_in_any_order(versions: list[int]) -> None:
+    current: str | None = None
+    for version in versions:
+        current = resume_from(current, str(version))
+    assert current == str(max(versions))
+
+
+@pytest.mark.parametrize(
+    ("current", "seen", "resumed"),
+    [
+        (None, "2309", "2309"),  # control: the first event sets it
+        ("2309", "1413", "2309"),  # an old object's synthetic ADDED does not move it back
+        ("2309", None, "2309"),  # an object without a version leaves it
+        ("2309", "opaque-7", "opaque-7"),  # a non-revision version is taken as it comes
+    ],
+)
+def test_what_one_event_does_to_the_resume_point(
+    current: str | None, seen: str | None, resumed: str
+) -> None:
+    assert resume_from(current, seen) == resumed

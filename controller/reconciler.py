@@ -165,8 +165,13 @@ class WorkQueue:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
             _, key = heapq.heappop(self._delayed)
-            if self._held_until.get(key, now) <= now:
-                self._held_until.pop(key, None)
+            held = self._held_until.get(key)
+            if held is not None:
+                if held > now:
+                    # An older requeue (a reading's poll, a renewal) falling due inside
+                    # a failed pass's hold: the hold's own retry is queued at its end.
+                    continue
+                del self._held_until[key]
             if key in self._active:
                 self._dirty.add(key)
             elif key not in self._queued:

@@ -8,6 +8,7 @@ on an Event a listener sets, never on a sleep.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from hypothesis import given
@@ -64,13 +65,15 @@ def test_delays_and_backoff_follow_the_injected_clock() -> None:
     assert [queue.add_with_backoff(A) for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]
     assert queue.get(0) is None
     clocks.advance(1.0)
+    assert queue.get(0) is None  # held until the last failure's retry
+    clocks.advance(3.0)
     assert queue.get(0) == A
     queue.done(A)
     queue.forget(A)
     assert queue.add_with_backoff(A) == 1.0
     queue.add(B, after=10.0)
     clocks.advance(9.0)
-    assert queue.get(0) == A  # A's later delays are due; B is not
+    assert queue.get(0) == A  # A's retry is due; B is not
     queue.done(A)
     assert queue.get(0) is None
     clocks.advance(1.0)
@@ -286,6 +289,17 @@ def test_a_failed_keys_watch_events_wait_for_its_retry_and_a_success_ends_the_ho
     assert queue.get(0) == A
 
 
+def test_an_older_requeue_falling_due_inside_a_hold_waits_for_it() -> None:
+    clocks = Clocks()
+    queue = WorkQueue(clock=clocks.monotonic, base_delay=1.0, max_delay=60.0)
+    queue.add(A, after=2.0)  # a reading's poll, asked for by an earlier pass
+    queue.add_with_backoff(A, delay=5.0)  # then a pass over A failed
+    clocks.advance(2.0)
+    assert queue.get(0) is None  # the poll falls due inside the hold
+    clocks.advance(3.0)
+    assert queue.get(0) == A
+
+
 def test_a_hold_never_outlasts_its_cap_however_long_the_backoff() -> None:
     clocks = Clocks()
     queue = WorkQueue(clock=clocks.monotonic, base_delay=1000.0, max_delay=1000.0)
@@ -337,3 +351,38 @@ def test_what_one_event_does_to_the_resume_point(
     current: str | None, seen: str | None, resumed: str
 ) -> None:
     assert resume_from(current, seen) == resumed
+
+
+def test_a_running_manager_retries_a_refused_create_once_per_refused_retry() -> None:
+    # The whole loop, watches included: a pass's own status writes come back as watch
+    # events and must not run it again before its retry. Real time, but only a lower
+    # bound is asserted: a loaded machine makes fewer attempts, never more.
+    rig = make_rig()
+    add_migration(rig)
+    refused = classify(
+        500,
+        "InternalError",
+        '{"kind":"Status","reason":"InternalError",'
+        '"message":"Internal error occurred: failed calling webhook \\\\"x\\\\""}',
+    )
+    withdrawn = threading.Event()
+    withdrawals: list[float] = []
+
+    def listen(regarding: object, record: object) -> None:
+        if getattr(record, "reason", "") == "DispatchWithdrawn":
+            withdrawals.append(time.monotonic())
+            withdrawn.set()
+
+    rig.sink.listeners.append(listen)
+    rig.api.fail_before_write(matching("create", JOBS), refused, times=None)
+    reconciler = Reconciler(rig.env, rig.sink, namespace=NS, workers=2, watch_pause=0.01)
+    stop = threading.Event()
+    runner = threading.Thread(target=reconciler.run, args=(stop,))
+    runner.start()
+    try:
+        assert withdrawn.wait(timeout=30), "no create was refused"
+        stop.wait(2.0)  # the window watched: a hot loop would withdraw dozens of times
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert len(withdrawals) == 1, [round(t - withdrawals[0], 2) for t in withdrawals]

@@ -183,6 +183,7 @@ class DispatchPass:
         except Exception as error:  # every answer, and none, is classified
             return self._create_failed(error)
         ctx.crossed("JobCreated", f"Job {ctx.operation.job_name} was created")
+        ctx.crossed_create()
         return None
 
     def _create_failed(self, error: Exception) -> Stop:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
 from controller.events import EventRecord
+from controller.faultpoints import Boundary, FaultPoints, crossed
 from controller.managerconfig import ManagerConfig
 from controller.mutationlifecycle import (
     ClaimView,
@@ -87,6 +88,9 @@ class Environment:
     entropy: Callable[[int], bytes] = os.urandom
     # Epochs for first sight of a resource; a test injects a fixed one.
     epochs: Callable[[], str] | None = None
+    # Told about each Apply boundary crossed; only a lab manager has any
+    # (controller.faultpoints).
+    faults: FaultPoints | None = None
 
 
 class Family(Protocol):
@@ -336,6 +340,7 @@ class PassContext:
 
     def write_status(self, status: Status) -> None:
         """Replace the status at the version this pass decided from."""
+        before = self.subject.status.active_operation if self.subject.status else None
         stored = self.api.patch_status(
             self.family.resource,
             self.namespace,
@@ -344,6 +349,15 @@ class PassContext:
             resource_version=self.subject.metadata.resource_version or "",
         )
         self.subject = self.family.parse(stored)
+        if self.env.faults is not None:
+            after = self.subject.status.active_operation if self.subject.status else None
+            for boundary, operation in crossed(before, after):
+                self.env.faults.after(boundary, self.subject, operation)
+
+    def crossed_create(self) -> None:
+        """The one Job create was answered: tell the fault points, if any."""
+        if self.env.faults is not None:
+            self.env.faults.after(Boundary.CREATE, self.subject, self.operation)
 
     def write_operation(self, **update: Any) -> None:
         """Write the claim with ``update`` applied, nothing else in status changed."""

@@ -34,7 +34,7 @@ from prometheus_client import start_http_server
 import certs
 from controller.events import ApiEventSink
 from controller.leaderelection import LeaderElector
-from controller.mutationlifecycle import Stop
+from controller.mutationlifecycle import Driver, Stop
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
@@ -42,6 +42,7 @@ from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS, ApiClient, Not
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems, trust_problems
+from manager.labfaults import LabFaultPoints
 from manager.metrics import ManagerMetrics
 from webhook.app import create_app
 from webhook.engine import Engine
@@ -117,6 +118,12 @@ class Manager:
             config=config.controller,
             lock=TargetLock(api, config.controller.lease_namespace),
         )
+        # Only a lab configuration (manager.config refuses these elsewhere).
+        if config.lab_fault_points:
+            env.faults = LabFaultPoints()
+        if config.lab_swap_steps is not None:
+            log.warning("lab: dispatch steps %s and %s exchanged", *config.lab_swap_steps)
+            env.driver = Driver.swapped(*config.lab_swap_steps)
         elector = None
         if config.leader_election is not None:
             election = config.leader_election

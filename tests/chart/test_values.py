@@ -130,6 +130,33 @@ ROWS: list[tuple[str, dict[str, Any], str | None]] = [
         {"podDisruptionBudget": {"minAvailable": 2}},
         "podDisruptionBudget.minAvailable must be below replicaCount",
     ),
+    (
+        "lab fault points with a production executor",
+        {"lab": {"faultPoints": True}},
+        "lab.faultPoints and lab.swapSteps are for the lab's fault suite only",
+    ),
+    (
+        "lab swapped steps with a production executor",
+        {"lab": {"swapSteps": "mark,create"}},
+        "lab.faultPoints and lab.swapSteps are for the lab's fault suite only",
+    ),
+    (
+        "lab fault points with an executor only named like the stand-in",
+        {
+            "lab": {"faultPoints": True},
+            "execution": {"executorImage": f"r.example/ptah-lab-executor-prod@{DIGEST}"},
+        },
+        "lab.faultPoints and lab.swapSteps are for the lab's fault suite only",
+    ),
+    (
+        "lab fault points with the lab's stand-in executor render",
+        {
+            "lab": {"faultPoints": True, "swapSteps": "mark,create"},
+            "execution": {"executorImage": f"10.88.0.1:5000/ptah/ptah-lab-executor@{DIGEST}"},
+        },
+        None,
+    ),
+    ("lab swapped steps that are not two", {"lab": {"swapSteps": "mark"}}, "at '/lab/swapSteps'"),
 ]
 
 

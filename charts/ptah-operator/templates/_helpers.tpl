@@ -89,6 +89,9 @@ of one file still checks them.
 {{- fail (printf "podLabels may not set %s: the chart sets the app.kubernetes.io/ labels, and the Services and the PodDisruptionBudget select the manager Pods by them" $key) -}}
 {{- end -}}
 {{- end -}}
+{{- if and (or .Values.lab.faultPoints .Values.lab.swapSteps) (ne (regexReplaceAll "^(.*/)?([^/@]*)@.*$" (toString .Values.execution.executorImage) "${2}") "ptah-lab-executor") -}}
+{{- fail "lab.faultPoints and lab.swapSteps are for the lab's fault suite only: they need execution.executorImage to be the lab's stand-in executor (a repository named ptah-lab-executor)" -}}
+{{- end -}}
 {{- if and .Values.podDisruptionBudget.enabled (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
 {{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no manager Pod could ever be evicted and every node drain would stall; lower it, raise replicaCount, or set podDisruptionBudget.enabled=false" -}}
 {{- end -}}

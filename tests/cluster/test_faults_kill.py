@@ -1,0 +1,497 @@
+"""Fault scenario 1 on the real cluster: the manager killed at each durable write of an Apply.
+
+The spec's table "the process stopped, what does the next pass see" names every
+durable write of a claim and what the next pass makes of a stop right after it. Here
+the stop is real: the chart's manager runs with the lab's fault points
+(``lab.faultPoints``, refused unless the executor is the lab's stand-in), and a
+PtahMigration of this file's own, on a database of its own, names one write in its
+``lab.ptah.run/stop-after`` annotation. Right after that write succeeds the pass
+parks for good (``manager.labfaults``); the test removes the annotation (so the
+replacement does not stop there again), SIGKILLs the manager's process from the host
+(a Pod's processes are the host's), and deletes its Pod. The replacement manager
+then takes over. What holds is read from the API server and from PostgreSQL itself:
+
+- at most one Apply Job ever existed for the resource (every Job the API server
+  stored since the approval, by UID, from a watch replay), and none ever stood
+  under a claim that was not marked (``dispatchStarted`` or a recorded UID);
+- the database received the migrations' DDL at most once (an event trigger counts
+  every command), exactly once where the outcome is a run;
+- the outcome the table promises: ``claim``, ``create`` and ``record`` run the one
+  Job to InSync (the last two adopt it), ``mark`` records the run as unknown
+  (``status.unresolvedRun``) with no Job and no SQL, ``outcome`` performs the
+  staged release;
+- the realm's Lease is released, and released no earlier than every Apply Pod's
+  container stopped (the release's ``renewTime`` against the kubelet's
+  ``finishedAt``).
+
+Then the swapped-boundary build: the same lab-only guard installs a manager whose
+dispatch creates the Job before it marks (``lab.swapSteps=create,mark``'s exchange,
+the fault suite's ``MARK<->CREATE`` swap). Killed right after its create, it leaves
+a Job under a claim that is not marked, the state the spec's order exists to make
+impossible, and the invariant check above reports exactly that. The chart's
+manager is restored at the end of the file.
+
+Only the migration family runs here (the schema family's Apply crosses the same
+writes through the same ``DispatchPass``, and its proof afterwards is another
+scenario's); the Lease-epoch, snapshot and approval-spent rows of the table write
+nothing a Job depends on and are left to the crash simulation. Each recovery time
+(kill -> the promised outcome) is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import psycopg
+import pytest
+import yaml
+
+from jobclaim import coordination_digest, lease_name
+from jobclaim.apiserver import CONFIGMAPS, JOBS, LEASES, PODS, PTAHMIGRATIONS, NotFound, Object
+from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
+from kubectl_ptah import cli as kubectl_ptah
+from lab import install
+from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, POLICY, SECRETS, LabRun
+from lab.progress import DONE, FAILED, failure_of, phase_of
+from manager.labfaults import ANNOTATION, PARKED
+from tests.cluster.conftest import Api, poll
+from tests.cluster.test_faults_webhook import AUDIT
+
+pytestmark = pytest.mark.cluster
+
+MIGRATION: Final = next(example for example in EXAMPLES if example.cli_kind == "migration")
+PREFIX: Final = "kill"
+# Resolve, Verify, Read and Plan Jobs of every case at once on a shared 2-core node.
+PLAN_DEADLINE: Final = 900.0
+RECOVERY_DEADLINE: Final = 600.0
+# 0001's CREATE TABLE (and its primary key's index), 0002's ALTER TABLE.
+DDL: Final = [
+    ("CREATE TABLE", "public.invoices"),
+    ("CREATE INDEX", "public.invoices_pkey"),
+    ("ALTER TABLE", "public.invoices"),
+]
+UNMARKED: Final = "a Job stands under a claim that is not marked"
+
+
+@dataclass(frozen=True)
+class Case:
+    boundary: str
+    # What the next pass makes of it, as the spec's table says: "run" (the one Job
+    # runs to InSync) or "unknown" (no Job; the run is recorded as unresolved).
+    outcome: str
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}-{self.label or self.boundary}"
+
+    @property
+    def database(self) -> str:
+        return f"{PREFIX}_{self.label or self.boundary}"
+
+
+CASES: Final = [
+    Case("claim", "run"),
+    Case("mark", "unknown"),
+    Case("create", "run"),
+    Case("record", "run"),
+    Case("outcome", "run"),
+]
+SWAPPED: Final = Case("create", "any", label="swapped")
+
+
+# -- the chart's lab values ------------------------------------------------------------
+
+
+def _upgrade(run: LabRun, *, fault_points: bool, swap: str = "") -> None:
+    """``helm upgrade --reuse-values`` with the lab values; until the manager is ready."""
+    values = {"lab": {"faultPoints": fault_points, "swapSteps": swap}}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as layer:
+        layer.write(yaml.safe_dump(values))
+        layer.flush()
+        argv = [
+            str(install.HELM),
+            "upgrade",
+            install.RELEASE,
+            str(install.CHART),
+            "--kubeconfig",
+            str(run.lab.kubeconfig("admin")),
+            "--namespace",
+            MANAGER_NAMESPACE,
+            "--reuse-values",
+            "--values",
+            layer.name,
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    install.wait_ready(
+        run.admin, MANAGER_NAMESPACE, report=print, timeout=300.0, check=run.lab.check
+    )
+
+
+def _lab_env(run: LabRun) -> dict[str, str]:
+    deployment = run.admin.get(install.DEPLOYMENTS, MANAGER_NAMESPACE, install.RELEASE)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", "") for e in container["env"] if "PTAH_LAB" in e["name"]}
+
+
+# -- this file's own migrations ----------------------------------------------------------
+
+
+def _create(run: LabRun, case: Case) -> None:
+    """A role, a database with the DDL audit, its Secret and policy, and the migration."""
+    assert run.postgres is not None
+    pg = run.postgres
+    role, password = case.database, secrets.token_urlsafe(18)
+    pg.create_role(role, password)
+    pg.create_database_named(case.database, owner=role)
+    with psycopg.connect(pg.url(case.database), autocommit=True) as conn:
+        conn.execute(AUDIT.encode())
+    url = pg.url(case.database, user=role, password=password, host=str(run.lab.topology.node_ip))
+    secret, policy = f"{case.name}-db", f"{case.name}-policy"
+    run.admin.create(
+        SECRETS,
+        NAMESPACE,
+        {"metadata": {"name": secret}, "stringData": {"url": url}, "type": "Opaque"},
+    )
+    run.admin.create(
+        CONFIGMAPS, NAMESPACE, {"metadata": {"name": policy}, "data": {"policy.json": POLICY}}
+    )
+    obj = MIGRATION.load()
+    obj["metadata"] = {"name": case.name, "annotations": {ANNOTATION: case.boundary}}
+    obj["spec"]["target"]["coordinationKey"] = f"{case.name}-primary"
+    obj["spec"]["target"]["urlFrom"] = {"name": secret, "key": "url"}
+    obj["spec"]["artifact"]["ociRef"] = run.pinned[MIGRATION.artifact]
+    obj["spec"]["artifact"]["verificationPolicyFrom"] = {"name": policy, "key": "policy.json"}
+    run.admin.create(PTAHMIGRATIONS, NAMESPACE, obj)
+
+
+def _remove(run: LabRun, case: Case) -> None:
+    """The migration (its Jobs go with it: they are owned), its Secret and policy."""
+    for resource, name in (
+        (PTAHMIGRATIONS, case.name),
+        (SECRETS, f"{case.name}-db"),
+        (CONFIGMAPS, f"{case.name}-policy"),
+    ):
+        with contextlib.suppress(NotFound):
+            run.admin.delete(resource, NAMESPACE, name)
+
+
+def _get(run: LabRun, case: Case) -> Object:
+    obj = run.admin.get(PTAHMIGRATIONS, NAMESPACE, case.name)
+    # An unknown outcome is published as a failure of the run; a run that was to
+    # succeed must not fail.
+    if phase_of(obj) in FAILED and case.outcome == "run":
+        pytest.fail(f"{case.name} failed: {failure_of(obj)}")
+    return obj
+
+
+def _awaiting(run: LabRun, case: Case) -> Object | None:
+    obj = _get(run, case)
+    plan = ((obj.get("status") or {}).get("plan") or {}).get("name")
+    return obj if phase_of(obj) == "AwaitingApproval" and plan else None
+
+
+def _approve(run: LabRun, case: Case) -> str:
+    out = io.StringIO()
+    argv = ["--kubeconfig", str(run.lab.kubeconfig("admin")), "-n", NAMESPACE]
+    argv += ["approve", "migration", case.name, "--yes", "-o", "json"]
+    assert kubectl_ptah.main(argv, stdin=io.StringIO(), stdout=out) == 0
+    made = json.loads(out.getvalue())
+    return f"{made['kind']} {made['name']} stamped by {made['stampedBy']}"
+
+
+@pytest.fixture(scope="module")
+def lab_faults(lab_run: LabRun, api: Api) -> Iterator[LabRun]:
+    """The chart's manager with the lab's fault points, and every case's migration
+    planned; afterwards the migrations are gone and the chart's manager is back."""
+    run = lab_run
+    _upgrade(run, fault_points=True)
+    assert _lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
+    try:
+        for case in (*CASES, SWAPPED):
+            _create(run, case)
+        yield run
+    finally:
+        for case in (*CASES, SWAPPED):
+            _remove(run, case)
+        _upgrade(run, fault_points=False)
+        assert _lab_env(run) == {}, "the chart's manager is back, with no lab variable"
+
+
+# -- the kill ----------------------------------------------------------------------------
+
+
+def _manager_pods(run: LabRun) -> list[Object]:
+    selector = {"app.kubernetes.io/name": install.RELEASE, "app.kubernetes.io/component": "manager"}
+    return run.admin.list(PODS, MANAGER_NAMESPACE, label_selector=selector)
+
+
+def _parked_pod(run: LabRun, api: Api, case: Case) -> str | None:
+    """The manager Pod whose log says it parked after the case's write (synchronization
+    only: what is asserted is read from the API server and the database)."""
+    line = PARKED.format(boundary=case.boundary) + f" of {NAMESPACE}/{case.name}"
+    for pod in _manager_pods(run):
+        name = pod["metadata"]["name"]
+        try:
+            log = api.text(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{name}/log")
+        except Exception:  # a Pod not started yet has no log
+            continue
+        if line in log:
+            return str(name)
+    return None
+
+
+def _host_pid(pod: str) -> int:
+    """The manager process of ``pod`` as the host sees it: its environment names the Pod."""
+    wanted = f"POD_NAME={pod}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+        if wanted in environ and b"ptah-manager" in cmdline:
+            found.append(int(entry.name))
+    assert len(found) == 1, f"the host sees {len(found)} manager processes of {pod}"
+    return found[0]
+
+
+def _parked(run: LabRun, api: Api, case: Case) -> str:
+    """The Pod whose manager parked after the case's write; the annotation is then taken
+    off, so the replacement does not stop at the same write again."""
+    pod = poll(f"the manager parked after {case.name}'s {case.boundary} write",
+               lambda: _parked_pod(run, api, case), timeout=300.0)  # fmt: skip
+    api.http.patch(
+        f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/ptahmigrations/{case.name}",
+        json={"metadata": {"annotations": {ANNOTATION: None}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).raise_for_status()
+    return pod
+
+
+def _sigkill(pod: str) -> float:
+    os.kill(_host_pid(pod), signal.SIGKILL)
+    return time.monotonic()
+
+
+# -- what the API server and the database hold ------------------------------------------
+
+
+def _apply_jobs_since(run: LabRun, case: Case, since: str) -> dict[str, Object]:
+    """Every Apply Job of the case the API server stored after ``since``, by UID, as
+    last seen; a one-second watch replays each version it stored."""
+    seen: dict[str, Object] = {}
+    for event in run.admin.watch(JOBS, NAMESPACE, resource_version=since, timeout_seconds=1):
+        labels = event.object["metadata"].get("labels") or {}
+        if (
+            labels.get(OWNER_LABEL["migration"]) == case.name
+            and labels.get(LABEL_OPERATION) == "apply"
+        ):
+            seen[event.object["metadata"]["uid"]] = event.object
+    return seen
+
+
+def _unmarked_job(run: LabRun, case: Case) -> str | None:
+    """The invariant at the kill: a Job under the claim's reserved name means the claim
+    is marked (``dispatchStarted``, or a recorded UID). Its problem, or None."""
+    operation = (_get(run, case).get("status") or {}).get("activeOperation") or {}
+    if not operation.get("jobName"):
+        return None
+    try:
+        run.admin.get(JOBS, NAMESPACE, operation["jobName"])
+    except NotFound:
+        return None
+    marked = operation.get("dispatchStarted") or operation.get("jobUID")
+    return None if marked else f"{UNMARKED}: {operation['jobName']}"
+
+
+def _ddl(run: LabRun, case: Case) -> list[tuple[object, ...]]:
+    return run.query(
+        case.database,
+        "SELECT tag, object FROM fault_audit.ddl WHERE object LIKE 'public.%' ORDER BY n",
+    )
+
+
+def _lease(run: LabRun, case: Case) -> Object | None:
+    digest = coordination_digest(
+        engine="PostgreSQL",
+        namespace=NAMESPACE,
+        coordination_key=f"{case.name}-primary",
+        realm=None,
+    )
+    try:
+        return run.admin.get(LEASES, MANAGER_NAMESPACE, lease_name(digest))
+    except NotFound:
+        return None
+
+
+def _released(run: LabRun, case: Case) -> Object | None:
+    lease = _lease(run, case)
+    return lease if lease is not None and not lease["spec"].get("holderIdentity") else None
+
+
+def _stopped_at(run: LabRun, jobs: dict[str, Object], since: str) -> list[str]:
+    """When each container of each Pod of ``jobs`` stopped, as the kubelet said in the
+    last version the API server stored (a watch replay: a Pod the Job's cleanup
+    deleted is seen too); a container never seen stopped is ``running``."""
+    last: dict[str, Object] = {}
+    for event in run.admin.watch(PODS, NAMESPACE, resource_version=since, timeout_seconds=1):
+        owner = (event.object["metadata"].get("labels") or {}).get(
+            "batch.kubernetes.io/controller-uid"
+        )
+        if owner in jobs:
+            last[event.object["metadata"]["uid"]] = event.object
+    found = []
+    for pod in last.values():
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (status.get("state") or {}).get("terminated")
+            found.append(terminated["finishedAt"] if terminated else "running")
+    return found
+
+
+def _state(run: LabRun, case: Case) -> str:
+    """The durable state the kill left, on one line."""
+    status = _get(run, case).get("status") or {}
+    operation = status.get("activeOperation") or {}
+    claim = {k: operation.get(k) for k in ("type", "dispatchStarted", "jobUID")}
+    held = (_lease(run, case) or {}).get("spec", {}).get("holderIdentity")
+    return (
+        f"claim {claim if operation else None}, pendingLockRelease "
+        f"{bool(status.get('pendingLockRelease'))}, realm held {bool(held)}"
+    )
+
+
+def _outcome(run: LabRun, case: Case) -> Object | None:
+    obj = _get(run, case)
+    status = obj.get("status") or {}
+    if status.get("activeOperation") or status.get("pendingLockRelease"):
+        return None
+    if case.outcome == "run":
+        return obj if phase_of(obj) == DONE else None
+    return obj if status.get("unresolvedRun") else None
+
+
+def _explain(run: LabRun, api: Api, case: Case) -> None:
+    obj = run.admin.get(PTAHMIGRATIONS, NAMESPACE, case.name)
+    status = obj.get("status") or {}
+    print(f"# {case.name}: phase={status.get('phase')} status={json.dumps(status)[:1500]}")
+    for job in run.admin.list(JOBS, NAMESPACE):
+        if (job["metadata"].get("labels") or {}).get(OWNER_LABEL["migration"]) == case.name:
+            print(f"# job {job['metadata']['name']}: {(job.get('status') or {}).get('conditions')}")
+    print(f"# lease: {(_lease(run, case) or {}).get('spec')}")
+    print(f"# the database's DDL: {_ddl(run, case)}")
+    for pod in _manager_pods(run):
+        name = pod["metadata"]["name"]
+        try:
+            log = api.text(
+                f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{name}/log", tailLines="60"
+            )
+        except Exception:
+            continue
+        print(f"# the log of {name}, last 60 lines:\n{log}")
+
+
+# -- the scenario ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.boundary for case in CASES])
+def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promises(
+    lab_faults: LabRun, api: Api, case: Case
+) -> None:
+    try:
+        _scenario(lab_faults, api, case)
+    except BaseException:
+        _explain(lab_faults, api, case)
+        raise
+
+
+def _scenario(run: LabRun, api: Api, case: Case) -> None:
+    poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+         timeout=PLAN_DEADLINE)  # fmt: skip
+    since = _get(run, case)["metadata"]["resourceVersion"]
+    print(f"# {case.name}: {_approve(run, case)}")
+    pod = _parked(run, api, case)
+    assert _unmarked_job(run, case) is None
+    print(f"# {case.name}: parked after {case.boundary}: {_state(run, case)}")
+    killed = _sigkill(pod)
+    api.delete(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{pod}", gracePeriodSeconds="0")
+    print(f"# {case.name}: SIGKILLed the manager in {pod} and deleted the Pod")
+
+    final = poll(f"{case.name}'s promised outcome ({case.outcome})",
+                 lambda: _outcome(run, case), timeout=RECOVERY_DEADLINE)  # fmt: skip
+    recovered = time.monotonic() - killed
+    print(f"# recovery: {case.name}, killed after {case.boundary} -> {case.outcome} "
+          f"{recovered:.1f}s")  # fmt: skip
+
+    jobs = _apply_jobs_since(run, case, since)
+    ddl = _ddl(run, case)
+    print(f"# {case.name}: Apply Jobs ever {sorted(jobs)}, DDL {ddl}")
+    assert len(jobs) <= 1, f"more than one Apply Job existed: {sorted(jobs)}"
+    if case.outcome == "run":
+        assert len(jobs) == 1
+        assert ddl == DDL, "each migration's DDL reached the database exactly once"
+        assert (
+            final["status"]["lastRun"]["jobName"] == next(iter(jobs.values()))["metadata"]["name"]
+        )
+    else:
+        assert jobs == {}, "a marked claim whose Job is missing never creates one"
+        assert ddl == [], "no statement may reach the database without a Job"
+        assert final["status"]["unresolvedRun"]
+
+    lease = poll(f"{case.name}'s realm Lease released", lambda: _released(run, case))
+    released = lease["spec"]["renewTime"]
+    stopped = _stopped_at(run, jobs, since)
+    print(f"# {case.name}: Lease released at {released}, Apply Pods stopped at {stopped}")
+    assert len(stopped) >= len(jobs), "each Apply Job's Pod was seen"
+    for finished in stopped:
+        assert finished != "running", "the Lease was released while an Apply Pod runs"
+        # finishedAt has whole seconds; the release's renewTime has microseconds.
+        assert released[:19] >= finished[:19], (released, finished)
+
+
+def test_a_build_that_creates_before_it_marks_is_caught(lab_faults: LabRun, api: Api) -> None:
+    """The swapped-boundary build, killed right after its create: the invariant check
+    reports the Job under an unmarked claim. The scenario's other invariants still
+    hold for it (the reserved name lets no second Job be stored), so this is the one
+    that catches it."""
+    run, case = lab_faults, SWAPPED
+    try:
+        poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+             timeout=PLAN_DEADLINE)  # fmt: skip
+        _upgrade(run, fault_points=True, swap="mark,create")
+        assert _lab_env(run) == {
+            "PTAH_LAB_FAULT_POINTS": "true",
+            "PTAH_LAB_SWAP_STEPS": "mark,create",
+        }
+        since = _get(run, case)["metadata"]["resourceVersion"]
+        print(f"# {case.name}: {_approve(run, case)}")
+        pod = _parked(run, api, case)
+        problem = _unmarked_job(run, case)
+        print(f"# {case.name}: the invariant check on the swapped build: {problem}")
+        assert problem is not None and problem.startswith(UNMARKED)
+        _sigkill(pod)
+        # The chart's order back (the rollout replaces the killed Pod); fault points
+        # stay on until the module's end.
+        _upgrade(run, fault_points=True)
+        jobs = _apply_jobs_since(run, case, since)
+        print(f"# {case.name}: Apply Jobs ever {sorted(jobs)}, DDL {_ddl(run, case)}")
+        assert len(jobs) == 1
+    except BaseException:
+        _explain(run, api, case)
+        raise

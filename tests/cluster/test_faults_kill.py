@@ -4,7 +4,7 @@ The spec's table "the process stopped, what does the next pass see" names every
 durable write of a claim and what the next pass makes of a stop right after it. Here
 the stop is real: the chart's manager runs with the lab's fault points
 (``lab.faultPoints``, refused unless the executor is the lab's stand-in), and a
-PtahMigration of this file's own, on a database of its own, names one write in its
+resource of this file's own, on a database of its own, names one write in its
 ``lab.ptah.run/stop-after`` annotation. Right after that write succeeds the pass
 parks for good (``manager.labfaults``); the test removes the annotation (so the
 replacement does not stop there again), SIGKILLs the manager's process from the host
@@ -25,16 +25,18 @@ then takes over. What holds is read from the API server and from PostgreSQL itse
   ``finishedAt``).
 
 Then the swapped-boundary build: the same lab-only guard installs a manager whose
-dispatch creates the Job before it marks (``lab.swapSteps=create,mark``'s exchange,
+dispatch creates the Job before it marks (``lab.swapSteps=mark,create``,
 the fault suite's ``MARK<->CREATE`` swap). Killed right after its create, it leaves
 a Job under a claim that is not marked, the state the spec's order exists to make
 impossible, and the invariant check above reports exactly that. The chart's
 manager is restored at the end of the file.
 
-Only the migration family runs here (the schema family's Apply crosses the same
-writes through the same ``DispatchPass``, and its proof afterwards is another
-scenario's); the Lease-epoch, snapshot and approval-spent rows of the table write
-nothing a Job depends on and are left to the crash simulation. Each recovery time
+Both families: a PtahMigration at every boundary, a PtahSchema at ``create`` (its
+Apply crosses the same writes through the same ``DispatchPass``; killed after its
+mark, a schema owes a proof no reading can give and holds its database and its
+finalizer until a person settles it, which is scenario 2's business). The
+Lease-epoch, snapshot and approval-spent rows of the table write nothing a Job
+depends on and are left to the crash simulation. Each recovery time
 (kill -> the promised outcome) is printed, not asserted.
 """
 
@@ -59,7 +61,17 @@ import pytest
 import yaml
 
 from jobclaim import coordination_digest, lease_name
-from jobclaim.apiserver import CONFIGMAPS, JOBS, LEASES, PODS, PTAHMIGRATIONS, NotFound, Object
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    JOBS,
+    LEASES,
+    PODS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAS,
+    NotFound,
+    Object,
+    Resource,
+)
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from kubectl_ptah import cli as kubectl_ptah
 from lab import install
@@ -71,7 +83,8 @@ from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
 
-MIGRATION: Final = next(example for example in EXAMPLES if example.cli_kind == "migration")
+EXAMPLE: Final = {example.cli_kind: example for example in EXAMPLES}
+RESOURCE: Final[dict[str, Resource]] = {"migration": PTAHMIGRATIONS, "schema": PTAHSCHEMAS}
 PREFIX: Final = "kill"
 # Resolve, Verify, Read and Plan Jobs of every case at once on a shared 2-core node.
 PLAN_DEADLINE: Final = 900.0
@@ -92,14 +105,27 @@ class Case:
     # runs to InSync) or "unknown" (no Job; the run is recorded as unresolved).
     outcome: str
     label: str = ""
+    family: str = "migration"
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}-{self.label or self.boundary}"
 
     @property
     def name(self) -> str:
-        return f"{PREFIX}-{self.label or self.boundary}"
+        return f"{PREFIX}-{self.family[0]}-{self.label or self.boundary}"
 
     @property
     def database(self) -> str:
-        return f"{PREFIX}_{self.label or self.boundary}"
+        return self.name.replace("-", "_")
+
+    @property
+    def resource(self) -> Resource:
+        return RESOURCE[self.family]
+
+    @property
+    def path(self) -> str:
+        return f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/{self.resource.plural}"
 
 
 CASES: Final = [
@@ -108,6 +134,12 @@ CASES: Final = [
     Case("create", "run"),
     Case("record", "run"),
     Case("outcome", "run"),
+    # A schema's Apply crosses the same writes through the same DispatchPass; killed
+    # after its create, the replacement adopts the Job and the proof runs under the
+    # same Lease. (Killed after its mark, the schema owes a proof no reading can give
+    # and holds its database and its finalizer until a person settles it: another
+    # scenario's business.)
+    Case("create", "run", family="schema"),
 ]
 SWAPPED: Final = Case("create", "any", label="swapped")
 
@@ -150,39 +182,56 @@ def _lab_env(run: LabRun) -> dict[str, str]:
 # -- this file's own migrations ----------------------------------------------------------
 
 
-def _create(run: LabRun, case: Case) -> None:
-    """A role, a database with the DDL audit, its Secret and policy, and the migration."""
+def _database(run: LabRun, name: str, audit: bool) -> str:
+    """A role and its database (with the DDL audit when ``audit``); the URL Pods use."""
     assert run.postgres is not None
     pg = run.postgres
-    role, password = case.database, secrets.token_urlsafe(18)
-    pg.create_role(role, password)
-    pg.create_database_named(case.database, owner=role)
-    with psycopg.connect(pg.url(case.database), autocommit=True) as conn:
-        conn.execute(AUDIT.encode())
-    url = pg.url(case.database, user=role, password=password, host=str(run.lab.topology.node_ip))
-    secret, policy = f"{case.name}-db", f"{case.name}-policy"
+    password = secrets.token_urlsafe(18)
+    pg.create_role(name, password)
+    pg.create_database_named(name, owner=name)
+    if audit:
+        with psycopg.connect(pg.url(name), autocommit=True) as conn:
+            conn.execute(AUDIT.encode())
+    return pg.url(name, user=name, password=password, host=str(run.lab.topology.node_ip))
+
+
+def _secret(run: LabRun, name: str, url: str) -> dict[str, str]:
     run.admin.create(
         SECRETS,
         NAMESPACE,
-        {"metadata": {"name": secret}, "stringData": {"url": url}, "type": "Opaque"},
+        {"metadata": {"name": name}, "stringData": {"url": url}, "type": "Opaque"},
     )
+    return {"name": name, "key": "url"}
+
+
+def _create(run: LabRun, case: Case) -> None:
+    """The case's database with the DDL audit, its Secret and policy, and the resource."""
+    example = EXAMPLE[case.family]
+    target = _secret(run, f"{case.name}-db", _database(run, case.database, audit=True))
+    policy = f"{case.name}-policy"
     run.admin.create(
         CONFIGMAPS, NAMESPACE, {"metadata": {"name": policy}, "data": {"policy.json": POLICY}}
     )
-    obj = MIGRATION.load()
+    obj = example.load()
     obj["metadata"] = {"name": case.name, "annotations": {ANNOTATION: case.boundary}}
-    obj["spec"]["target"]["coordinationKey"] = f"{case.name}-primary"
-    obj["spec"]["target"]["urlFrom"] = {"name": secret, "key": "url"}
-    obj["spec"]["artifact"]["ociRef"] = run.pinned[MIGRATION.artifact]
-    obj["spec"]["artifact"]["verificationPolicyFrom"] = {"name": policy, "key": "policy.json"}
-    run.admin.create(PTAHMIGRATIONS, NAMESPACE, obj)
+    spec = obj["spec"]
+    spec["target"]["coordinationKey"] = f"{case.name}-primary"
+    spec["target"]["urlFrom"] = target
+    source = spec["desired" if case.family == "schema" else "artifact"]
+    source["ociRef"] = run.pinned[example.artifact]
+    source["verificationPolicyFrom"] = {"name": policy, "key": "policy.json"}
+    if case.family == "schema":
+        dev = _database(run, f"{case.database}_dev", audit=False)
+        spec["dev"]["urlFrom"] = _secret(run, f"{case.name}-dev-db", dev)
+    run.admin.create(case.resource, NAMESPACE, obj)
 
 
 def _remove(run: LabRun, case: Case) -> None:
     """The migration (its Jobs go with it: they are owned), its Secret and policy."""
     for resource, name in (
-        (PTAHMIGRATIONS, case.name),
+        (case.resource, case.name),
         (SECRETS, f"{case.name}-db"),
+        (SECRETS, f"{case.name}-dev-db"),
         (CONFIGMAPS, f"{case.name}-policy"),
     ):
         with contextlib.suppress(NotFound):
@@ -190,7 +239,7 @@ def _remove(run: LabRun, case: Case) -> None:
 
 
 def _get(run: LabRun, case: Case) -> Object:
-    obj = run.admin.get(PTAHMIGRATIONS, NAMESPACE, case.name)
+    obj = run.admin.get(case.resource, NAMESPACE, case.name)
     # An unknown outcome is published as a failure of the run; a run that was to
     # succeed must not fail.
     if phase_of(obj) in FAILED and case.outcome == "run":
@@ -207,7 +256,7 @@ def _awaiting(run: LabRun, case: Case) -> Object | None:
 def _approve(run: LabRun, case: Case) -> str:
     out = io.StringIO()
     argv = ["--kubeconfig", str(run.lab.kubeconfig("admin")), "-n", NAMESPACE]
-    argv += ["approve", "migration", case.name, "--yes", "-o", "json"]
+    argv += ["approve", case.family, case.name, "--yes", "-o", "json"]
     assert kubectl_ptah.main(argv, stdin=io.StringIO(), stdout=out) == 0
     made = json.loads(out.getvalue())
     return f"{made['kind']} {made['name']} stamped by {made['stampedBy']}"
@@ -278,7 +327,7 @@ def _parked(run: LabRun, api: Api, case: Case) -> str:
     pod = poll(f"the manager parked after {case.name}'s {case.boundary} write",
                lambda: _parked_pod(run, api, case), timeout=300.0)  # fmt: skip
     api.http.patch(
-        f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/ptahmigrations/{case.name}",
+        f"{case.path}/{case.name}",
         json={"metadata": {"annotations": {ANNOTATION: None}}},
         headers={"Content-Type": "application/merge-patch+json"},
     ).raise_for_status()
@@ -300,7 +349,7 @@ def _apply_jobs_since(run: LabRun, case: Case, since: str) -> dict[str, Object]:
     for event in run.admin.watch(JOBS, NAMESPACE, resource_version=since, timeout_seconds=1):
         labels = event.object["metadata"].get("labels") or {}
         if (
-            labels.get(OWNER_LABEL["migration"]) == case.name
+            labels.get(OWNER_LABEL[case.family]) == case.name
             and labels.get(LABEL_OPERATION) == "apply"
         ):
             seen[event.object["metadata"]["uid"]] = event.object
@@ -380,7 +429,8 @@ def _state(run: LabRun, case: Case) -> str:
 def _outcome(run: LabRun, case: Case) -> Object | None:
     obj = _get(run, case)
     status = obj.get("status") or {}
-    if status.get("activeOperation") or status.get("pendingLockRelease"):
+    if any(status.get(record) for record in ("activeOperation", "pendingLockRelease",
+                                              "pendingObservation")):  # fmt: skip
         return None
     if case.outcome == "run":
         return obj if phase_of(obj) == DONE else None
@@ -388,11 +438,11 @@ def _outcome(run: LabRun, case: Case) -> Object | None:
 
 
 def _explain(run: LabRun, api: Api, case: Case) -> None:
-    obj = run.admin.get(PTAHMIGRATIONS, NAMESPACE, case.name)
+    obj = run.admin.get(case.resource, NAMESPACE, case.name)
     status = obj.get("status") or {}
     print(f"# {case.name}: phase={status.get('phase')} status={json.dumps(status)[:1500]}")
     for job in run.admin.list(JOBS, NAMESPACE):
-        if (job["metadata"].get("labels") or {}).get(OWNER_LABEL["migration"]) == case.name:
+        if (job["metadata"].get("labels") or {}).get(OWNER_LABEL[case.family]) == case.name:
             print(f"# job {job['metadata']['name']}: {(job.get('status') or {}).get('conditions')}")
     print(f"# lease: {(_lease(run, case) or {}).get('spec')}")
     print(f"# the database's DDL: {_ddl(run, case)}")
@@ -410,7 +460,7 @@ def _explain(run: LabRun, api: Api, case: Case) -> None:
 # -- the scenario ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.boundary for case in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promises(
     lab_faults: LabRun, api: Api, case: Case
 ) -> None:

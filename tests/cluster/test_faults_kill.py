@@ -12,7 +12,7 @@ replacement does not stop there again), SIGKILLs the manager's process from the 
 then takes over. What holds is read from the API server and from PostgreSQL itself:
 
 - at most one Apply Job ever existed for the resource (every Job the API server
-  stored since the approval, by UID, from a watch replay), and none ever stood
+  stored since the approval, by UID, followed by a watch), and none ever stood
   under a claim that was not marked (``dispatchStarted`` or a recorded UID);
 - the database received the migrations' DDL at most once (an event trigger counts
   every command), exactly once where the outcome is a run;
@@ -51,6 +51,7 @@ import secrets
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -348,18 +349,64 @@ def _sigkill(pod: str) -> float:
 # -- what the API server and the database hold ------------------------------------------
 
 
-def _apply_jobs_since(run: LabRun, case: Case, since: str) -> dict[str, Object]:
-    """Every Apply Job of the case the API server stored after ``since``, by UID, as
-    last seen; a one-second watch replays each version it stored."""
-    seen: dict[str, Object] = {}
-    for event in run.admin.watch(JOBS, NAMESPACE, resource_version=since, timeout_seconds=1):
-        labels = event.object["metadata"].get("labels") or {}
-        if (
-            labels.get(OWNER_LABEL[case.family]) == case.name
-            and labels.get(LABEL_OPERATION) == "apply"
-        ):
-            seen[event.object["metadata"]["uid"]] = event.object
-    return seen
+class Stored:
+    """Every version of the namespace's Jobs and Pods the API server stores from
+    ``since`` on, followed while the scenario runs: the API server's watch window is
+    short (a replay from the approval's version at the end was already "too old" on
+    the lab cluster), so a Job or Pod deleted meanwhile is still seen."""
+
+    def __init__(self, run: LabRun, since: str) -> None:
+        self.objects: dict[str, dict[str, Object]] = {"jobs": {}, "pods": {}}
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._follow, args=(run, resource, key, since), daemon=True)
+            for resource, key in ((JOBS, "jobs"), (PODS, "pods"))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _follow(self, run: LabRun, resource: Resource, key: str, since: str) -> None:
+        version = since
+        while not self._stop.is_set():
+            try:
+                for event in run.admin.watch(
+                    resource, NAMESPACE, resource_version=version, timeout_seconds=5
+                ):
+                    version = event.object["metadata"].get("resourceVersion", version)
+                    if event.type != "BOOKMARK":
+                        self.objects[key][event.object["metadata"]["uid"]] = event.object
+            except BaseException as error:  # reported by close(): history would be lost
+                self.errors.append(error)
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        assert not self.errors, f"following the Jobs and Pods broke: {self.errors}"
+
+    def apply_jobs(self, case: Case) -> dict[str, Object]:
+        """Every Apply Job of the case the API server stored, by UID, as last seen."""
+        return {
+            uid: job
+            for uid, job in self.objects["jobs"].items()
+            if (job["metadata"].get("labels") or {}).get(OWNER_LABEL[case.family]) == case.name
+            and (job["metadata"].get("labels") or {}).get(LABEL_OPERATION) == "apply"
+        }
+
+    def stopped_at(self, jobs: dict[str, Object]) -> list[str]:
+        """When each container of each Pod of ``jobs`` stopped, as the kubelet said in
+        the last version stored; a container never seen stopped is ``running``."""
+        found = []
+        for pod in self.objects["pods"].values():
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get("batch.kubernetes.io/controller-uid") not in jobs:
+                continue
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                terminated = (status.get("state") or {}).get("terminated")
+                found.append(terminated["finishedAt"] if terminated else "running")
+        return found
 
 
 def _unmarked_job(run: LabRun, case: Case) -> str | None:
@@ -399,25 +446,6 @@ def _lease(run: LabRun, case: Case) -> Object | None:
 def _released(run: LabRun, case: Case) -> Object | None:
     lease = _lease(run, case)
     return lease if lease is not None and not lease["spec"].get("holderIdentity") else None
-
-
-def _stopped_at(run: LabRun, jobs: dict[str, Object], since: str) -> list[str]:
-    """When each container of each Pod of ``jobs`` stopped, as the kubelet said in the
-    last version the API server stored (a watch replay: a Pod the Job's cleanup
-    deleted is seen too); a container never seen stopped is ``running``."""
-    last: dict[str, Object] = {}
-    for event in run.admin.watch(PODS, NAMESPACE, resource_version=since, timeout_seconds=1):
-        owner = (event.object["metadata"].get("labels") or {}).get(
-            "batch.kubernetes.io/controller-uid"
-        )
-        if owner in jobs:
-            last[event.object["metadata"]["uid"]] = event.object
-    found = []
-    for pod in last.values():
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            terminated = (status.get("state") or {}).get("terminated")
-            found.append(terminated["finishedAt"] if terminated else "running")
-    return found
 
 
 def _state(run: LabRun, case: Case) -> str:
@@ -480,7 +508,14 @@ def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promise
 def _scenario(run: LabRun, api: Api, case: Case) -> None:
     poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
          timeout=PLAN_DEADLINE)  # fmt: skip
-    since = _get(run, case)["metadata"]["resourceVersion"]
+    stored = Stored(run, _get(run, case)["metadata"]["resourceVersion"])
+    try:
+        _kill_and_recover(run, api, case, stored)
+    finally:
+        stored.close()
+
+
+def _kill_and_recover(run: LabRun, api: Api, case: Case, stored: Stored) -> None:
     print(f"# {case.name}: {_approve(run, case)}")
     pod = _parked(run, api, case)
     assert _unmarked_job(run, case) is None
@@ -495,7 +530,7 @@ def _scenario(run: LabRun, api: Api, case: Case) -> None:
     print(f"# recovery: {case.name}, killed after {case.boundary} -> {case.outcome} "
           f"{recovered:.1f}s")  # fmt: skip
 
-    jobs = _apply_jobs_since(run, case, since)
+    jobs = stored.apply_jobs(case)
     ddl = _ddl(run, case)
     print(f"# {case.name}: Apply Jobs ever {sorted(jobs)}, DDL {ddl}")
     assert len(jobs) <= 1, f"more than one Apply Job existed: {sorted(jobs)}"
@@ -512,7 +547,7 @@ def _scenario(run: LabRun, api: Api, case: Case) -> None:
 
     lease = poll(f"{case.name}'s realm Lease released", lambda: _released(run, case))
     released = lease["spec"]["renewTime"]
-    stopped = _stopped_at(run, jobs, since)
+    stopped = stored.stopped_at(jobs)
     print(f"# {case.name}: Lease released at {released}, Apply Pods stopped at {stopped}")
     assert len(stopped) >= len(jobs), "each Apply Job's Pod was seen"
     for finished in stopped:
@@ -542,7 +577,7 @@ def test_a_build_that_creates_before_it_marks_fails_the_scenario(
             "PTAH_LAB_FAULT_POINTS": "true",
             "PTAH_LAB_SWAP_STEPS": "mark,create",
         }
-        since = _get(run, case)["metadata"]["resourceVersion"]
+        stored = Stored(run, _get(run, case)["metadata"]["resourceVersion"])
         print(f"# {case.name}: {_approve(run, case)}")
         # A deadline for something that must not happen: the recoveries above took well
         # under a minute each; three minutes without the outcome is the check failing.
@@ -551,7 +586,8 @@ def test_a_build_that_creates_before_it_marks_fails_the_scenario(
                  lambda: _outcome(run, case),
                  timeout=SWAPPED_DEADLINE)  # fmt: skip
         operation = (_get(run, case).get("status") or {}).get("activeOperation") or {}
-        jobs = _apply_jobs_since(run, case, since)
+        stored.close()
+        jobs = stored.apply_jobs(case)
         ddl = _ddl(run, case)
         print(
             f"# {case.name}: scenario 1's outcome check fails for the swapped build: after "

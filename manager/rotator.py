@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 import certs
+from jobclaim.apiserver import ApiClient
 from kube.client import KubeApi
 
 EXIT_ERROR: Final = 1
@@ -61,8 +62,13 @@ def parser() -> argparse.ArgumentParser:
     return made
 
 
-def rotate(args: argparse.Namespace, api: KubeApi, out: Callable[[str], None]) -> int:
-    """One run of the rotation against the cluster; the exit code."""
+def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None]) -> int:
+    """One run of the rotation against the cluster; the exit code.
+
+    Each step is said by the rotation's own logger (``certs.rotation``, on stdout from
+    ``main``); ``out`` says only what the program adds: each Secret write, where a
+    stopped run left off, the outcome. Said twice, the CronJob's log doubled every line.
+    """
     policy = certs.rotation_policy(args)
     probe = certs.served_probe(args, out)
     bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
@@ -79,7 +85,6 @@ def rotate(args: argparse.Namespace, api: KubeApi, out: Callable[[str], None]) -
             bundles,
             policy=policy,
             probe=probe,
-            on_step=lambda step: out(step.reason),
             after_step=pushed,
         )
         force = certs.Force(args.force) if args.force else None

@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
@@ -67,6 +67,7 @@ from lab import run as nodeless
 from lab.cluster import LocalCluster
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
 from tests.cluster.conftest import Api, poll
+from tests.reviews import Traffic
 
 pytestmark = pytest.mark.cluster
 
@@ -85,27 +86,6 @@ MIN_REVIEWS: Final = 10
 # A Job's Pod scheduled and started, plus the kubelet's Secret sync (a minute by
 # default) that the CA rotation waits for, on a shared 2-core machine.
 ROTATION_DEADLINE: Final = 300.0
-
-
-@dataclass
-class Traffic:
-    """Reviews made round after round until stopped, counted by phase."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    phase: str = "before"
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def count(
-        self, what: str, answer: httpx.Response | Exception, expected: int, saying: str
-    ) -> None:
-        """One review's answer: ``expected`` with ``saying`` in it, or a failed review."""
-        phase = self.phase
-        self.counts[phase] = self.counts.get(phase, 0) + 1
-        if isinstance(answer, Exception):
-            self.failures.append(f"{phase} {what}: {answer!r}")
-        elif answer.status_code != expected or saying not in answer.text:
-            self.failures.append(f"{phase} {what}: {answer.status_code} {answer.text[:300]}")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import ipaddress
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
@@ -48,6 +48,7 @@ from tests.realapi.operator import (  # noqa: F401
     operator,
     registered_webhook,
 )
+from tests.reviews import Traffic
 
 pytestmark = pytest.mark.controlplane
 
@@ -86,16 +87,6 @@ def issue(directory: Path) -> None:
         (certs.TLS_KEY, leaf.key_pem()),
     ):
         certs.atomic_write(directory / name, data)
-
-
-@dataclass
-class Traffic:
-    """Reviews made without pause until stopped, by phase."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    phase: str = "before"
-    stop: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -268,12 +259,8 @@ def review(rig: Rig, traffic: Traffic) -> None:
                 json={"apiVersion": "operator.ptah.run/v1alpha1", "kind": "PtahSchema", **fresh},
                 headers={"Authorization": f"Bearer {plane.token('admin')}"},
             )
-            for response, expected in ((status, 200), (created, 201)):
-                traffic.counts[traffic.phase] = traffic.counts.get(traffic.phase, 0) + 1
-                if response.status_code != expected:
-                    traffic.failures.append(
-                        f"{traffic.phase}: {response.status_code} {response.text[:300]}"
-                    )
+            traffic.count("manager status write", status, 200)
+            traffic.count("admin schema create", created, 201)
 
 
 def test_serving_and_ca_rotation_under_continuous_reviews_fail_no_review(rig: Rig) -> None:

@@ -24,7 +24,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -274,6 +274,29 @@ class LocalCluster:
 
     def pids(self) -> dict[str, int]:
         return {name: child.pid for name, child in self._children.items()}
+
+    @contextlib.contextmanager
+    def kubelet_stopped(self) -> Iterator[None]:
+        """The node's kubelet stopped for the block, then started again and Ready.
+
+        What a node agent's crash or upgrade does: containerd and its shims keep
+        every container running, nothing reports them to the API server meanwhile,
+        and the restarted kubelet takes the running Pods over from the runtime. The
+        kubelet is started again however the block ends (the fault tests rely on a
+        node that works afterwards), with the same command line and log file.
+        """
+        child = self._children.get("kubelet")
+        if child is None:
+            raise ClusterError("the lab cluster's kubelet is not running")
+        if problem := child.stop(grace=15.0):
+            raise ClusterError(problem)
+        try:
+            yield
+        finally:
+            again = Child(child.name, child.argv, child.log_path)
+            self._children["kubelet"] = again
+            again.start()
+            self._wait_node_ready()
 
     # -- start -------------------------------------------------------------
 

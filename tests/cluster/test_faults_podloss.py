@@ -1,0 +1,609 @@
+"""Fault scenario 2 on the real cluster: the Apply's Pod lost mid-run.
+
+A mutating claim's Job that loses its Pod while SQL may be running has an outcome
+nobody established. The spec's answers, checked here with real Pods, the chart's
+manager and real SQL on the lab's PostgreSQL:
+
+- the Apply Pod deleted mid-run: the outcome is Unknown, and the Job never gets a
+  second Pod (one executor, ever); a schema's proof (Observe, then Plan) runs under
+  the same Lease tenure as the Apply and, once the database converges, attributes no
+  Apply; a migration's unresolved run survives a status wipe (the resource deleted
+  and restored from a backup, which brings back the annotation copy and no status),
+  is not settled by a History reading that still finds its migration pending, and is
+  settled by a person's acknowledgment, after which one fresh approval applies the
+  migration exactly once;
+- the node's kubelet stopped mid-run, then restarted: nothing on the API server
+  changes for the claim while the node is silent (no second Pod, no record, the
+  realm's Lease still renewed under the same tenure), and the restarted kubelet takes
+  the running Pod over, so the run the database finished is read from its own account
+  and applied once.
+
+The Apply is still running when the fault strikes because its SQL waits inside
+PostgreSQL: the test holds a lock on a table the Apply alters (``gate``) and lets go
+after the strike. Each scenario has its own resource, role and database; an event
+trigger owned by the superuser counts every DDL command the database finished, and
+Jobs, Pods, Events, Leases and status are read from the API server, never from the
+manager's logs. Recovery times are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+import psycopg
+import pytest
+
+from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
+from jobclaim.apiserver import (
+    CONFIGMAPS,
+    EVENTS,
+    JOBS,
+    LEASES,
+    PODS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAS,
+    SECRETS,
+    NotFound,
+    Object,
+    Resource,
+)
+from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
+from kubectl_ptah import cli as kubectl_ptah
+from lab.clusterrun import NAMESPACE, POLICY, LabRun
+from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
+from lab.executor.migrations import SUM_FILE, sum_text
+from lab.executor.oci import push_artifact
+from lab.progress import FAILED, failure_of, phase_of
+from tests.cluster.conftest import poll
+
+pytestmark = pytest.mark.cluster
+
+# Resolve, Verify, readings and Plan Jobs on a shared 2-core node before a plan waits.
+PLAN_DEADLINE: Final = 900.0
+# The Apply waits on the test's lock far longer than any scenario takes to strike.
+LOCK_TIMEOUT: Final = "10m"
+GATE: Final = "CREATE TABLE gate (id bigint PRIMARY KEY)"
+GATE_ALTER: Final = "ALTER TABLE gate ADD COLUMN note text"
+SCHEMA_SQL: Final = b"CREATE TABLE gate (\n    id bigint PRIMARY KEY,\n    note text\n);\n"
+MIGRATION_FILES: Final = {
+    "0001_ledger.sql": (
+        b"CREATE TABLE ledger (id bigint PRIMARY KEY);\n" + GATE_ALTER.encode() + b";\n"
+    )
+}
+
+# Every DDL command PostgreSQL finishes in the database, counted by the server itself:
+# an event trigger owned by the superuser writes one row per command, in the command's
+# own transaction (a rolled-back command leaves no row).
+AUDIT: Final = """
+CREATE SCHEMA fault_audit;
+CREATE TABLE fault_audit.ddl (n bigserial PRIMARY KEY, tag text NOT NULL, object text);
+CREATE FUNCTION fault_audit.record() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE c record;
+BEGIN
+  FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
+    INSERT INTO fault_audit.ddl (tag, object) VALUES (c.command_tag, c.object_identity);
+  END LOOP;
+END $$;
+CREATE EVENT TRIGGER fault_audit ON ddl_command_end EXECUTE FUNCTION fault_audit.record();
+"""
+
+
+class Subject:
+    """One scenario's own resource, role, database and artifact."""
+
+    def __init__(self, run: LabRun, resource: Resource, name: str) -> None:
+        self.run = run
+        self.resource = resource
+        self.name = name
+        self.family = "schema" if resource is PTAHSCHEMAS else "migration"
+        self.database = name.replace("-", "_")
+        self.manifest: Object = {}
+
+    # -- set-up ---------------------------------------------------------------
+
+    def create(self) -> None:
+        """Role, database (with ``gate`` and the DDL audit), Secret, policy, artifact, resource."""
+        run = self.run
+        pg = run.postgres
+        assert pg is not None
+        node_ip = str(run.lab.topology.node_ip)
+        password = secrets.token_urlsafe(18)
+        pg.create_role(self.database, password)
+        databases = [self.database] + ([f"{self.database}_dev"] if self.family == "schema" else [])
+        for database in databases:
+            pg.create_database_named(database, owner=self.database)
+            url = pg.url(database, user=self.database, password=password, host=node_ip)
+            run.admin.create(
+                SECRETS,
+                NAMESPACE,
+                {"metadata": {"name": database.replace("_", "-")}, "stringData": {"url": url}},
+            )
+        self.superuser(f"{GATE}; ALTER TABLE gate OWNER TO {self.database};{AUDIT}")
+        run.admin.create(
+            CONFIGMAPS,
+            NAMESPACE,
+            {"metadata": {"name": f"{self.name}-policy"}, "data": {"policy.json": POLICY}},
+        )
+        repository = f"{run.lab.registry}/podloss/{self.name}"
+        if self.family == "schema":
+            files = [("schema.sql", SCHEMA_SQL)]
+            kind = SCHEMA_ARTIFACT_TYPE
+        else:
+            files = [*MIGRATION_FILES.items(), (SUM_FILE, sum_text(MIGRATION_FILES).encode())]
+            kind = MIGRATIONS_ARTIFACT_TYPE
+        digest = push_artifact(f"{repository}:lab", kind, files, plain_http=True)
+        source = {
+            "ociRef": f"{repository}@{digest}",
+            "verificationPolicyFrom": {"name": f"{self.name}-policy", "key": "policy.json"},
+        }
+        spec: dict[str, Any] = {
+            "target": {
+                "engine": "PostgreSQL",
+                "coordinationKey": f"{self.name}-primary",
+                "urlFrom": {"name": self.name, "key": "url"},
+            },
+            "policy": {"apply": "OnApproval", "lockTimeout": LOCK_TIMEOUT},
+        }
+        if self.family == "schema":
+            spec["desired"] = source
+            spec["dev"] = {"urlFrom": {"name": f"{self.name}-dev", "key": "url"}}
+        else:
+            spec["artifact"] = source
+        kind_name = "PtahSchema" if self.family == "schema" else "PtahMigration"
+        self.manifest = {
+            "apiVersion": "operator.ptah.run/v1alpha1",
+            "kind": kind_name,
+            "metadata": {"name": self.name, "namespace": NAMESPACE},
+            "spec": spec,
+        }
+        run.admin.create(self.resource, NAMESPACE, self.manifest)
+
+    def superuser(self, sql: str) -> None:
+        assert self.run.postgres is not None
+        with psycopg.connect(self.run.postgres.url(self.database), autocommit=True) as conn:
+            conn.execute(sql.encode())
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        return self.run.query(self.database, sql)
+
+    # -- reads ----------------------------------------------------------------
+
+    def get(self) -> Object:
+        obj = self.run.admin.get(self.resource, NAMESPACE, self.name)
+        if phase_of(obj) in FAILED:
+            pytest.fail(f"{self.name} failed: {failure_of(obj)}")
+        return obj
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = self.get().get("status") or {}
+        return status
+
+    def jobs(self, operation: str | None = None) -> list[Object]:
+        selector = {OWNER_LABEL[self.family]: self.name}
+        if operation is not None:
+            selector[LABEL_OPERATION] = operation
+        return self.run.admin.list(JOBS, NAMESPACE, label_selector=selector)
+
+    def pods_created(self, job: str) -> int:
+        """How many Pods the Job controller ever created for ``job``, from its Events."""
+        return sum(
+            1
+            for event in self.run.admin.list(EVENTS, NAMESPACE)
+            if (event.get("regarding") or {}).get("kind") == "Job"
+            and (event.get("regarding") or {}).get("name") == job
+            and event.get("reason") == "SuccessfulCreate"
+        )
+
+    def events(self, reason: str) -> list[Object]:
+        return [
+            event
+            for event in self.run.admin.list(EVENTS, NAMESPACE)
+            if (event.get("regarding") or {}).get("name") == self.name
+            and event.get("reason") == reason
+        ]
+
+    def ddl(self) -> list[tuple[object, ...]]:
+        return self.query(
+            "SELECT tag, object FROM fault_audit.ddl WHERE object LIKE 'public.%' ORDER BY n"
+        )
+
+    def waiting_on_lock(self) -> int:
+        rows = self.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            f"AND usename = '{self.database}' AND wait_event_type = 'Lock'"
+        )
+        return int(str(rows[0][0]))
+
+    def sessions(self) -> int:
+        rows = self.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            f"AND usename = '{self.database}'"
+        )
+        return int(str(rows[0][0]))
+
+    # -- waits ----------------------------------------------------------------
+
+    def until_phase(self, *phases: str, timeout: float = PLAN_DEADLINE) -> Object:
+        def reached() -> Object | None:
+            obj = self.get()
+            return obj if phase_of(obj) in phases else None
+
+        return poll(f"{self.name} {'/'.join(phases)}", reached, timeout=timeout)
+
+    def awaiting_approval(self) -> dict[str, Any]:
+        def awaiting() -> dict[str, Any] | None:
+            status = self.status()
+            plan = status.get("plan") or {}
+            return (
+                status if status.get("phase") == "AwaitingApproval" and plan.get("name") else None
+            )
+
+        return poll(f"{self.name}'s plan awaiting approval", awaiting, timeout=PLAN_DEADLINE)
+
+    def ptah(self, *args: str) -> dict[str, Any]:
+        """``kubectl ptah VERB KIND NAME --yes -o json`` as the lab's admin."""
+        verb, *rest = args
+        out = io.StringIO()
+        code = kubectl_ptah.main(
+            [
+                *("--kubeconfig", str(self.run.lab.kubeconfig("admin")), "-n", NAMESPACE),
+                *(verb, self.family, self.name, *rest, "--yes", "-o", "json"),
+            ],
+            stdin=io.StringIO(),
+            stdout=out,
+        )
+        assert code == 0, f"kubectl ptah {verb} {self.family} {self.name} refused"
+        answer: dict[str, Any] = json.loads(out.getvalue())
+        return answer
+
+    def running_apply(self) -> tuple[Object, Object]:
+        """The Apply Job and its one Pod, once its SQL waits on the gate in PostgreSQL."""
+
+        def blocked() -> tuple[Object, Object] | None:
+            jobs = self.jobs("apply")
+            if len(jobs) != 1 or self.waiting_on_lock() < 1:
+                return None
+            uid = jobs[0]["metadata"]["uid"]
+            pods = [
+                pod
+                for pod in self.run.admin.list(PODS, NAMESPACE)
+                if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))
+            ]
+            return (jobs[0], pods[0]) if len(pods) == 1 else None
+
+        return poll(f"{self.name}'s Apply waiting on the gate", blocked, timeout=PLAN_DEADLINE)
+
+    def explain(self) -> None:
+        """What the API server and the database hold, printed when a scenario fails."""
+        try:
+            obj = self.run.admin.get(self.resource, NAMESPACE, self.name)
+        except NotFound:
+            print(f"# {self.name} does not exist")
+            obj = {}
+        print(f"# {self.name} annotations={obj.get('metadata', {}).get('annotations')}")
+        print(f"# {self.name} status={json.dumps(obj.get('status'), indent=1)[:4000]}")
+        for event in self.run.admin.list(EVENTS, NAMESPACE):
+            if (event.get("regarding") or {}).get("name", "").startswith(("ptah-", self.name)):
+                regarding = (event.get("regarding") or {}).get("name")
+                print(f"# event {regarding} {event.get('reason')}: {str(event.get('note'))[:240]}")
+        for job in self.jobs():
+            conditions = [
+                (c.get("type"), c.get("status"), c.get("reason"))
+                for c in (job.get("status") or {}).get("conditions") or []
+            ]
+            labels = job["metadata"].get("labels") or {}
+            print(f"# job {job['metadata']['name']} {labels.get(LABEL_OPERATION)}: {conditions}")
+        for pod in self.run.admin.list(PODS, NAMESPACE):
+            print(f"# pod {pod['metadata']['name']}: {(pod.get('status') or {}).get('phase')}")
+        print(f"# {self.database}'s DDL: {self.ddl()}")
+
+
+def leases(run: LabRun) -> list[Object]:
+    return run.admin.list(LEASES, None)
+
+
+def lease_of(run: LabRun, epoch: str) -> Object | None:
+    """The realm Lease whose tenure is ``epoch`` (its epoch annotation), or None."""
+    for lease in leases(run):
+        if (lease["metadata"].get("annotations") or {}).get(
+            "operator.ptah.run/lease-epoch"
+        ) == epoch:
+            return lease
+    return None
+
+
+@contextmanager
+def gate_held(subject: Subject) -> Iterator[psycopg.Connection[Any]]:
+    """A superuser transaction holding ``gate`` (ACCESS SHARE): an ALTER of it waits."""
+    assert subject.run.postgres is not None
+    conn = psycopg.connect(subject.run.postgres.url(subject.database))
+    try:
+        conn.execute("LOCK TABLE gate IN ACCESS SHARE MODE")
+        yield conn
+    finally:
+        conn.close()  # the transaction ends with the session: the lock goes
+
+
+@contextmanager
+def explained(*subjects: Subject) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        for subject in subjects:
+            subject.explain()
+        raise
+
+
+def _one_executor(subject: Subject, job: Object) -> None:
+    name = job["metadata"]["name"]
+    assert [j["metadata"]["name"] for j in subject.jobs("apply")] == [name]
+    created = subject.pods_created(name)
+    status = subject.jobs("apply")[0].get("status") or {}
+    print(
+        f"# {name}: {created} Pod(s) ever created; job status active={status.get('active')} "
+        f"failed={status.get('failed')} succeeded={status.get('succeeded')}"
+    )
+    assert created == 1
+    assert not status.get("active")
+
+
+# -- the Apply Pod deleted mid-run ----------------------------------------------------
+
+
+def test_a_migration_apply_pod_deleted_mid_run_is_unknown_restored_and_acknowledged(
+    lab_run: LabRun,
+) -> None:
+    subject = Subject(lab_run, PTAHMIGRATIONS, "podloss-mig")
+    with explained(subject):
+        _migration_pod_deleted(subject)
+
+
+def _migration_pod_deleted(subject: Subject) -> None:
+    run = subject.run
+    subject.create()
+    subject.awaiting_approval()
+    with gate_held(subject):
+        print(f"# {subject.ptah('approve')['name']} approved")
+        job, pod = subject.running_apply()
+        operation = subject.status()["activeOperation"]
+        epoch = operation["leaseEpoch"]
+        run.admin.delete(PODS, NAMESPACE, pod["metadata"]["name"])
+        struck = time.monotonic()
+
+        def unresolved() -> dict[str, Any] | None:
+            record = subject.status().get("unresolvedRun")
+            return record if record else None
+
+        record = poll("the unresolved run", unresolved)
+        recorded = time.monotonic() - struck
+    # The gate is released: the deleted executor's session, if PostgreSQL still holds
+    # it, now runs its waiting statement and finds its client gone: a rollback.
+    poll("the deleted executor's session gone", lambda: subject.sessions() == 0 or None)
+    print(f"# the unresolved run after the Pod's deletion ({recorded:.1f}s): {record}")
+    assert record["outcome"] == "Unknown"
+    assert record["operationId"] == operation["id"]
+    assert record["jobName"] == job["metadata"]["name"]
+    status = subject.status()
+    assert status["lastRun"]["outcome"] == "Unknown"
+    assert not status.get("activeOperation")
+    copy_text = subject.get()["metadata"]["annotations"][UNRESOLVED_RUN_ANNOTATION]
+    copy = json.loads(copy_text)
+    assert copy["operationId"] == record["operationId"]
+    lease = lease_of(run, epoch)
+    print(f"# the realm's Lease after the record: {lease and lease.get('spec')}")
+    _one_executor(subject, job)
+    assert subject.ddl() == [], "the interrupted transaction must have been rolled back"
+    assert subject.query("SELECT to_regclass('public.ledger') IS NULL") == [(True,)]
+
+    # A restore from a backup: the resource comes back with its annotations and no
+    # status (a new object: the old one is deleted first, and its Jobs go with it).
+    run.admin.delete(PTAHMIGRATIONS, NAMESPACE, subject.name)
+
+    def deleted() -> bool | None:
+        try:
+            run.admin.get(PTAHMIGRATIONS, NAMESPACE, subject.name)
+        except NotFound:
+            return True
+        return None
+
+    poll(f"{subject.name} deleted", deleted)
+    # Announced only when the manager saw the deletion (a finalizer still on it).
+    print(f"# UnresolvedRunDeleted Events: {len(subject.events('UnresolvedRunDeleted'))}")
+    restored_manifest = json.loads(json.dumps(subject.manifest))
+    restored_manifest["metadata"]["annotations"] = {UNRESOLVED_RUN_ANNOTATION: copy_text}
+    wiped = time.monotonic()
+    run.admin.create(PTAHMIGRATIONS, NAMESPACE, restored_manifest)
+
+    def restored() -> dict[str, Any] | None:
+        record = subject.status().get("unresolvedRun")
+        return record if record and record["operationId"] == copy["operationId"] else None
+
+    poll("the unresolved run restored from its annotation", restored)
+    print(f"# restored from the annotation {time.monotonic() - wiped:.1f}s after the restore")
+
+    # A History reading of the database, which still has the migration pending,
+    # settles nothing, and no Apply is claimed while the record stands.
+    def read_with_record() -> dict[str, Any] | None:
+        status = subject.status()
+        history = status.get("history") or {}
+        return status if history.get("observedAt") and status.get("unresolvedRun") else None
+
+    status = poll("a History reading beside the restored record", read_with_record)
+    print(f"# the History reading: {status['history']}")
+    assert status["history"]["pendingCount"] == 1
+    assert status["unresolvedRun"]["operationId"] == copy["operationId"]
+    assert subject.jobs("apply") == []
+
+    acknowledged = time.monotonic()
+    print(f"# {subject.ptah('acknowledge')}")
+
+    def settled() -> dict[str, Any] | None:
+        status = subject.status()
+        resolved = status.get("resolvedRun") or {}
+        done = not status.get("unresolvedRun") and resolved.get("resolution") == "Acknowledged"
+        return status if done else None
+
+    status = poll("the run settled by the acknowledgment", settled)
+    assert status["resolvedRun"]["operationId"] == copy["operationId"]
+    poll(
+        "the annotation copy removed",
+        lambda: (
+            UNRESOLVED_RUN_ANNOTATION not in (subject.get()["metadata"].get("annotations") or {})
+            or None
+        ),
+    )
+    print(f"# settled by the acknowledgment {time.monotonic() - acknowledged:.1f}s later")
+
+    # A fresh reading, a fresh plan, a fresh approval: the migration runs once.
+    subject.awaiting_approval()
+    print(f"# {subject.ptah('approve')['name']} approved")
+    subject.until_phase("InSync")
+    print(f"# InSync {time.monotonic() - struck:.1f}s after the strike")
+    assert subject.ddl() == [
+        ("CREATE TABLE", "public.ledger"),
+        ("CREATE INDEX", "public.ledger_pkey"),
+        ("ALTER TABLE", "public.gate"),
+    ]
+    assert subject.query("SELECT version FROM ptah_lab.revisions") == [(1,)]
+    assert len(subject.jobs("apply")) == 1
+
+
+# -- the schema: the proof under the same Lease, and no Apply attributed -----------
+
+
+def test_a_schema_apply_pod_deleted_mid_run_is_proved_under_its_lease_and_attributed_nothing(
+    lab_run: LabRun,
+) -> None:
+    subject = Subject(lab_run, PTAHSCHEMAS, "podloss-schema")
+    with explained(subject):
+        _schema_pod_deleted(subject)
+
+
+def _schema_pod_deleted(subject: Subject) -> None:
+    run = subject.run
+    subject.create()
+    approved_plan = subject.awaiting_approval()["plan"]
+    with gate_held(subject):
+        print(f"# {subject.ptah('approve')['name']} approved")
+        job, pod = subject.running_apply()
+        epoch = subject.status()["activeOperation"]["leaseEpoch"]
+        run.admin.delete(PODS, NAMESPACE, pod["metadata"]["name"])
+        struck = time.monotonic()
+
+        def pending() -> dict[str, Any] | None:
+            record = subject.status().get("pendingObservation")
+            return record if record else None
+
+        record = poll("the pending observation", pending)
+        print(f"# the pending observation {time.monotonic() - struck:.1f}s after the strike")
+    poll("the deleted executor's session gone", lambda: subject.sessions() == 0 or None)
+    assert record["outcome"] == "OutcomeUnknown"
+    assert record["leaseEpoch"] == epoch
+    _one_executor(subject, job)
+    assert subject.ddl() == [], "the interrupted transaction must have been rolled back"
+
+    # The proof: Observe, then a Plan that finds the change still to make. Every claim
+    # it makes holds the Apply's tenure, and so does the realm's Lease throughout.
+    seen: set[tuple[str, str]] = set()
+
+    def proof_read_unconverged() -> bool | None:
+        status = subject.status()
+        active = status.get("activeOperation") or {}
+        if active:
+            seen.add((active.get("type", ""), active.get("leaseEpoch", "")))
+        lease = lease_of(run, epoch)
+        assert lease is not None, "the Lease left the Apply's tenure while the proof is owed"
+        assert lease["spec"].get("holderIdentity"), "the Lease was released before the proof"
+        plans = [
+            j
+            for j in subject.jobs("plan")
+            if j["metadata"]["creationTimestamp"] >= job["metadata"]["creationTimestamp"]
+        ]
+        done = any((j.get("status") or {}).get("succeeded") for j in plans)
+        owed = status.get("pendingObservation") and status.get("phase") == "VerifyingConvergence"
+        return True if done and owed and not active else None
+
+    poll("the proof's Plan read, the database not converged", proof_read_unconverged)
+    print(f"# claims seen during the proof (type, Lease epoch): {sorted(seen)}")
+    assert seen, "no claim of the proof was seen"
+    assert {e for _, e in seen} == {epoch}
+
+    # The database converges by a hand the operator does not know: the proof settles
+    # the record, and no Apply is attributed to it.
+    subject.superuser(f"SET ROLE {subject.database}; {GATE_ALTER}")
+    converged = time.monotonic()
+    subject.until_phase("InSync")
+    print(f"# InSync {time.monotonic() - converged:.1f}s after the database converged")
+    status = subject.status()
+    assert not status.get("pendingObservation")
+    assert (status.get("applied") or {}).get("uid") != approved_plan["uid"]
+    assert subject.events("ConvergedAfterUnknownOutcome")
+    assert subject.ddl() == [("ALTER TABLE", "public.gate")]
+    assert len(subject.jobs("apply")) == 1
+    lease = lease_of(run, epoch)
+    print(f"# the realm's Lease once InSync: {lease and lease.get('spec')}")
+    assert lease is None or not lease["spec"].get("holderIdentity")
+
+
+# -- the node's kubelet stopped mid-run, then restarted ---------------------------------
+
+
+def test_a_migration_apply_whose_kubelet_stops_mid_run_gets_no_second_executor(
+    lab_run: LabRun,
+) -> None:
+    subject = Subject(lab_run, PTAHMIGRATIONS, "podloss-node")
+    with explained(subject):
+        _kubelet_stopped(subject)
+
+
+def _kubelet_stopped(subject: Subject) -> None:
+    run = subject.run
+    subject.create()
+    subject.awaiting_approval()
+    with gate_held(subject) as gate:
+        print(f"# {subject.ptah('approve')['name']} approved")
+        job, _pod = subject.running_apply()
+        operation = subject.status()["activeOperation"]
+        epoch = operation["leaseEpoch"]
+        before = lease_of(run, epoch)
+        assert before is not None
+        with run.lab.kubelet_stopped():
+            stopped = time.monotonic()
+
+            # The manager renews the realm's Lease every few seconds: a renewal while
+            # the node is silent shows the claim supervised, not given up.
+            def renewed() -> Object | None:
+                lease = lease_of(run, epoch)
+                assert lease is not None, "the Lease left the run's tenure while it may write"
+                moved = lease["spec"].get("renewTime") != before["spec"].get("renewTime")
+                return lease if moved else None
+
+            poll("the Lease renewed while the kubelet is stopped", renewed)
+            status = subject.status()
+            assert status["activeOperation"]["id"] == operation["id"]
+            assert not status.get("unresolvedRun")
+            assert len(subject.jobs("apply")) == 1
+            assert subject.pods_created(job["metadata"]["name"]) == 1
+            # The run goes on without its kubelet: the gate opens, the migration commits.
+            gate.close()
+            poll("the run's session finished", lambda: subject.sessions() == 0 or None)
+        print(f"# the kubelet was stopped for {time.monotonic() - stopped:.1f}s")
+    restarted = time.monotonic()
+    status = subject.until_phase("InSync").get("status") or {}
+    print(f"# InSync {time.monotonic() - restarted:.1f}s after the kubelet restarted")
+    print(f"# lastRun: {status.get('lastRun')}")
+    assert status["lastRun"]["outcome"] == "Applied"
+    assert not status.get("unresolvedRun")
+    _one_executor(subject, job)
+    assert subject.ddl() == [
+        ("CREATE TABLE", "public.ledger"),
+        ("CREATE INDEX", "public.ledger_pkey"),
+        ("ALTER TABLE", "public.gate"),
+    ]

@@ -354,20 +354,36 @@ def _one_executor(subject: Subject, job: Object) -> None:
     assert not status.get("active")
 
 
+@pytest.fixture(scope="module")
+def subjects(lab_run: LabRun) -> dict[str, Subject]:
+    """The three scenarios' resources, created together: their Resolve, Verify,
+    readings and Plan Jobs run side by side while the scenarios go one by one."""
+    made = {
+        name: Subject(lab_run, resource, name)
+        for resource, name in (
+            (PTAHMIGRATIONS, "podloss-mig"),
+            (PTAHSCHEMAS, "podloss-schema"),
+            (PTAHMIGRATIONS, "podloss-node"),
+        )
+    }
+    for subject in made.values():
+        subject.create()
+    return made
+
+
 # -- the Apply Pod deleted mid-run ----------------------------------------------------
 
 
 def test_a_migration_apply_pod_deleted_mid_run_is_unknown_restored_and_acknowledged(
-    lab_run: LabRun,
+    subjects: dict[str, Subject],
 ) -> None:
-    subject = Subject(lab_run, PTAHMIGRATIONS, "podloss-mig")
+    subject = subjects["podloss-mig"]
     with explained(subject):
         _migration_pod_deleted(subject)
 
 
 def _migration_pod_deleted(subject: Subject) -> None:
     run = subject.run
-    subject.create()
     subject.awaiting_approval()
     with gate_held(subject):
         print(f"# {subject.ptah('approve')['name']} approved")
@@ -479,16 +495,15 @@ def _migration_pod_deleted(subject: Subject) -> None:
 
 
 def test_a_schema_apply_pod_deleted_mid_run_is_proved_under_its_lease_and_attributed_nothing(
-    lab_run: LabRun,
+    subjects: dict[str, Subject],
 ) -> None:
-    subject = Subject(lab_run, PTAHSCHEMAS, "podloss-schema")
+    subject = subjects["podloss-schema"]
     with explained(subject):
         _schema_pod_deleted(subject)
 
 
 def _schema_pod_deleted(subject: Subject) -> None:
     run = subject.run
-    subject.create()
     approved_plan = subject.awaiting_approval()["plan"]
     with gate_held(subject):
         print(f"# {subject.ptah('approve')['name']} approved")
@@ -556,16 +571,15 @@ def _schema_pod_deleted(subject: Subject) -> None:
 
 
 def test_a_migration_apply_whose_kubelet_stops_mid_run_gets_no_second_executor(
-    lab_run: LabRun,
+    subjects: dict[str, Subject],
 ) -> None:
-    subject = Subject(lab_run, PTAHMIGRATIONS, "podloss-node")
+    subject = subjects["podloss-node"]
     with explained(subject):
         _kubelet_stopped(subject)
 
 
 def _kubelet_stopped(subject: Subject) -> None:
     run = subject.run
-    subject.create()
     subject.awaiting_approval()
     with gate_held(subject) as gate:
         print(f"# {subject.ptah('approve')['name']} approved")

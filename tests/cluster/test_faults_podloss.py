@@ -397,7 +397,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
             record = subject.status().get("unresolvedRun")
             return record if record else None
 
-        record = poll("the unresolved run", unresolved)
+        record = poll("the unresolved run", unresolved, timeout=PLAN_DEADLINE)
         recorded = time.monotonic() - struck
     # The gate is released: the deleted executor's session, if PostgreSQL still holds
     # it, now runs its waiting statement and finds its client gone: a rollback.
@@ -441,7 +441,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
         record = subject.status().get("unresolvedRun")
         return record if record and record["operationId"] == copy["operationId"] else None
 
-    poll("the unresolved run restored from its annotation", restored)
+    poll("the unresolved run restored from its annotation", restored, timeout=PLAN_DEADLINE)
     print(f"# restored from the annotation {time.monotonic() - wiped:.1f}s after the restore")
 
     # A History reading of the database, which still has the migration pending,
@@ -451,7 +451,9 @@ def _migration_pod_deleted(subject: Subject) -> None:
         history = status.get("history") or {}
         return status if history.get("observedAt") and status.get("unresolvedRun") else None
 
-    status = poll("a History reading beside the restored record", read_with_record)
+    status = poll(
+        "a History reading beside the restored record", read_with_record, timeout=PLAN_DEADLINE
+    )
     print(f"# the History reading: {status['history']}")
     assert status["history"]["pendingCount"] == 1
     assert status["unresolvedRun"]["operationId"] == copy["operationId"]
@@ -466,7 +468,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
         done = not status.get("unresolvedRun") and resolved.get("resolution") == "Acknowledged"
         return status if done else None
 
-    status = poll("the run settled by the acknowledgment", settled)
+    status = poll("the run settled by the acknowledgment", settled, timeout=PLAN_DEADLINE)
     assert status["resolvedRun"]["operationId"] == copy["operationId"]
     poll(
         "the annotation copy removed",
@@ -516,7 +518,7 @@ def _schema_pod_deleted(subject: Subject) -> None:
             record = subject.status().get("pendingObservation")
             return record if record else None
 
-        record = poll("the pending observation", pending)
+        record = poll("the pending observation", pending, timeout=PLAN_DEADLINE)
         print(f"# the pending observation {time.monotonic() - struck:.1f}s after the strike")
     poll("the deleted executor's session gone", lambda: subject.sessions() == 0 or None)
     assert record["outcome"] == "OutcomeUnknown"
@@ -545,7 +547,11 @@ def _schema_pod_deleted(subject: Subject) -> None:
         owed = status.get("pendingObservation") and status.get("phase") == "VerifyingConvergence"
         return True if done and owed and not active else None
 
-    poll("the proof's Plan read, the database not converged", proof_read_unconverged)
+    poll(
+        "the proof's Plan read, the database not converged",
+        proof_read_unconverged,
+        timeout=PLAN_DEADLINE,
+    )
     print(f"# claims seen during the proof (type, Lease epoch): {sorted(seen)}")
     assert seen, "no claim of the proof was seen"
     assert {e for _, e in seen} == {epoch}

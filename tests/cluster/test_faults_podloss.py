@@ -404,14 +404,14 @@ def _migration_pod_deleted(subject: Subject) -> None:
     poll("the deleted executor's session gone", lambda: subject.sessions() == 0 or None)
     print(f"# the unresolved run after the Pod's deletion ({recorded:.1f}s): {record}")
     assert record["outcome"] == "Unknown"
-    assert record["operationId"] == operation["id"]
+    assert record["operationID"] == operation["id"]
     assert record["jobName"] == job["metadata"]["name"]
     status = subject.status()
     assert status["lastRun"]["outcome"] == "Unknown"
     assert not status.get("activeOperation")
     copy_text = subject.get()["metadata"]["annotations"][UNRESOLVED_RUN_ANNOTATION]
     copy = json.loads(copy_text)
-    assert copy["operationId"] == record["operationId"]
+    assert copy["operationID"] == record["operationID"]
     lease = lease_of(run, epoch)
     print(f"# the realm's Lease after the record: {lease and lease.get('spec')}")
     _one_executor(subject, job)
@@ -439,7 +439,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
 
     def restored() -> dict[str, Any] | None:
         record = subject.status().get("unresolvedRun")
-        return record if record and record["operationId"] == copy["operationId"] else None
+        return record if record and record["operationID"] == copy["operationID"] else None
 
     poll("the unresolved run restored from its annotation", restored, timeout=PLAN_DEADLINE)
     print(f"# restored from the annotation {time.monotonic() - wiped:.1f}s after the restore")
@@ -456,7 +456,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
     )
     print(f"# the History reading: {status['history']}")
     assert status["history"]["pendingCount"] == 1
-    assert status["unresolvedRun"]["operationId"] == copy["operationId"]
+    assert status["unresolvedRun"]["operationID"] == copy["operationID"]
     assert subject.jobs("apply") == []
 
     acknowledged = time.monotonic()
@@ -469,7 +469,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
         return status if done else None
 
     status = poll("the run settled by the acknowledgment", settled, timeout=PLAN_DEADLINE)
-    assert status["resolvedRun"]["operationId"] == copy["operationId"]
+    assert status["resolvedRun"]["operationID"] == copy["operationID"]
     poll(
         "the annotation copy removed",
         lambda: (

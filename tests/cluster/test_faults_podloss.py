@@ -61,6 +61,7 @@ from lab.executor.migrations import SUM_FILE, sum_text
 from lab.executor.oci import push_artifact
 from lab.progress import FAILED, failure_of, phase_of
 from tests.cluster.conftest import poll
+from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
 
@@ -77,22 +78,13 @@ MIGRATION_FILES: Final = {
     )
 }
 
-# Every DDL command PostgreSQL finishes in the database, counted by the server itself:
-# an event trigger owned by the superuser writes one row per command, in the command's
-# own transaction (a rolled-back command leaves no row).
-AUDIT: Final = """
-CREATE SCHEMA fault_audit;
-CREATE TABLE fault_audit.ddl (n bigserial PRIMARY KEY, tag text NOT NULL, object text);
-CREATE FUNCTION fault_audit.record() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
-DECLARE c record;
-BEGIN
-  FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
-    INSERT INTO fault_audit.ddl (tag, object) VALUES (c.command_tag, c.object_identity);
-  END LOOP;
-END $$;
-CREATE EVENT TRIGGER fault_audit ON ddl_command_end EXECUTE FUNCTION fault_audit.record();
-"""
+# What the migration's one run leaves in the DDL audit (the event trigger of
+# scenario 3, ``AUDIT``): 0001's CREATE TABLE, its primary key's index, the ALTER.
+MIGRATED: Final = [
+    ("CREATE TABLE", "public.ledger"),
+    ("CREATE INDEX", "public.ledger_pkey"),
+    ("ALTER TABLE", "public.gate"),
+]
 
 
 class Subject:
@@ -484,11 +476,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
     print(f"# {subject.ptah('approve')['name']} approved")
     subject.until_phase("InSync")
     print(f"# InSync {time.monotonic() - struck:.1f}s after the strike")
-    assert subject.ddl() == [
-        ("CREATE TABLE", "public.ledger"),
-        ("CREATE INDEX", "public.ledger_pkey"),
-        ("ALTER TABLE", "public.gate"),
-    ]
+    assert subject.ddl() == MIGRATED
     assert subject.query("SELECT version FROM ptah_lab.revisions") == [(1,)]
     assert len(subject.jobs("apply")) == 1
 
@@ -622,8 +610,4 @@ def _kubelet_stopped(subject: Subject) -> None:
     assert status["lastRun"]["outcome"] == "Applied"
     assert not status.get("unresolvedRun")
     _one_executor(subject, job)
-    assert subject.ddl() == [
-        ("CREATE TABLE", "public.ledger"),
-        ("CREATE INDEX", "public.ledger_pkey"),
-        ("ALTER TABLE", "public.gate"),
-    ]
+    assert subject.ddl() == MIGRATED

@@ -410,8 +410,34 @@ def _migration_pod_deleted(subject: Subject) -> None:
     assert subject.ddl() == [], "the interrupted transaction must have been rolled back"
     assert subject.query("SELECT to_regclass('public.ledger') IS NULL") == [(True,)]
 
-    # A restore from a backup: the resource comes back with its annotations and no
-    # status (a new object: the old one is deleted first, and its Jobs go with it).
+    # A spec edit settles nothing. This one shortens the History interval, so the
+    # reading after the restore below is due at once rather than ten minutes after
+    # the run was recorded.
+    edited = run.admin.patch_spec(PTAHMIGRATIONS, NAMESPACE, subject.name, {"interval": "20s"})
+    assert edited["metadata"]["generation"] == 2
+
+    def edit_seen() -> dict[str, Any] | None:
+        status = subject.status()
+        return status if status.get("observedGeneration") == 2 else None
+
+    status = poll("the spec edit seen", edit_seen)
+    assert status["unresolvedRun"]["operationID"] == copy["operationID"]
+
+    # A restore from a backup: the resource deleted, then created again from a copy
+    # of its spec, labels and annotations, without status, as a backup tool keeps it.
+    live = subject.get()
+    backup: Object = {
+        "apiVersion": live["apiVersion"],
+        "kind": live["kind"],
+        "metadata": {
+            "name": subject.name,
+            "namespace": NAMESPACE,
+            "labels": live["metadata"].get("labels") or {},
+            "annotations": live["metadata"].get("annotations") or {},
+        },
+        "spec": live["spec"],
+    }
+    assert backup["metadata"]["annotations"][UNRESOLVED_RUN_ANNOTATION] == copy_text
     run.admin.delete(PTAHMIGRATIONS, NAMESPACE, subject.name)
 
     def deleted() -> bool | None:
@@ -424,10 +450,8 @@ def _migration_pod_deleted(subject: Subject) -> None:
     poll(f"{subject.name} deleted", deleted)
     # Announced only when the manager saw the deletion (a finalizer still on it).
     print(f"# UnresolvedRunDeleted Events: {len(subject.events('UnresolvedRunDeleted'))}")
-    restored_manifest = json.loads(json.dumps(subject.manifest))
-    restored_manifest["metadata"]["annotations"] = {UNRESOLVED_RUN_ANNOTATION: copy_text}
     wiped = time.monotonic()
-    run.admin.create(PTAHMIGRATIONS, NAMESPACE, restored_manifest)
+    new_uid = run.admin.create(PTAHMIGRATIONS, NAMESPACE, backup)["metadata"]["uid"]
 
     def restored() -> dict[str, Any] | None:
         record = subject.status().get("unresolvedRun")
@@ -435,6 +459,12 @@ def _migration_pod_deleted(subject: Subject) -> None:
 
     poll("the unresolved run restored from its annotation", restored, timeout=PLAN_DEADLINE)
     print(f"# restored from the annotation {time.monotonic() - wiped:.1f}s after the restore")
+    restores = [
+        event
+        for event in subject.events("UnresolvedRunRestored")
+        if (event.get("regarding") or {}).get("uid") == new_uid
+    ]
+    assert restores, "the restored object's record must come from its copy"
 
     # A History reading of the database, which still has the migration pending,
     # settles nothing, and no Apply is claimed while the record stands.

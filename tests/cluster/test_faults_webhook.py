@@ -223,7 +223,11 @@ def _scenario(run: LabRun, api: Api) -> None:
     _redirect(api, UNREACHABLE)
     refusal = poll("the manager's Job creates refused by the webhook", lambda: _probe_refusal(api))
     print(f"# the webhook is unreachable: {refusal[:200]}")
-    since = run.get(MIGRATION)["metadata"]["resourceVersion"]
+    # The list's version, not the object's: an InSync object untouched since earlier
+    # scenarios carries an old version the server's watch window no longer holds (410).
+    since = api.get(f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/ptahmigrations")[
+        "metadata"
+    ]["resourceVersion"]
     print(f"# {run.approve(MIGRATION)}")
 
     # The manager spends the approval, marks, creates, is refused, withdraws the mark,

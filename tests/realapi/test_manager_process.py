@@ -236,7 +236,10 @@ def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
         until(lambda: recorded(made), "the new leader to record the Job")
         (job,) = made.jobs()
         assert job["metadata"]["name"] == made.schema()["status"]["activeOperation"]["jobName"]
-        assert total(follower, "ptah_controller_dispatches_total") == 1
+        # The new leader did the dispatching. Not "== 1": when the takeover races the
+        # test's seeding, it may also create a reading's Job that the seeded plan then
+        # retires (CI counted 2 with one Job standing); the one Job is asserted above.
+        assert total(follower, "ptah_controller_dispatches_total") >= 1
         assert follower.terminate() == 0
         assert made.holder() == ""  # given back on the way out
 

@@ -217,6 +217,23 @@ def namespace(api: Api) -> str:
     return name
 
 
+def probe_job(name: str) -> dict[str, Any]:
+    """A Job no claim builds, for dry-run creates that only ask admission's answer."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "probe.invalid/none"}],
+                }
+            }
+        },
+    }
+
+
 def pod_manifest(name: str, image: str, args: list[str], **spec: Any) -> dict[str, Any]:
     """A one-container Pod that runs the lab's probe image once."""
     return {

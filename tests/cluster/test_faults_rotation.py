@@ -66,7 +66,7 @@ from lab import install
 from lab import run as nodeless
 from lab.cluster import LocalCluster
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, probe_job
 from tests.reviews import Traffic
 
 pytestmark = pytest.mark.cluster
@@ -224,19 +224,7 @@ def _review(cluster: LocalCluster, namespace: str, schema: str, traffic: Traffic
     client = Api.from_kubeconfig(cluster.kubeconfig("admin"))
     base = f"/apis/operator.ptah.run/v1alpha1/namespaces/{namespace}/ptahschemas"
     as_manager = {"Impersonate-User": MANAGER_USER}
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "rotation-probe"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "probe.invalid/none"}],
-                }
-            }
-        },
-    }
+    job = probe_job("rotation-probe")
     fresh: Object = nodeless.example_schema(namespace, "")
     fresh["spec"]["suspend"] = True
     dry = {"dryRun": "All"}

@@ -45,7 +45,7 @@ from jobclaim.apiserver import (
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, probe_job
 
 pytestmark = pytest.mark.cluster
 
@@ -121,19 +121,7 @@ def _probe_refusal(api: Api) -> str | None:
     Dry-run runs admission (the webhooks declare no side effects) and stores nothing;
     the API server picks up a changed webhook configuration on its own time.
     """
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "fault-probe"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "probe.invalid/none"}],
-                }
-            }
-        },
-    }
+    job = probe_job("fault-probe")
     answer = api.http.post(
         f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
         params={"dryRun": "All"},

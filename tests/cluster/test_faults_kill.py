@@ -43,7 +43,6 @@ import secrets
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, POLICY, SECRE
 from lab.progress import DONE, FAILED, failure_of, phase_of
 from manager.labfaults import ANNOTATION, PARKED
 from tests.cluster.conftest import Api, poll
+from tests.cluster.tenants import Recorder, everything
 from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
@@ -336,41 +336,31 @@ def _sigkill(pod: str) -> float:
 
 
 class Stored:
-    """Every version of the namespace's Jobs and Pods the API server stores from
-    ``since`` on, followed while the scenario runs: the API server's watch window is
-    short (a replay from the approval's version at the end was already "too old" on
-    the lab cluster), so a Job or Pod deleted meanwhile is still seen."""
+    """Every version of the namespace's Jobs and Pods the API server stores while the
+    scenario runs, followed as it happens: the API server's watch window is short (a
+    replay from the approval's version at the end was already "too old" on the lab
+    cluster), so a Job or Pod deleted meanwhile is still seen."""
 
-    def __init__(self, run: LabRun, since: str) -> None:
-        self.objects: dict[str, dict[str, Object]] = {"jobs": {}, "pods": {}}
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._follow, args=(run, resource, key, since), daemon=True)
+    def __init__(self, run: LabRun, api: Api) -> None:
+        admin = run.lab.kubeconfig("admin")
+        self._recorders = {
+            key: Recorder(api, admin, resource, NAMESPACE, everything)
             for resource, key in ((JOBS, "jobs"), (PODS, "pods"))
-        ]
-        for thread in self._threads:
-            thread.start()
+        }
 
-    def _follow(self, run: LabRun, resource: Resource, key: str, since: str) -> None:
-        version = since
-        while not self._stop.is_set():
-            try:
-                for event in run.admin.watch(
-                    resource, NAMESPACE, resource_version=version, timeout_seconds=5
-                ):
-                    version = event.object["metadata"].get("resourceVersion", version)
-                    if event.type != "BOOKMARK":
-                        self.objects[key][event.object["metadata"]["uid"]] = event.object
-            except BaseException as error:  # reported by close(): history would be lost
-                self.errors.append(error)
-                return
+    @property
+    def objects(self) -> dict[str, dict[str, Object]]:
+        """Each Job and Pod by UID, as last stored."""
+        return {
+            key: {obj["metadata"]["uid"]: obj for _, obj in recorder.seen()}
+            for key, recorder in self._recorders.items()
+        }
 
     def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=30)
-        assert not self.errors, f"following the Jobs and Pods broke: {self.errors}"
+        for recorder in self._recorders.values():
+            recorder.close()
+        for recorder in self._recorders.values():
+            recorder.seen()  # raises when following broke: history would be lost
 
     def apply_jobs(self, case: Case) -> dict[str, Object]:
         """Every Apply Job of the case the API server stored, by UID, as last seen."""
@@ -494,7 +484,7 @@ def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promise
 def _scenario(run: LabRun, api: Api, case: Case) -> None:
     poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
          timeout=PLAN_DEADLINE)  # fmt: skip
-    stored = Stored(run, _get(run, case)["metadata"]["resourceVersion"])
+    stored = Stored(run, api)
     try:
         _kill_and_recover(run, api, case, stored)
     finally:

@@ -216,6 +216,9 @@ def _scenario(run: LabRun, api: Api) -> None:
     since = api.get(f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/ptahmigrations")[
         "metadata"
     ]["resourceVersion"]
+    # Earlier scenarios on this cluster approved (and spent) plans of the same
+    # migration: only the approval made here counts.
+    earlier = {a["metadata"]["uid"] for a in run.admin.list(PTAHMIGRATIONAPPROVALS, NAMESPACE)}
     print(f"# {run.approve(MIGRATION)}")
 
     # The manager spends the approval, marks, creates, is refused, withdraws the mark,
@@ -238,16 +241,18 @@ def _scenario(run: LabRun, api: Api) -> None:
     operation: dict[str, Any] = _migration(run)["status"]["activeOperation"]
     assert operation["type"] == "Apply"
     reserved = operation["jobName"]
-    approvals = run.admin.list(PTAHMIGRATIONAPPROVALS, NAMESPACE)
-    consumed = [
+    approvals = [
         approval
-        for approval in approvals
-        if any(
-            c.get("type") == "Consumed" and c.get("status") == "True"
-            for c in (approval.get("status") or {}).get("conditions") or []
-        )
+        for approval in run.admin.list(PTAHMIGRATIONAPPROVALS, NAMESPACE)
+        if approval["metadata"]["uid"] not in earlier
     ]
-    assert len(consumed) == 1, approvals
+    assert len(approvals) == 1, approvals
+    consumed = [
+        c
+        for c in (approvals[0].get("status") or {}).get("conditions") or []
+        if c.get("type") == "Consumed" and c.get("status") == "True"
+    ]
+    assert consumed, f"the approval is spent: {approvals[0].get('status')}"
     assert _apply_jobs(run) == []
     assert _ddl(run) == [], "no statement may reach the database while no Job exists"
 

@@ -31,8 +31,10 @@ from datetime import datetime
 from typing import Any
 
 from controller.passcontext import PassContext
-from jobclaim import CLEANUP_TTL_SECONDS, RUNNER_CONTAINER
+from jobclaim import CLEANUP_TTL_SECONDS, RUNNER_CONTAINER, manager_record_of
+from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PODS, ApiError, Object
+from jobclaim.errors import InvalidInput
 from runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
 from runner.harvest import (
     Judgement,
@@ -52,13 +54,17 @@ class Harvest:
 
     ``judgement`` is None when no Pod's account may be read (``evidence`` says why).
     ``pod_uids`` are the Job's Pods as seen now, which a schema's record keeps;
-    ``may_still_write`` is True while any of them may still run.
+    ``may_still_write`` is True while any of them may still run. ``dispatched_by`` is
+    the manager record the Job itself carries: after a rolling upgrade the manager
+    reading the Job is not the one that dispatched it, and the audit must name the
+    latter (as a published plan names its Plan Job's).
     """
 
     judgement: Judgement | None
     evidence: NoEvidence | None
     pod_uids: tuple[str, ...]
     may_still_write: bool
+    dispatched_by: ManagerRecord | None = None
 
     @property
     def outcome(self) -> Outcome | None:
@@ -135,7 +141,7 @@ def harvest(ctx: PassContext, job: Object) -> Harvest:
     pods = ctx.api.list(PODS, ctx.namespace)
     chosen = select_pod(job, pods, claim)
     if isinstance(chosen, NoEvidence):
-        return Harvest(None, chosen, chosen.pod_uids, chosen.may_still_write)
+        return Harvest(None, chosen, chosen.pod_uids, chosen.may_still_write, _dispatcher(job))
     log = _read_log(ctx, chosen)
     read: Account | FrameError | SummaryRefused
     try:
@@ -150,4 +156,13 @@ def harvest(ctx: PassContext, job: Object) -> Harvest:
         coordination_digest=operation.coordination_digest,
         target_identity_digest=getattr(operation, "target_identity_digest", None),
     )
-    return Harvest(judgement, None, (chosen.uid,), False)
+    return Harvest(judgement, None, (chosen.uid,), False, _dispatcher(job))
+
+
+def _dispatcher(job: Object) -> ManagerRecord | None:
+    """The manager record the Job carries. A Job harvested has passed its claim's
+    match, which reads the same record, so None only for a Job no match accepted."""
+    try:
+        return manager_record_of(job)
+    except InvalidInput:
+        return None

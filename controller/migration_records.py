@@ -40,6 +40,7 @@ from controller.retirement import dispatched_apply_may_still_write, retire_migra
 from jobclaim import STAMPED, stamp_problem
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,
+    ManagerRecord,
     MigrationHistoryStatus,
     MigrationRunStatus,
     ObjectReference,
@@ -82,7 +83,11 @@ def _write_copy(ctx: PassContext, record: UnresolvedMigrationRunStatus | None) -
 
 
 def _last_run(
-    ctx: PassContext, outcome: str, versions: list[str], message: str | None
+    ctx: PassContext,
+    outcome: str,
+    versions: list[str],
+    message: str | None,
+    dispatched_by: ManagerRecord | None,
 ) -> MigrationRunStatus:
     operation = migration_operation_of(ctx)
     return MigrationRunStatus.model_validate(
@@ -93,7 +98,7 @@ def _last_run(
             "started_at": operation.started_at,
             "finished_at": timestamp(ctx.now()),
             "applied_versions": versions,
-            "dispatched_by": ctx.env.config.manager,
+            "dispatched_by": dispatched_by,
             "message": message,
         }
     )
@@ -106,10 +111,14 @@ def record_unresolved_run(
     outcome: Literal["Partial", "Unknown"] = "Unknown",
     target_identity_digest: str | None = None,
     versions: list[str] | None = None,
+    dispatched_by: ManagerRecord | None = None,
 ) -> Stop:
     """Swap an Apply claim for an unresolved record: copy first, then one status patch
     that clears the claim, stores the record and stages the release when nothing the
-    claim dispatched can still write (asked before the write, never after)."""
+    claim dispatched can still write (asked before the write, never after).
+
+    ``dispatched_by`` is the record of the Job that was read, if one was: never the
+    manager writing, which after an upgrade is not the one that dispatched."""
     operation = migration_operation_of(ctx)
     status = migration_status_of(ctx)
     history = status.history
@@ -122,7 +131,7 @@ def record_unresolved_run(
         # The run's own report wins; else the last reading's.
         target_identity_digest=target_identity_digest
         or (history.target_identity_digest if history else None),
-        dispatched_by=ctx.env.config.manager,
+        dispatched_by=dispatched_by,
         recorded_at=timestamp(ctx.now()),
     )
     may_still_write = dispatched_apply_may_still_write(ctx)
@@ -135,7 +144,7 @@ def record_unresolved_run(
         may_still_write=may_still_write,
         update={
             "unresolved_run": record,
-            "last_run": _last_run(ctx, outcome, versions or [], reason),
+            "last_run": _last_run(ctx, outcome, versions or [], reason, dispatched_by),
             "plan": None,
             "phase": "Blocked",
         },
@@ -163,7 +172,11 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
     account = harvest.account
     if ctx.info.mutating:
         if harvest.outcome is not Outcome.ACCOUNTED or account is None:
-            return record_unresolved_run(ctx, harvest.reason or "no account could be read")
+            return record_unresolved_run(
+                ctx,
+                harvest.reason or "no account could be read",
+                dispatched_by=harvest.dispatched_by,
+            )
         summary = account.summary
         outcome, versions = run_outcome(account)
         if outcome in ("Partial", "Unknown"):
@@ -173,6 +186,7 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
                 outcome="Partial" if outcome == "Partial" else "Unknown",
                 target_identity_digest=summary.target_identity_digest,
                 versions=versions,
+                dispatched_by=harvest.dispatched_by,
             )
         return retire_migration_claim(
             ctx,
@@ -180,7 +194,9 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
             disposition=Disposition.ACCOUNTED,
             may_still_write=False,
             update={
-                "last_run": _last_run(ctx, outcome, versions, summary.error_code),
+                "last_run": _last_run(
+                    ctx, outcome, versions, summary.error_code, harvest.dispatched_by
+                ),
                 # The reading the plan was made from is spent with it: the account
                 # is settled by a History read after the run.
                 "history": None,

@@ -45,6 +45,7 @@ from controller.settlements import consume_settlement, find_settlement
 from controller.targetlock import MalformedLease
 from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
+    ManagerRecord,
     ObjectReference,
     PendingObservationStatus,
     PtahSchemaProofSettlement,
@@ -61,9 +62,16 @@ MAX_POD_UIDS: Final = 8
 
 
 def pending_observation_for(
-    ctx: PassContext, *, succeeded: bool, pod_uids: tuple[str, ...]
+    ctx: PassContext,
+    *,
+    succeeded: bool,
+    pod_uids: tuple[str, ...],
+    dispatched_by: ManagerRecord | None = None,
 ) -> PendingObservationStatus:
-    """The one constructor of a schema's pending observation, from its Apply claim."""
+    """The one constructor of a schema's pending observation, from its Apply claim.
+
+    ``dispatched_by`` is the record of the Job that was read, if one was: never the
+    manager writing, which after an upgrade is not the one that dispatched."""
     operation = schema_operation_of(ctx)
     status = schema_status_of(ctx)
     if operation.lease_epoch is None or operation.coordination_digest is None:
@@ -87,7 +95,7 @@ def pending_observation_for(
         apply_generation=schema_of(ctx).metadata.generation,
         observe_after=observe_after,
         plan=status.plan,
-        dispatched_by=ctx.env.config.manager,
+        dispatched_by=dispatched_by,
         target=operation.target,
         coordination_digest=operation.coordination_digest,
         lease_duration_seconds=operation.lease_duration_seconds,
@@ -96,10 +104,17 @@ def pending_observation_for(
 
 
 def record_schema_apply(
-    ctx: PassContext, reason: str, *, succeeded: bool, pod_uids: tuple[str, ...]
+    ctx: PassContext,
+    reason: str,
+    *,
+    succeeded: bool,
+    pod_uids: tuple[str, ...],
+    dispatched_by: ManagerRecord | None = None,
 ) -> Stop:
     """Swap an Apply claim for its pending observation in one status patch."""
-    record = pending_observation_for(ctx, succeeded=succeeded, pod_uids=pod_uids)
+    record = pending_observation_for(
+        ctx, succeeded=succeeded, pod_uids=pod_uids, dispatched_by=dispatched_by
+    )
     return retire_schema_claim(
         ctx,
         f"the Apply is recorded {record.outcome}; the proof is owed: {reason}",
@@ -123,7 +138,13 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
             and not summary.uncertain
         )
         reason = harvest.reason or "its result was read"
-        return record_schema_apply(ctx, reason, succeeded=succeeded, pod_uids=harvest.pod_uids)
+        return record_schema_apply(
+            ctx,
+            reason,
+            succeeded=succeeded,
+            pod_uids=harvest.pod_uids,
+            dispatched_by=harvest.dispatched_by,
+        )
     pending = schema_status_of(ctx).pending_observation
     if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
         return _retry_unless_settled(ctx, pending, harvest.reason or "the reading gave no account")

@@ -8,6 +8,7 @@ with the manager record the Job itself carries; once they moved, to its envelope
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,8 @@ from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
 from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
 from tests.jobclaim.world import MANAGER
-from tests.outcomes.podworld import finish_job, start_pod
+from tests.outcomes.podworld import APPLIED, MIGRATED, finish_job, harvest_with, start_pod
+from tests.outcomes.support import status_of
 
 RUNNING = "the Job is running"
 
@@ -147,3 +149,53 @@ def test_a_finished_job_waits_for_the_harvest_and_keeps_renewing() -> None:
     rig.clocks.advance(5)
     assert rig.reconcile(key).reason == HARVEST_PENDING
     assert rig.leases()[0]["spec"]["renewTime"] > before
+
+
+# -- who dispatched: the record names the Job's manager, not the one reading it ------
+
+UPGRADED = ManagerRecord(
+    controller_image="registry.example.com/ptah-operator@sha256:" + "7" * 64,
+    controller_revision="r2",
+    runner_image=MANAGER.runner_image,
+)
+
+
+def _dispatched_by(status: dict[str, Any], family: str) -> object:
+    record = status["pendingObservation"] if family == "schema" else status["lastRun"]
+    return record.get("dispatchedBy")
+
+
+@pytest.mark.parametrize("upgrade", [False, True], ids=["same-manager", "upgraded"])
+@pytest.mark.parametrize("family", ["schema", "migration"])
+def test_a_run_is_recorded_as_dispatched_by_the_manager_its_job_names(
+    family: str, upgrade: bool
+) -> None:
+    """After an identity-only upgrade the adopting manager reads a Job its predecessor
+    dispatched: the audit record names the predecessor (the Job's own record), as a
+    published plan names its Plan Job's, never the manager that happened to read it."""
+    rig = make_rig()
+    key = (add_schema if family == "schema" else add_migration)(rig)
+    rig.settle(key)
+    assert rig.claim(key)["type"] == "Apply" and rig.claim(key)["jobUID"]
+    if upgrade:
+        rig.env.config = dataclasses.replace(rig.env.config, manager=UPGRADED)
+    op, fields = ("apply", APPLIED) if family == "schema" else ("migration-apply", MIGRATED)
+    harvest_with(rig, key, op, fields)
+    rig.settle(key)
+    status = status_of(rig, key)
+    assert _dispatched_by(status, family) == MANAGER.model_dump(by_alias=True, mode="json")
+
+
+def test_a_run_whose_job_was_never_read_names_no_dispatcher() -> None:
+    """A marked claim whose Job is gone: nothing says which manager created it (the
+    writing one may be a later release), so the unresolved record names none."""
+    rig = make_rig()
+    key = add_migration(rig)
+    rig.settle(key)
+    rig.env.config = dataclasses.replace(rig.env.config, manager=UPGRADED)
+    rig.api.delete(JOBS, NS, rig.claim(key)["jobName"])
+    rig.settle(key)
+    status = status_of(rig, key)
+    assert status["unresolvedRun"]["outcome"] == "Unknown"
+    assert "dispatchedBy" not in status["unresolvedRun"]
+    assert "dispatchedBy" not in status["lastRun"]

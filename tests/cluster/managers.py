@@ -1,4 +1,5 @@
-"""The chart's manager replicas as the fault scenarios handle them: scaled, found, paused.
+"""The chart's manager replicas as the fault scenarios handle them: upgraded, scaled,
+found, paused.
 
 A Pod's containers are host processes here (containerd and runc on this machine), so a
 manager is paused the way an overloaded or descheduled process is: SIGSTOP to every
@@ -10,12 +11,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+import yaml
 
 from jobclaim.apiserver import LEASES, PODS, Object
+from lab import install
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
 from lab.install import DEPLOYMENTS, RELEASE, deployment_ready
 from tests.cluster.conftest import Api, poll
@@ -25,6 +31,34 @@ SELECTOR: Final = {"app.kubernetes.io/name": RELEASE}
 # Starting a replica means pulling nothing (the image is on the node) but starting
 # Python and passing the startup probe on a loaded 2-core node.
 READY_DEADLINE: Final = 300.0
+
+
+def chart_upgraded(run: LabRun, values: dict[str, Any]) -> None:
+    """``helm upgrade --reuse-values`` with ``values`` layered on the release's own;
+    returns once the new manager is Ready and the old manager Pod is gone (Ready counts
+    the new Pod only, and the old one may lead until it has stopped)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as layer:
+        layer.write(yaml.safe_dump(values))
+        layer.flush()
+        argv = [
+            str(install.HELM),
+            "upgrade",
+            RELEASE,
+            str(install.CHART),
+            "--kubeconfig",
+            str(run.lab.kubeconfig("admin")),
+            "--namespace",
+            MANAGER_NAMESPACE,
+            "--reuse-values",
+            "--values",
+            layer.name,
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    install.wait_ready(
+        run.admin, MANAGER_NAMESPACE, report=print, timeout=READY_DEADLINE, check=run.lab.check
+    )
+    poll("the old manager Pod gone", lambda: len(managers(run)) == 1 or None, timeout=120.0)
 
 
 @contextmanager

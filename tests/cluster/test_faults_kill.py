@@ -24,11 +24,20 @@ then takes over. What holds is read from the API server and from PostgreSQL itse
   container stopped (the release's ``renewTime`` against the kubelet's
   ``finishedAt``).
 
-The migration family at every boundary. Not yet in this file (branch ``kill``):
-a PtahSchema killed after its create, and the swapped-boundary build
-(``lab.swapSteps=mark,create``); both failed their checks in the first CI run that
-held them. The chart's manager is restored at the end of the file. The
-Lease-epoch, snapshot and approval-spent rows of the table write nothing a Job
+Then the swapped-boundary build: the same lab-only guard installs a manager whose
+dispatch creates the Job before it marks (``lab.swapSteps=mark,create``, the fault
+suite's ``MARK<->CREATE`` swap). On the real cluster the chart's controller-write
+webhook refuses every create of a claim not yet marked, so that build's Apply never
+runs: scenario 1's outcome check fails for it (no Job, no SQL, an unmarked claim
+long past the time the real build took to recover), which the test asserts.
+
+Both families: a PtahMigration at every boundary, a PtahSchema at ``create`` (its
+Apply crosses the same writes through the same ``DispatchPass``; the replacement
+adopts its Job and proves the outcome under the same Lease; killed after its mark, a
+schema owes a proof no reading can give and holds its database until a person
+settles it, which is scenario 2's business). The chart's manager is restored at the
+end of the file. The Lease-epoch, snapshot and approval-spent rows of the table write
+nothing a Job
 depends on and are left to the crash simulation. Each recovery time
 (kill -> the promised outcome) is printed, not asserted.
 """
@@ -41,8 +50,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,7 +58,6 @@ from typing import Final
 
 import psycopg
 import pytest
-import yaml
 
 from jobclaim import coordination_digest, lease_name
 from jobclaim.apiserver import (
@@ -72,6 +78,7 @@ from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, POLICY, SECRE
 from lab.progress import DONE, FAILED, failure_of, phase_of
 from manager.labfaults import ANNOTATION, PARKED
 from tests.cluster.conftest import Api, poll
+from tests.cluster.managers import chart_upgraded
 from tests.cluster.tenants import Recorder, everything
 from tests.cluster.test_faults_webhook import AUDIT
 
@@ -83,12 +90,16 @@ PREFIX: Final = "kill"
 # Resolve, Verify, Read and Plan Jobs of every case at once on a shared 2-core node.
 PLAN_DEADLINE: Final = 900.0
 RECOVERY_DEADLINE: Final = 600.0
+SWAPPED_DEADLINE: Final = 180.0
 # 0001's CREATE TABLE (and its primary key's index), 0002's ALTER TABLE.
 DDL: Final = [
     ("CREATE TABLE", "public.invoices"),
     ("CREATE INDEX", "public.invoices_pkey"),
     ("ALTER TABLE", "public.invoices"),
 ]
+# The schema example's two tables; the executor's plan decides the rest of its DDL
+# (indexes, constraints), each of which must reach the database once.
+SCHEMA_TABLES: Final = [("CREATE TABLE", "public.customers"), ("CREATE TABLE", "public.orders")]
 UNMARKED: Final = "a Job stands under a claim that is not marked"
 
 
@@ -128,41 +139,21 @@ CASES: Final = [
     Case("create", "run"),
     Case("record", "run"),
     Case("outcome", "run"),
-    # Not yet here: a PtahSchema killed after its create, and the swapped-boundary build
-    # (branch `kill`): both failed their checks in the first CI run that held them, and
-    # neither has passed on the lab cluster yet.
+    # A schema's Apply crosses the same writes through the same DispatchPass; killed
+    # after its create, the replacement adopts the Job and the proof runs under the
+    # same Lease.
+    Case("create", "run", family="schema"),
 ]
+# No fault point: the swapped build is judged by the outcome alone.
+SWAPPED: Final = Case("", "run", label="swapped")
 
 
 # -- the chart's lab values ------------------------------------------------------------
 
 
 def _upgrade(run: LabRun, *, fault_points: bool, swap: str = "") -> None:
-    """``helm upgrade --reuse-values`` with the lab values; until the manager is ready."""
-    values = {"lab": {"faultPoints": fault_points, "swapSteps": swap}}
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as layer:
-        layer.write(yaml.safe_dump(values))
-        layer.flush()
-        argv = [
-            str(install.HELM),
-            "upgrade",
-            install.RELEASE,
-            str(install.CHART),
-            "--kubeconfig",
-            str(run.lab.kubeconfig("admin")),
-            "--namespace",
-            MANAGER_NAMESPACE,
-            "--reuse-values",
-            "--values",
-            layer.name,
-        ]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
-    assert done.returncode == 0, done.stderr
-    install.wait_ready(
-        run.admin, MANAGER_NAMESPACE, report=print, timeout=300.0, check=run.lab.check
-    )
-    # Ready counts the new Pod only; the old one may still lead until it has stopped.
-    poll("the old manager Pod gone", lambda: len(_manager_pods(run)) == 1 or None, timeout=120.0)
+    """The chart upgraded with the lab values, until the new manager alone runs."""
+    chart_upgraded(run, {"lab": {"faultPoints": fault_points, "swapSteps": swap}})
 
 
 def _lab_env(run: LabRun) -> dict[str, str]:
@@ -263,11 +254,11 @@ def lab_faults(lab_run: LabRun, api: Api) -> Iterator[LabRun]:
     _upgrade(run, fault_points=True)
     assert _lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
     try:
-        for case in CASES:
+        for case in (*CASES, SWAPPED):
             _create(run, case)
         yield run
     finally:
-        for case in CASES:
+        for case in (*CASES, SWAPPED):
             _remove(run, case)
         _upgrade(run, fault_points=False)
         assert _lab_env(run) == {}, "the chart's manager is back, with no lab variable"
@@ -482,16 +473,18 @@ def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promise
 
 
 def _scenario(run: LabRun, api: Api, case: Case) -> None:
-    poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
-         timeout=PLAN_DEADLINE)  # fmt: skip
+    awaiting = poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+                    timeout=PLAN_DEADLINE)  # fmt: skip
     stored = Stored(run, api)
     try:
-        _kill_and_recover(run, api, case, stored)
+        _kill_and_recover(run, api, case, stored, awaiting["status"]["plan"])
     finally:
         stored.close()
 
 
-def _kill_and_recover(run: LabRun, api: Api, case: Case, stored: Stored) -> None:
+def _kill_and_recover(
+    run: LabRun, api: Api, case: Case, stored: Stored, plan: dict[str, str]
+) -> None:
     print(f"# {case.name}: {_approve(run, case)}")
     pod = _parked(run, api, case)
     assert _unmarked_job(run, case) is None
@@ -510,16 +503,22 @@ def _kill_and_recover(run: LabRun, api: Api, case: Case, stored: Stored) -> None
     ddl = _ddl(run, case)
     print(f"# {case.name}: Apply Jobs ever {sorted(jobs)}, DDL {ddl}")
     assert len(jobs) <= 1, f"more than one Apply Job existed: {sorted(jobs)}"
-    if case.outcome == "run":
+    if case.outcome == "unknown":
+        assert jobs == {}, "a marked claim whose Job is missing never creates one"
+        assert ddl == [], "no statement may reach the database without a Job"
+        assert final["status"]["unresolvedRun"]
+    elif case.family == "migration":
         assert len(jobs) == 1
         assert ddl == DDL, "each migration's DDL reached the database exactly once"
         assert (
             final["status"]["lastRun"]["jobName"] == next(iter(jobs.values()))["metadata"]["name"]
         )
     else:
-        assert jobs == {}, "a marked claim whose Job is missing never creates one"
-        assert ddl == [], "no statement may reach the database without a Job"
-        assert final["status"]["unresolvedRun"]
+        assert len(jobs) == 1
+        assert len(ddl) == len(set(ddl)), "a statement of the plan reached the database twice"
+        assert [row for row in ddl if row in SCHEMA_TABLES] == SCHEMA_TABLES, ddl
+        # The plan the person approved is the one recorded as applied, by the one Job.
+        assert final["status"]["applied"]["uid"] == plan["uid"], final["status"]["applied"]
 
     lease = poll(f"{case.name}'s realm Lease released", lambda: _released(run, case))
     released = lease["spec"]["renewTime"]
@@ -530,3 +529,53 @@ def _kill_and_recover(run: LabRun, api: Api, case: Case, stored: Stored) -> None
         assert finished != "running", "the Lease was released while an Apply Pod runs"
         # finishedAt has whole seconds; the release's renewTime has microseconds.
         assert released[:19] >= finished[:19], (released, finished)
+
+
+def test_a_build_that_creates_before_it_marks_fails_the_scenario(
+    lab_faults: LabRun, api: Api
+) -> None:
+    """The swapped-boundary build (create before mark) under scenario 1's check.
+
+    On the real cluster the build cannot even reach its first kill: the chart's
+    controller-write webhook refuses a mutating claim's create before its
+    ``dispatchStarted``, so its Apply never runs. Scenario 1's outcome check fails for
+    it: within a deadline several times the recoveries above, the claim is still
+    unmarked, no Apply Job was ever stored and no statement reached the database. The
+    test passes because that check fails as expected.
+    """
+    run, case = lab_faults, SWAPPED
+    try:
+        poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+             timeout=PLAN_DEADLINE)  # fmt: skip
+        _upgrade(run, fault_points=True, swap="mark,create")
+        assert _lab_env(run) == {
+            "PTAH_LAB_FAULT_POINTS": "true",
+            "PTAH_LAB_SWAP_STEPS": "mark,create",
+        }
+        stored = Stored(run, api)
+        try:
+            print(f"# {case.name}: {_approve(run, case)}")
+            # A deadline for something that must not happen: the recoveries above took
+            # well under a minute each; three minutes without the outcome is the check
+            # failing.
+            with pytest.raises(pytest.fail.Exception, match="did not happen within"):
+                poll(f"{case.name}'s outcome under the swapped build",
+                     lambda: _outcome(run, case), timeout=SWAPPED_DEADLINE)  # fmt: skip
+            operation = (_get(run, case).get("status") or {}).get("activeOperation") or {}
+        finally:
+            stored.close()
+        jobs = stored.apply_jobs(case)
+        ddl = _ddl(run, case)
+        print(
+            f"# {case.name}: scenario 1's outcome check fails for the swapped build: after "
+            f"{SWAPPED_DEADLINE:.0f}s the claim is {operation.get('type')} dispatchStarted="
+            f"{operation.get('dispatchStarted')}, Apply Jobs ever {sorted(jobs)}, DDL {ddl}"
+        )
+        assert operation.get("type") == "Apply" and not operation.get("dispatchStarted")
+        assert jobs == {} and ddl == []
+    except BaseException:
+        _explain(run, api, case)
+        raise
+    finally:
+        # The chart's order back before the module's end restores the rest.
+        _upgrade(run, fault_points=True)

@@ -178,16 +178,21 @@ def test_ctrl_c_of_make_run_at_the_approval_tears_everything_down() -> None:
     while not lines.empty():
         seen.append(lines.get())
     output = "".join(seen)
-    assert "go build" not in output and "go install" not in output, output
-    # The first plan to wait (the schema's SQL or the migration's files) was printed.
-    assert "  plan:         ptah-" in output, output
-    assert "both images cached" in output, output
-    # make reports its child's exit (130) after the child's own last line; under a
-    # parent make (CI runs this suite from `make test`) it signs as make[1], make[2]...
-    ours = [line for line in seen if not MAKE_REPORT.match(line)]
-    assert ours[-1] == "# stopped; everything started here has been torn down\n", output
-    assert host.leftovers(workdir / "cluster", Topology()) == []
-    shutil.rmtree(workdir)
+    try:
+        assert "go build" not in output and "go install" not in output, output
+        # The first plan to wait (the schema's SQL or the migration's files) was printed.
+        assert "  plan:         ptah-" in output, output
+        assert "both images cached" in output, output
+        # make reports its child's exit (130) after the child's own last line; under a
+        # parent make (CI runs this suite from `make test`) it signs as make[1], make[2]...
+        ours = [line for line in seen if not MAKE_REPORT.match(line)]
+        assert ours[-1] == "# stopped; everything started here has been torn down\n", output
+        assert host.leftovers(workdir / "cluster", Topology()) == []
+    finally:
+        # The run's work directory goes whichever check failed, unless something of the
+        # lab is still mounted in it: removing through a mount could reach the host.
+        if not host.leftovers(workdir / "cluster", Topology()):
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _probe_ref(workdir: Path) -> str:

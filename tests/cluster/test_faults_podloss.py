@@ -90,10 +90,15 @@ MIGRATED: Final = [
 class Subject:
     """One scenario's own resource, role, database and artifact."""
 
-    def __init__(self, run: LabRun, resource: Resource, name: str) -> None:
+    def __init__(
+        self, run: LabRun, resource: Resource, name: str, *, interval: str | None = None
+    ) -> None:
         self.run = run
         self.resource = resource
         self.name = name
+        # The reading interval (the API's default is ten minutes), when a scenario
+        # needs readings while it runs.
+        self.interval = interval
         self.family = "schema" if resource is PTAHSCHEMAS else "migration"
         self.database = name.replace("-", "_")
         self.manifest: Object = {}
@@ -143,6 +148,8 @@ class Subject:
             },
             "policy": {"apply": "OnApproval", "lockTimeout": LOCK_TIMEOUT},
         }
+        if self.interval is not None:
+            spec["interval"] = self.interval
         if self.family == "schema":
             spec["desired"] = source
             spec["dev"] = {"urlFrom": {"name": f"{self.name}-dev", "key": "url"}}

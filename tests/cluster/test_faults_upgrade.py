@@ -1,0 +1,372 @@
+"""Fault scenario 4 on the real cluster: the chart upgraded under running Jobs.
+
+A rolling upgrade replaces the manager while Jobs it dispatched still run. What the
+replacement may do with them depends on what changed, and the spec's answers are
+checked here with the chart's own ``helm upgrade``, real Pods and real SQL:
+
+- a release that changes only the manager's identity (the image digest, and the
+  runner image the Jobs' install container names) adopts a running Apply: the one
+  Job runs to its end and is read, nothing is recorded as uncertain;
+- a release that changes the Job's Pod template (here: the builder's default grace
+  period, 30 s -> 31 s) cannot claim a running Apply as its own: the run is recorded
+  Unknown (``status.unresolvedRun``) with no second Job, the resource is Blocked and
+  claims nothing else while the record stands, the realm's Lease is not released but
+  left to expire after the Pod has stopped (the spec's rule for a run retired while
+  it may still write), and a History reading that finds the migration applied
+  settles it;
+- a read-only Job running across a template-changing release is run again: a new
+  attempt under a new Job built by the new release (the old Job is left to its own
+  deadline), and the reading completes.
+
+The releases are images of the session's own manager, pushed to the lab registry
+beside it: ``crane mutate --label`` for the identity (same content, new digest),
+``crane append`` of a layer replacing ``jobclaim/builder.py`` for the template. The
+Apply and the reading are still running when the upgrade lands because their SQL
+waits inside PostgreSQL on a lock the test holds (scenario 2's ``gate``; the lab
+executor's revision table). The chart's release is restored at the end. Jobs are
+followed as the API server stores them; outcomes are read from the API server and the
+database's own DDL audit. Each recovery time is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import psycopg
+import pytest
+
+import jobclaim.builder
+from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, Object
+from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
+from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
+from tests.cluster.conftest import Api, poll
+from tests.cluster.managers import chart_upgraded, holder, leader_lease, managers
+from tests.cluster.tenants import Recorder
+from tests.cluster.test_faults_podloss import (
+    MIGRATED,
+    PLAN_DEADLINE,
+    Subject,
+    explained,
+    gate_held,
+    lease_of,
+)
+
+pytestmark = pytest.mark.cluster
+
+RELEASE_LABEL: Final = "lab.ptah.run/release"
+# Where the manager image's venv keeps the package (images/manager/Containerfile,
+# Debian bookworm's python3.11).
+SITE: Final = "opt/ptah/lib/python3.11/site-packages"
+GRACE_BEFORE: Final = "DEFAULT_GRACE_SECONDS: Final = 30"
+GRACE_AFTER: Final = "DEFAULT_GRACE_SECONDS: Final = 31"
+INTERVAL: Final = "20s"
+
+
+# -- the releases -----------------------------------------------------------------------
+
+
+def _crane(run: LabRun, *args: str) -> str:
+    """crane against the lab registry (plain HTTP); the digest of the image it wrote."""
+    done = subprocess.run(
+        [str(run.lab.crane), "--insecure", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"crane {args[0]}: {done.stderr[-1000:]}"
+    digest = done.stdout.strip().rsplit("@", 1)[-1]
+    assert digest.startswith("sha256:") and len(digest) == 71, done.stdout
+    return digest
+
+
+def _template_layer(path: Path) -> None:
+    """A layer whose ``jobclaim/builder.py`` builds every Job with a 31 s grace period,
+    and whose whiteout drops the image's compiled copy of the old one (the image's
+    filesystem is read-only: Python compiles the new source in memory)."""
+    source = Path(jobclaim.builder.__file__).read_text()
+    assert source.count(GRACE_BEFORE) == 1, "the builder's default grace period moved"
+    changed = source.replace(GRACE_BEFORE, GRACE_AFTER).encode()
+    package = f"{SITE}/jobclaim"
+    with tarfile.open(path, "w") as layer:
+        for name, data in (
+            (f"{package}/builder.py", changed),
+            (f"{package}/__pycache__/.wh.builder.cpython-311.pyc", b""),
+        ):
+            entry = tarfile.TarInfo(name)
+            entry.size, entry.mode, entry.mtime = len(data), 0o644, int(time.time())
+            layer.addfile(entry, io.BytesIO(data))
+
+
+@dataclass(frozen=True)
+class Releases:
+    run: LabRun
+    repository: str
+    digests: dict[str, str]
+
+    def values(self, release: str) -> dict[str, Any]:
+        """The chart values that install ``release``: the manager image and, since the
+        manager image also supplies the Jobs' runner, the runner image."""
+        digest = self.digests[release]
+        return {
+            "image": {"digest": digest},
+            "execution": {"runnerImage": f"{self.repository}@{digest}"},
+        }
+
+
+@pytest.fixture(scope="module")
+def releases(lab_run: LabRun) -> Iterator[Releases]:
+    """The chart's release and the two test releases; the chart's is back afterwards."""
+    run = lab_run
+    manager = run.images[MANAGER_IMAGE]
+    repo = manager.repository
+    identity = _crane(run, "mutate", manager.ref, "--label", f"{RELEASE_LABEL}=identity",
+                      "-t", f"{repo}:identity")  # fmt: skip
+    with tempfile.TemporaryDirectory() as work:
+        layer = Path(work) / "builder.tar"
+        _template_layer(layer)
+        template = _crane(run, "append", "-b", manager.ref, "-f", str(layer),
+                          "-t", f"{repo}:template")  # fmt: skip
+    made = Releases(
+        run, repo, {"chart": manager.digest, "identity": identity, "template": template}
+    )
+    assert len(set(made.digests.values())) == 3, made.digests
+    print(f"# releases: {made.digests}")
+    try:
+        yield made
+    finally:
+        chart_upgraded(run, made.values("chart"))
+
+
+@pytest.fixture(scope="module")
+def subjects(lab_run: LabRun, releases: Releases) -> dict[str, Subject]:
+    """The scenarios' migrations, created together so their readings run side by side."""
+    # Readings every 20 s: the settling History reading and the held one come soon.
+    made = {
+        name: Subject(lab_run, PTAHMIGRATIONS, name, interval=INTERVAL)
+        for name in ("upgrade-id", "upgrade-tpl")
+    }
+    for subject in made.values():
+        subject.create()
+    return made
+
+
+# -- what the API server stores --------------------------------------------------------
+
+
+@contextmanager
+def followed(api: Api, subject: Subject) -> Iterator[Recorder]:
+    """Every stored version of the subject's Jobs while the block runs."""
+    owner = OWNER_LABEL[subject.family]
+
+    def mine(obj: Object) -> bool:
+        return (obj["metadata"].get("labels") or {}).get(owner) == subject.name
+
+    recorder = Recorder(api, subject.run.lab.kubeconfig("admin"), JOBS, NAMESPACE, mine)
+    try:
+        yield recorder
+    finally:
+        recorder.close()
+    recorder.seen()  # raises when following broke: history would be lost
+
+
+def jobs_ever(recorder: Recorder, operation: str) -> dict[str, Object]:
+    """Each Job of ``operation`` the API server stored, by UID, as last seen."""
+    return {
+        obj["metadata"]["uid"]: obj
+        for _, obj in recorder.seen()
+        if (obj["metadata"].get("labels") or {}).get(LABEL_OPERATION) == operation
+    }
+
+
+def _grace(job: Object) -> int:
+    return int(job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _upgraded(run: LabRun, releases: Releases, release: str) -> datetime:
+    """Install ``release``; when the new manager took the leader Lease."""
+    old = {pod["metadata"]["name"] for pod in managers(run)}
+    chart_upgraded(run, releases.values(release))
+
+    def new_leader() -> Object | None:
+        lease = leader_lease(run)
+        return lease if holder(lease) and holder(lease) not in old else None
+
+    lease = poll(f"the {release} release's manager leading", new_leader)
+    print(f"# {release} release installed; {holder(lease)} leads")
+    return _time(lease["spec"]["acquireTime"])
+
+
+# -- the scenarios ----------------------------------------------------------------------
+
+
+def test_an_upgrade_that_changes_only_the_manager_identity_adopts_a_running_apply(
+    releases: Releases, subjects: dict[str, Subject], api: Api
+) -> None:
+    run, subject = releases.run, subjects["upgrade-id"]
+    with explained(subject), followed(api, subject) as jobs:
+        subject.awaiting_approval()
+        with gate_held(subject):
+            print(f"# {subject.ptah('approve')['name']} approved")
+            job, _ = subject.running_apply()
+            epoch = subject.status()["activeOperation"]["leaseEpoch"]
+            upgraded = time.monotonic()
+            leading = _upgraded(run, releases, "identity")
+
+            # The new manager supervises the claim as its own: it renews the realm's
+            # Lease under the same tenure while the Apply still waits on the gate.
+            def renewed() -> Object | None:
+                lease = lease_of(run, epoch)
+                renew = ((lease or {}).get("spec") or {}).get("renewTime")
+                return lease if renew and _time(renew) > leading else None
+
+            poll("the realm Lease renewed by the new manager", renewed)
+            status = subject.status()
+            assert status["activeOperation"]["jobUID"] == job["metadata"]["uid"]
+            assert not status.get("unresolvedRun")
+        final = subject.until_phase("InSync")
+        print(f"# recovery: identity-only upgrade -> InSync {time.monotonic() - upgraded:.1f}s")
+    applies = jobs_ever(jobs, "apply")
+    print(f"# Apply Jobs ever {sorted(applies)}; lastRun {final['status'].get('lastRun')}")
+    assert list(applies) == [job["metadata"]["uid"]], "the running Apply was adopted, not redone"
+    assert subject.pods_created(job["metadata"]["name"]) == 1
+    assert subject.ddl() == MIGRATED, "the migration reached the database exactly once"
+    last = final["status"]["lastRun"]
+    assert (last["jobName"], last["outcome"]) == (job["metadata"]["name"], "Applied")
+    # The audit names the release that dispatched the Job, not the one that read it.
+    chart = f"{releases.repository}@{releases.digests['chart']}"
+    assert last["dispatchedBy"]["controllerImage"] == chart, last["dispatchedBy"]
+    assert not final["status"].get("unresolvedRun") and not final["status"].get("resolvedRun")
+
+
+def test_an_upgrade_that_changes_the_job_template_records_a_running_apply_unknown(
+    releases: Releases, subjects: dict[str, Subject], api: Api
+) -> None:
+    run, subject = releases.run, subjects["upgrade-tpl"]
+    with explained(subject), followed(api, subject) as jobs:
+        subject.awaiting_approval()
+        with gate_held(subject):
+            print(f"# {subject.ptah('approve')['name']} approved")
+            job, pod = subject.running_apply()
+            operation = subject.status()["activeOperation"]
+            assert _grace(job) == 30
+            upgraded = time.monotonic()
+            _upgraded(run, releases, "template")
+
+            def recorded() -> dict[str, Any] | None:
+                status = subject.status()
+                return status if status.get("unresolvedRun") else None
+
+            status = poll("the running Apply recorded Unknown", recorded, timeout=PLAN_DEADLINE)
+            print(f"# recorded {time.monotonic() - upgraded:.1f}s after the upgrade began: "
+                  f"{status['unresolvedRun']}")  # fmt: skip
+            record = status["unresolvedRun"]
+            assert (record["outcome"], record["jobUID"]) == ("Unknown", job["metadata"]["uid"])
+            assert record["operationID"] == operation["id"]
+            assert status["phase"] == "Blocked" and not status.get("activeOperation")
+            # The Job's Pod still runs (its SQL waits on the gate): the realm stays held.
+            lease = lease_of(run, operation["leaseEpoch"])
+            assert lease is not None and lease["spec"].get("holderIdentity"), lease
+        # The gate opens: the old Job's migration commits, once, on its own.
+        settled = poll(
+            "the record settled by a History reading",
+            lambda: subject.status().get("resolvedRun") or None,
+            timeout=PLAN_DEADLINE,
+        )
+        final = subject.until_phase("InSync")
+        print(f"# recovery: template upgrade -> settled and InSync "
+              f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
+    applies = jobs_ever(jobs, "apply")
+    histories = jobs_ever(jobs, "history")
+    print(f"# Apply Jobs ever {sorted(applies)}; resolvedRun {settled}")
+    assert list(applies) == [job["metadata"]["uid"]], "nothing else was applied"
+    assert subject.pods_created(job["metadata"]["name"]) == 1
+    assert subject.ddl() == MIGRATED, "the migration reached the database exactly once"
+    assert settled["resolution"] == "HistoryRead" and settled["operationID"] == operation["id"]
+    assert not final["status"].get("unresolvedRun")
+    # The readings after the upgrade were built by the new release.
+    later = [j for j in histories.values() if j["metadata"]["creationTimestamp"]
+             > job["metadata"]["creationTimestamp"]]  # fmt: skip
+    assert later and all(_grace(j) == 31 for j in later), [_grace(j) for j in later]
+    # The run was retired while its Pod could still write, so no release was staged:
+    # the spec leaves the Lease to expire, and it expires after the executor stopped.
+    lease = lease_of(run, operation["leaseEpoch"])
+    assert lease is not None and lease["spec"].get("holderIdentity"), lease
+    expires = _time(lease["spec"]["renewTime"]).timestamp() + lease["spec"]["leaseDurationSeconds"]
+    statuses = run.admin.get(PODS, NAMESPACE, pod["metadata"]["name"])["status"]
+    stopped = [
+        (status.get("state") or {}).get("terminated", {}).get("finishedAt", "running")
+        for status in statuses.get("containerStatuses") or []
+    ]
+    print(f"# the Lease left to expire at {datetime.fromtimestamp(expires)}, "
+          f"the Apply Pod stopped {stopped}")  # fmt: skip
+    assert stopped and "running" not in stopped
+    assert all(expires > _time(finished).timestamp() for finished in stopped)
+
+
+@contextmanager
+def revisions_locked(subject: Subject) -> Iterator[None]:
+    """The lab executor's revision table held ACCESS EXCLUSIVE: a History reading waits."""
+    assert subject.run.postgres is not None
+    conn = psycopg.connect(subject.run.postgres.url(subject.database))
+    try:
+        conn.execute("LOCK TABLE ptah_lab.revisions IN ACCESS EXCLUSIVE MODE")
+        yield
+    finally:
+        conn.close()  # the transaction ends with the session: the lock goes
+
+
+def test_a_reading_running_across_a_template_change_is_run_again(
+    releases: Releases, subjects: dict[str, Subject], api: Api
+) -> None:
+    # After the first scenario the migration is InSync and reads its History every
+    # interval; the template release from the second is installed.
+    run, subject = releases.run, subjects["upgrade-id"]
+    with explained(subject), followed(api, subject) as jobs:
+        subject.until_phase("InSync")
+        applies = len(subject.jobs("apply"))
+        with revisions_locked(subject):
+
+            def reading() -> dict[str, Any] | None:
+                operation = subject.status().get("activeOperation") or {}
+                waiting = operation.get("type") == "History" and operation.get("jobUID")
+                return operation if waiting and subject.waiting_on_lock() >= 1 else None
+
+            before = poll("a History reading waiting on the revision table", reading,
+                          timeout=PLAN_DEADLINE)  # fmt: skip
+            upgraded = time.monotonic()
+            _upgraded(run, releases, "chart")
+
+            def again() -> dict[str, Any] | None:
+                operation = subject.status().get("activeOperation") or {}
+                new = operation.get("jobUID") not in (None, before["jobUID"])
+                return operation if operation.get("type") == "History" and new else None
+
+            after = poll("the reading run again", again, timeout=PLAN_DEADLINE)
+            print(f"# run again {time.monotonic() - upgraded:.1f}s after the upgrade began: "
+                  f"attempt {before.get('attempt')} -> {after.get('attempt')}")  # fmt: skip
+        final = subject.until_phase("InSync")
+        print(f"# recovery: template upgrade under a reading -> InSync "
+              f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
+    histories = jobs_ever(jobs, "history")
+    assert {before["jobUID"], after["jobUID"]} <= set(histories), sorted(histories)
+    assert _grace(histories[before["jobUID"]]) == 31 and _grace(histories[after["jobUID"]]) == 30
+    # The spec: a read-only claim runs again under a new attempt, leaving the old Job
+    # to its own deadline.
+    assert int(after.get("attempt", 1)) > int(before.get("attempt", 1))
+    assert final["status"]["history"]["observedAt"]
+    assert len(subject.jobs("apply")) == applies and subject.ddl() == MIGRATED

@@ -7,13 +7,14 @@ checked here with the chart's own ``helm upgrade``, real Pods and real SQL:
 - a release that changes only the manager's identity (the image digest, and the
   runner image the Jobs' install container names) adopts a running Apply: the one
   Job runs to its end and is read, nothing is recorded as uncertain;
-- a release that changes the Job's Pod template (here: the builder's default grace
-  period, 30 s -> 31 s) cannot claim a running Apply as its own: the run is recorded
-  Unknown (``status.unresolvedRun``) with no second Job, the resource is Blocked and
-  claims nothing else while the record stands, the realm's Lease is not released but
-  left to expire after the Pod has stopped (the spec's rule for a run retired while
-  it may still write), and a History reading that finds the migration applied
-  settles it;
+- a release that changes the Job's Pod template (here: a size limit on every Job's
+  scratch volume) cannot claim a running Apply as its own: a migration's run is
+  recorded Unknown (``status.unresolvedRun``) with no second Job, the resource is
+  Blocked and claims nothing else while the record stands, the realm's Lease is not
+  released but left to expire after the Pod has stopped (the spec's rule for a run
+  retired while it may still write), and a History reading that finds the migration
+  applied settles it; a schema's run becomes a pending observation of unknown
+  outcome, whose proof finds the database converged and attributes no Apply;
 - a read-only Job running across a template-changing release is run again: a new
   attempt under a new Job built by the new release (the old Job is left to its own
   deadline), and the reading completes.
@@ -36,7 +37,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +47,7 @@ import psycopg
 import pytest
 
 import jobclaim.builder
-from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, Object
+from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, PTAHSCHEMAS, Object
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
 from tests.cluster.conftest import Api, poll
@@ -67,9 +68,15 @@ RELEASE_LABEL: Final = "lab.ptah.run/release"
 # Where the manager image's venv keeps the package (images/manager/Containerfile,
 # Debian bookworm's python3.11).
 SITE: Final = "opt/ptah/lib/python3.11/site-packages"
-GRACE_BEFORE: Final = "DEFAULT_GRACE_SECONDS: Final = 30"
-GRACE_AFTER: Final = "DEFAULT_GRACE_SECONDS: Final = 31"
+# The template release's one change: every Job's scratch volume gets a size limit. A
+# Pod template field the claim does not pin (a schema claim pins its grace period, so
+# a new default grace would not change a running schema Apply's rebuild).
+TMP_BEFORE: Final = '{"name": "tmp", "emptyDir": {}},'
+TMP_AFTER: Final = '{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},'
+TMP_LIMIT: Final = "64Mi"
 INTERVAL: Final = "20s"
+# What a PtahSchema's Apply does to the gate table (scenario 2's schema).
+SCHEMA_DDL: Final = [("ALTER TABLE", "public.gate")]
 
 
 # -- the releases -----------------------------------------------------------------------
@@ -91,12 +98,12 @@ def _crane(run: LabRun, *args: str) -> str:
 
 
 def _template_layer(path: Path) -> None:
-    """A layer whose ``jobclaim/builder.py`` builds every Job with a 31 s grace period,
+    """A layer whose ``jobclaim/builder.py`` gives every Job's scratch volume a limit,
     and whose whiteout drops the image's compiled copy of the old one (the image's
     filesystem is read-only: Python compiles the new source in memory)."""
     source = Path(jobclaim.builder.__file__).read_text()
-    assert source.count(GRACE_BEFORE) == 1, "the builder's default grace period moved"
-    changed = source.replace(GRACE_BEFORE, GRACE_AFTER).encode()
+    assert source.count(TMP_BEFORE) == 1, "the builder's scratch volume moved"
+    changed = source.replace(TMP_BEFORE, TMP_AFTER).encode()
     package = f"{SITE}/jobclaim"
     with tarfile.open(path, "w") as layer:
         for name, data in (
@@ -150,11 +157,16 @@ def releases(lab_run: LabRun) -> Iterator[Releases]:
 
 @pytest.fixture(scope="module")
 def subjects(lab_run: LabRun, releases: Releases) -> dict[str, Subject]:
-    """The scenarios' migrations, created together so their readings run side by side."""
+    """The scenarios' resources, created together so their readings run side by side."""
     # Readings every 20 s: the settling History reading and the held one come soon.
     made = {
-        name: Subject(lab_run, PTAHMIGRATIONS, name, interval=INTERVAL)
-        for name in ("upgrade-id", "upgrade-tpl")
+        name: Subject(lab_run, resource, name, interval=INTERVAL)
+        for resource, name in (
+            (PTAHMIGRATIONS, "upgrade-id"),
+            (PTAHSCHEMAS, "upgrade-sid"),
+            (PTAHMIGRATIONS, "upgrade-tpl"),
+            (PTAHSCHEMAS, "upgrade-stpl"),
+        )
     }
     for subject in made.values():
         subject.create()
@@ -189,8 +201,11 @@ def jobs_ever(recorder: Recorder, operation: str) -> dict[str, Object]:
     }
 
 
-def _grace(job: Object) -> int:
-    return int(job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+def _tmp_limit(job: Object) -> str | None:
+    """The size limit of the Job's scratch volume: set only by the template release."""
+    (tmp,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp"]
+    limit = tmp["emptyDir"].get("sizeLimit")
+    return None if limit is None else str(limit)
 
 
 def _time(value: str) -> datetime:
@@ -214,108 +229,171 @@ def _upgraded(run: LabRun, releases: Releases, release: str) -> datetime:
 # -- the scenarios ----------------------------------------------------------------------
 
 
+@contextmanager
+def running_applies(api: Api, *names: str, subjects: dict[str, Subject]) -> Iterator[list[Running]]:
+    """Each subject's plan approved and its Apply running, its SQL held on the gate
+    for the block; every Job each subject stores is followed throughout."""
+    with ExitStack() as stack:
+        pair = [subjects[name] for name in names]
+        stack.enter_context(explained(*pair))
+        plans = {subject.name: subject.awaiting_approval()["plan"] for subject in pair}
+        jobs = {subject.name: stack.enter_context(followed(api, subject)) for subject in pair}
+        gates = ExitStack()
+        stack.enter_context(gates)
+        for subject in pair:
+            gates.enter_context(gate_held(subject))
+        running = []
+        for subject in pair:
+            print(f"# {subject.ptah('approve')['name']} approved")
+            job, pod = subject.running_apply()
+            operation = subject.status()["activeOperation"]
+            running.append(Running(subject, plans[subject.name], job, pod, operation,
+                                   jobs[subject.name], gates))  # fmt: skip
+        yield running
+
+
+@dataclass
+class Running:
+    """One subject's Apply as the upgrade finds it, and what it stores."""
+
+    subject: Subject
+    plan: dict[str, Any]
+    job: Object
+    pod: Object
+    operation: dict[str, Any]
+    jobs: Recorder
+    gates: ExitStack
+
+    @property
+    def uid(self) -> str:
+        return str(self.job["metadata"]["uid"])
+
+    def one_apply(self) -> None:
+        """One Apply Job ever, with one Pod, and its DDL reached the database once."""
+        applies = jobs_ever(self.jobs, "apply")
+        print(f"# {self.subject.name}: Apply Jobs ever {sorted(applies)}")
+        assert list(applies) == [self.uid], "no Apply Job but the one that was running"
+        assert self.subject.pods_created(self.job["metadata"]["name"]) == 1
+        expected = MIGRATED if self.subject.family == "migration" else SCHEMA_DDL
+        assert self.subject.ddl() == expected, "the DDL reached the database exactly once"
+
+
 def test_an_upgrade_that_changes_only_the_manager_identity_adopts_a_running_apply(
     releases: Releases, subjects: dict[str, Subject], api: Api
 ) -> None:
-    run, subject = releases.run, subjects["upgrade-id"]
-    with explained(subject), followed(api, subject) as jobs:
-        subject.awaiting_approval()
-        with gate_held(subject):
-            print(f"# {subject.ptah('approve')['name']} approved")
-            job, _ = subject.running_apply()
-            epoch = subject.status()["activeOperation"]["leaseEpoch"]
-            upgraded = time.monotonic()
-            leading = _upgraded(run, releases, "identity")
-
+    run = releases.run
+    with running_applies(api, "upgrade-id", "upgrade-sid", subjects=subjects) as applies:
+        upgraded = time.monotonic()
+        leading = _upgraded(run, releases, "identity")
+        for apply in applies:
             # The new manager supervises the claim as its own: it renews the realm's
             # Lease under the same tenure while the Apply still waits on the gate.
-            def renewed() -> Object | None:
+            def renewed(epoch: str = apply.operation["leaseEpoch"]) -> Object | None:
                 lease = lease_of(run, epoch)
                 renew = ((lease or {}).get("spec") or {}).get("renewTime")
                 return lease if renew and _time(renew) > leading else None
 
-            poll("the realm Lease renewed by the new manager", renewed)
-            status = subject.status()
-            assert status["activeOperation"]["jobUID"] == job["metadata"]["uid"]
-            assert not status.get("unresolvedRun")
-        final = subject.until_phase("InSync")
+            poll(f"{apply.subject.name}'s realm Lease renewed by the new manager", renewed)
+            status = apply.subject.status()
+            assert status["activeOperation"]["jobUID"] == apply.uid
+            assert not status.get("unresolvedRun") and not status.get("pendingObservation")
+        applies[0].gates.close()
+        finals = [apply.subject.until_phase("InSync") for apply in applies]
         print(f"# recovery: identity-only upgrade -> InSync {time.monotonic() - upgraded:.1f}s")
-    applies = jobs_ever(jobs, "apply")
-    print(f"# Apply Jobs ever {sorted(applies)}; lastRun {final['status'].get('lastRun')}")
-    assert list(applies) == [job["metadata"]["uid"]], "the running Apply was adopted, not redone"
-    assert subject.pods_created(job["metadata"]["name"]) == 1
-    assert subject.ddl() == MIGRATED, "the migration reached the database exactly once"
-    last = final["status"]["lastRun"]
-    assert (last["jobName"], last["outcome"]) == (job["metadata"]["name"], "Applied")
-    # The audit names the release that dispatched the Job, not the one that read it.
     chart = f"{releases.repository}@{releases.digests['chart']}"
-    assert last["dispatchedBy"]["controllerImage"] == chart, last["dispatchedBy"]
-    assert not final["status"].get("unresolvedRun") and not final["status"].get("resolvedRun")
+    for apply, final in zip(applies, finals, strict=True):
+        apply.one_apply()
+        status = final["status"]
+        if apply.subject.family == "migration":
+            last = status["lastRun"]
+            print(f"# {apply.subject.name}: lastRun {last}")
+            assert (last["jobName"], last["outcome"]) == (apply.job["metadata"]["name"], "Applied")
+            # The audit names the release that dispatched the Job, not the one that read it.
+            assert last["dispatchedBy"]["controllerImage"] == chart, last["dispatchedBy"]
+            assert not status.get("unresolvedRun") and not status.get("resolvedRun")
+        else:
+            # The approved plan is the one recorded as applied: the run was read.
+            assert status["applied"]["uid"] == apply.plan["uid"], status.get("applied")
+            assert not status.get("pendingObservation")
 
 
 def test_an_upgrade_that_changes_the_job_template_records_a_running_apply_unknown(
     releases: Releases, subjects: dict[str, Subject], api: Api
 ) -> None:
-    run, subject = releases.run, subjects["upgrade-tpl"]
-    with explained(subject), followed(api, subject) as jobs:
-        subject.awaiting_approval()
-        with gate_held(subject):
-            print(f"# {subject.ptah('approve')['name']} approved")
-            job, pod = subject.running_apply()
-            operation = subject.status()["activeOperation"]
-            assert _grace(job) == 30
-            upgraded = time.monotonic()
-            _upgraded(run, releases, "template")
+    run = releases.run
+    with running_applies(api, "upgrade-tpl", "upgrade-stpl", subjects=subjects) as applies:
+        migration, schema = applies
+        assert all(_tmp_limit(apply.job) is None for apply in applies)
+        upgraded = time.monotonic()
+        _upgraded(run, releases, "template")
 
-            def recorded() -> dict[str, Any] | None:
-                status = subject.status()
-                return status if status.get("unresolvedRun") else None
+        def recorded() -> tuple[dict[str, Any], dict[str, Any]] | None:
+            unresolved = migration.subject.status().get("unresolvedRun")
+            pending = schema.subject.status().get("pendingObservation")
+            return (unresolved, pending) if unresolved and pending else None
 
-            status = poll("the running Apply recorded Unknown", recorded, timeout=PLAN_DEADLINE)
-            print(f"# recorded {time.monotonic() - upgraded:.1f}s after the upgrade began: "
-                  f"{status['unresolvedRun']}")  # fmt: skip
-            record = status["unresolvedRun"]
-            assert (record["outcome"], record["jobUID"]) == ("Unknown", job["metadata"]["uid"])
-            assert record["operationID"] == operation["id"]
-            assert status["phase"] == "Blocked" and not status.get("activeOperation")
-            # The Job's Pod still runs (its SQL waits on the gate): the realm stays held.
-            lease = lease_of(run, operation["leaseEpoch"])
+        record, pending = poll("both running Applies recorded Unknown", recorded,
+                               timeout=PLAN_DEADLINE)  # fmt: skip
+        print(f"# recorded {time.monotonic() - upgraded:.1f}s after the upgrade began: "
+              f"{record}; {pending}")  # fmt: skip
+        assert (record["outcome"], record["jobUID"]) == ("Unknown", migration.uid)
+        assert record["operationID"] == migration.operation["id"]
+        assert (pending["outcome"], pending["applyJobUID"]) == ("OutcomeUnknown", schema.uid)
+        status = migration.subject.status()
+        # Blocked on the record; a History reading (due an interval after it) is the
+        # only claim it may make meanwhile.
+        assert status["phase"] in ("Blocked", "Reading"), status["phase"]
+        assert (status.get("activeOperation") or {}).get("type", "History") == "History"
+        # The Jobs' Pods still run (their SQL waits on the gate): the realms stay held.
+        for apply in applies:
+            lease = lease_of(run, apply.operation["leaseEpoch"])
             assert lease is not None and lease["spec"].get("holderIdentity"), lease
-        # The gate opens: the old Job's migration commits, once, on its own.
+        # The gates open: each old Job's DDL commits, once, on its own.
+        migration.gates.close()
         settled = poll(
-            "the record settled by a History reading",
-            lambda: subject.status().get("resolvedRun") or None,
+            "the migration's record settled by a History reading",
+            lambda: migration.subject.status().get("resolvedRun") or None,
             timeout=PLAN_DEADLINE,
         )
-        final = subject.until_phase("InSync")
+        finals = [apply.subject.until_phase("InSync") for apply in applies]
         print(f"# recovery: template upgrade -> settled and InSync "
               f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
-    applies = jobs_ever(jobs, "apply")
-    histories = jobs_ever(jobs, "history")
-    print(f"# Apply Jobs ever {sorted(applies)}; resolvedRun {settled}")
-    assert list(applies) == [job["metadata"]["uid"]], "nothing else was applied"
-    assert subject.pods_created(job["metadata"]["name"]) == 1
-    assert subject.ddl() == MIGRATED, "the migration reached the database exactly once"
-    assert settled["resolution"] == "HistoryRead" and settled["operationID"] == operation["id"]
-    assert not final["status"].get("unresolvedRun")
+    for apply in applies:
+        apply.one_apply()
+
+    # The migration: settled by the reading, never by a second run.
+    print(f"# {migration.subject.name}: resolvedRun {settled}")
+    assert settled["resolution"] == "HistoryRead"
+    assert settled["operationID"] == migration.operation["id"]
+    assert not finals[0]["status"].get("unresolvedRun")
     # The readings after the upgrade were built by the new release.
+    histories = jobs_ever(migration.jobs, "history")
     later = [j for j in histories.values() if j["metadata"]["creationTimestamp"]
-             > job["metadata"]["creationTimestamp"]]  # fmt: skip
-    assert later and all(_grace(j) == 31 for j in later), [_grace(j) for j in later]
-    # The run was retired while its Pod could still write, so no release was staged:
-    # the spec leaves the Lease to expire, and it expires after the executor stopped.
-    lease = lease_of(run, operation["leaseEpoch"])
+             > migration.job["metadata"]["creationTimestamp"]]  # fmt: skip
+    assert later and all(_tmp_limit(j) == TMP_LIMIT for j in later), [_tmp_limit(j) for j in later]
+    # Retired while its Pod could still write, so no release was staged: the spec
+    # leaves the Lease to expire, and it expires after the executor stopped.
+    lease = lease_of(run, migration.operation["leaseEpoch"])
     assert lease is not None and lease["spec"].get("holderIdentity"), lease
     expires = _time(lease["spec"]["renewTime"]).timestamp() + lease["spec"]["leaseDurationSeconds"]
-    statuses = run.admin.get(PODS, NAMESPACE, pod["metadata"]["name"])["status"]
+    statuses = run.admin.get(PODS, NAMESPACE, migration.pod["metadata"]["name"])["status"]
     stopped = [
-        (status.get("state") or {}).get("terminated", {}).get("finishedAt", "running")
-        for status in statuses.get("containerStatuses") or []
+        (state.get("state") or {}).get("terminated", {}).get("finishedAt", "running")
+        for state in statuses.get("containerStatuses") or []
     ]
     print(f"# the Lease left to expire at {datetime.fromtimestamp(expires)}, "
           f"the Apply Pod stopped {stopped}")  # fmt: skip
     assert stopped and "running" not in stopped
     assert all(expires > _time(finished).timestamp() for finished in stopped)
+
+    # The schema: the proof found the database converged and attributed no Apply; the
+    # realm went back once it was settled.
+    status = finals[1]["status"]
+    assert not status.get("pendingObservation")
+    assert (status.get("applied") or {}).get("uid") != schema.plan["uid"]
+    assert schema.subject.events("ConvergedAfterUnknownOutcome")
+    lease = lease_of(run, schema.operation["leaseEpoch"])
+    assert lease is None or not lease["spec"].get("holderIdentity"), lease
 
 
 @contextmanager
@@ -364,7 +442,8 @@ def test_a_reading_running_across_a_template_change_is_run_again(
               f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
     histories = jobs_ever(jobs, "history")
     assert {before["jobUID"], after["jobUID"]} <= set(histories), sorted(histories)
-    assert _grace(histories[before["jobUID"]]) == 31 and _grace(histories[after["jobUID"]]) == 30
+    assert _tmp_limit(histories[before["jobUID"]]) == TMP_LIMIT
+    assert _tmp_limit(histories[after["jobUID"]]) is None
     # The spec: a read-only claim runs again under a new attempt, leaving the old Job
     # to its own deadline.
     assert int(after.get("attempt", 1)) > int(before.get("attempt", 1))

@@ -59,12 +59,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # The session's cluster, for what it cost in the terminal summary (CI's log keeps it).
 _SESSION: list[LocalCluster] = []
+# The fault scenarios' recovery figures, repeated in the terminal summary: pytest keeps
+# a passing test's output to itself, and CI's log is where the figures are read.
+_RECOVERIES: list[str] = []
+
+
+def recovery(line: str) -> None:
+    """Print how long a recovery took (a figure, never asserted), now and in the
+    session's summary."""
+    _RECOVERIES.append(line)
+    print(f"# recovery: {line}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for lab in _SESSION:
         steps = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in lab.timings.items())
         terminalreporter.write_line(f"lab cluster: {steps}")
+    for line in _RECOVERIES:
+        terminalreporter.write_line(f"recovery: {line}")
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -77,7 +77,7 @@ from lab import install
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, POLICY, SECRETS, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
 from manager.labfaults import ANNOTATION, PARKED
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded
 from tests.cluster.tenants import Recorder, everything
 from tests.cluster.test_faults_webhook import AUDIT
@@ -496,7 +496,7 @@ def _kill_and_recover(
     final = poll(f"{case.name}'s promised outcome ({case.outcome})",
                  lambda: _outcome(run, case), timeout=RECOVERY_DEADLINE)  # fmt: skip
     recovered = time.monotonic() - killed
-    print(f"# recovery: {case.name}, killed after {case.boundary} -> {case.outcome} "
+    recovery(f"{case.name}, killed after {case.boundary} -> {case.outcome} "
           f"{recovered:.1f}s")  # fmt: skip
 
     jobs = stored.apply_jobs(case)

@@ -39,7 +39,7 @@ from jobclaim.envelope import LABEL_OPERATION
 from jobclaim.naming import coordination_digest
 from jobclaim.times import parse_time
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.managers import (
     LEADER_LEASE,
     container_processes,
@@ -230,7 +230,7 @@ def _scenario(tenant: Tenant, recorders: dict[str, Recorder]) -> None:
             timeout=resume_by,
         )
         took_over = time.monotonic() - stopped
-        print(f"# recovery: paused -> {successor} leads {took_over:.1f}s")
+        recovery(f"leader paused -> {successor} leads {took_over:.1f}s")
         assert successor == standby
 
         def dispatched_or_due() -> str | None:
@@ -248,7 +248,7 @@ def _scenario(tenant: Tenant, recorders: dict[str, Recorder]) -> None:
     created = time.monotonic() - stopped
     tenant.in_sync(PTAHMIGRATIONS, NAME)
     settled = time.monotonic() - stopped
-    print(f"# recovery: paused -> Apply Job created {created:.1f}s, -> InSync {settled:.1f}s")
+    recovery(f"leader paused -> Apply Job created {created:.1f}s, -> InSync {settled:.1f}s")
 
     # The old leader is alive and serving again (Ready: its webhook answers).
     def ready_again() -> Object | None:

@@ -60,7 +60,7 @@ from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYP
 from lab.executor.migrations import SUM_FILE, sum_text
 from lab.executor.oci import push_artifact
 from lab.progress import FAILED, failure_of, phase_of
-from tests.cluster.conftest import poll
+from tests.cluster.conftest import poll, recovery
 from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
@@ -512,7 +512,7 @@ def _migration_pod_deleted(subject: Subject) -> None:
     subject.awaiting_approval()
     print(f"# {subject.ptah('approve')['name']} approved")
     subject.until_phase("InSync")
-    print(f"# InSync {time.monotonic() - struck:.1f}s after the strike")
+    recovery(f"{subject.name}: Apply Pod deleted -> InSync {time.monotonic() - struck:.1f}s")
     assert subject.ddl() == MIGRATED
     assert subject.query("SELECT version FROM ptah_lab.revisions") == [(1,)]
     assert len(subject.jobs("apply")) == 1
@@ -544,7 +544,10 @@ def _schema_pod_deleted(subject: Subject) -> None:
             return record if record else None
 
         record = poll("the pending observation", pending, timeout=PLAN_DEADLINE)
-        print(f"# the pending observation {time.monotonic() - struck:.1f}s after the strike")
+        recovery(
+            f"{subject.name}: Apply Pod deleted -> pending observation "
+            f"{time.monotonic() - struck:.1f}s"
+        )
     poll("the deleted executor's session gone", lambda: subject.sessions() == 0 or None)
     assert record["outcome"] == "OutcomeUnknown"
     assert record["leaseEpoch"] == epoch
@@ -642,7 +645,7 @@ def _kubelet_stopped(subject: Subject) -> None:
         print(f"# the kubelet was stopped for {time.monotonic() - stopped:.1f}s")
     restarted = time.monotonic()
     status = subject.until_phase("InSync").get("status") or {}
-    print(f"# InSync {time.monotonic() - restarted:.1f}s after the kubelet restarted")
+    recovery(f"{subject.name}: kubelet restarted -> InSync {time.monotonic() - restarted:.1f}s")
     print(f"# lastRun: {status.get('lastRun')}")
     assert status["lastRun"]["outcome"] == "Applied"
     assert not status.get("unresolvedRun")

@@ -37,7 +37,7 @@ from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from jobclaim.naming import coordination_digest
 from jobclaim.times import parse_time
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.tenants import (
     TIMED_AUDIT,
     Recorder,
@@ -225,7 +225,7 @@ def _scenario(tenant: Tenant, leases: Recorder, jobs: Recorder) -> None:
         assert done <= start, f"the Apply Jobs of {first_owner} and {next_owner} overlapped"
     beta_created = next(span[0][0] for span in spans if span[1] == "beta")
     waited = (beta_created - approved).total_seconds()
-    print(f"# recovery: beta approved -> its Apply Job created {waited:.1f}s")
+    recovery(f"realm: beta approved -> its Apply Job created {waited:.1f}s")
 
     # The realm Lease: every hand-over went through a release.
     tenures = _tenures(_holders(leases))

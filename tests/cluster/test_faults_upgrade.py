@@ -50,7 +50,7 @@ import jobclaim.builder
 from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, PTAHSCHEMAS, Object
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll
+from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded, holder, leader_lease, managers
 from tests.cluster.tenants import Recorder
 from tests.cluster.test_faults_podloss import (
@@ -299,7 +299,7 @@ def test_an_upgrade_that_changes_only_the_manager_identity_adopts_a_running_appl
             assert not status.get("unresolvedRun") and not status.get("pendingObservation")
         applies[0].gates.close()
         finals = [apply.subject.until_phase("InSync") for apply in applies]
-        print(f"# recovery: identity-only upgrade -> InSync {time.monotonic() - upgraded:.1f}s")
+        recovery(f"identity-only upgrade -> InSync {time.monotonic() - upgraded:.1f}s")
     chart = f"{releases.repository}@{releases.digests['chart']}"
     for apply, final in zip(applies, finals, strict=True):
         apply.one_apply()
@@ -356,7 +356,7 @@ def test_an_upgrade_that_changes_the_job_template_records_a_running_apply_unknow
             timeout=PLAN_DEADLINE,
         )
         finals = [apply.subject.until_phase("InSync") for apply in applies]
-        print(f"# recovery: template upgrade -> settled and InSync "
+        recovery(f"template upgrade -> settled and InSync "
               f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
     for apply in applies:
         apply.one_apply()
@@ -438,7 +438,7 @@ def test_a_reading_running_across_a_template_change_is_run_again(
             print(f"# run again {time.monotonic() - upgraded:.1f}s after the upgrade began: "
                   f"attempt {before.get('attempt')} -> {after.get('attempt')}")  # fmt: skip
         final = subject.until_phase("InSync")
-        print(f"# recovery: template upgrade under a reading -> InSync "
+        recovery(f"template upgrade under a reading -> InSync "
               f"{time.monotonic() - upgraded:.1f}s")  # fmt: skip
     histories = jobs_ever(jobs, "history")
     assert {before["jobUID"], after["jobUID"]} <= set(histories), sorted(histories)

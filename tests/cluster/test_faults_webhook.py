@@ -45,7 +45,7 @@ from jobclaim.apiserver import (
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from tests.cluster.conftest import Api, poll, probe_job
+from tests.cluster.conftest import Api, poll, probe_job, recovery
 
 pytestmark = pytest.mark.cluster
 
@@ -267,7 +267,7 @@ def _scenario(run: LabRun, api: Api) -> None:
 
     poll("the migration InSync", in_sync, timeout=PLAN_DEADLINE)
     settled = time.monotonic() - back
-    print(f"# recovery: webhook back -> Apply Job created {created:.1f}s, -> InSync {settled:.1f}s")
+    recovery(f"webhook back -> Apply Job created {created:.1f}s, -> InSync {settled:.1f}s")
 
     jobs = _apply_jobs(run)
     assert [job["metadata"]["name"] for job in jobs] == [reserved]

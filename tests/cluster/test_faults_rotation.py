@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import httpx
@@ -67,6 +68,7 @@ from lab import run as nodeless
 from lab.cluster import LocalCluster
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
 from tests.cluster.conftest import Api, poll, probe_job
+from tests.cluster.managers import chart_upgraded
 from tests.reviews import Traffic
 
 pytestmark = pytest.mark.cluster
@@ -533,3 +535,35 @@ def _explain(run: LabRun, api: Api, rotation: Rotation, made: list[str], traffic
                     f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{pod_name}/log", tailLines="60"
                 )
                 print(f"# the log of {pod_name}, last 60 lines:\n{log}")
+
+
+def test_a_chart_upgrade_during_a_rotation_keeps_every_published_bundle(lab_run: LabRun) -> None:
+    """A ``helm upgrade`` while a CA rotation's overlap bundle stands (old CA and new)
+    keeps the bundle the rotator published in every configuration, the mutating one
+    too: rendering the Secret's one CA over it would drop the CA the next step's
+    serving certificate is issued by, and every call of that webhook would fail until
+    the rotator ran again."""
+    run = lab_run
+    rotation = Rotation.installed(run)
+    configurations = [
+        *((VALIDATING_WEBHOOK_CONFIGURATIONS, name) for name in rotation.validating),
+        *((MUTATING_WEBHOOK_CONFIGURATIONS, name) for name in rotation.mutating),
+    ]
+    saved = {name: run.admin.get(resource, None, name) for resource, name in configurations}
+    incoming = certs.generate_ca(now=datetime.now(UTC)).cert_pem()
+    overlap = rotation.secret_data(run)["ca.crt"] + incoming
+    try:
+        for resource, name in configurations:
+            published = copy.deepcopy(run.admin.get(resource, None, name))
+            for webhook in published["webhooks"]:
+                webhook["clientConfig"]["caBundle"] = base64.b64encode(overlap).decode()
+            run.admin.replace(resource, None, published)
+        chart_upgraded(run, {})
+        kept = rotation.bundles(run)
+        print(f"# after the upgrade: {kept}")
+        assert kept == {name: certs.bundle_fingerprints(overlap) for _, name in configurations}
+    finally:
+        for resource, name in configurations:
+            current = run.admin.get(resource, None, name)
+            current["webhooks"] = saved[name]["webhooks"]
+            run.admin.replace(resource, None, current)

@@ -131,12 +131,13 @@ request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.me
 The caBundle one webhook entry should carry: the live one when the chart reuses
 the Secret it issued before (a rotation may be publishing an overlap bundle, and
 an upgrade must not undo it), the fallback otherwise.
-Arguments: configuration, webhook, fallback, carryOver.
+Arguments: kind (ValidatingWebhookConfiguration or MutatingWebhookConfiguration),
+configuration, webhook, fallback, carryOver.
 */}}
 {{- define "ptah.caBundleFor" -}}
 {{- $bundle := .fallback -}}
 {{- if .carryOver -}}
-{{- $live := lookup "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" "" .configuration -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" .kind "" .configuration -}}
 {{- range ($live.webhooks | default list) -}}
 {{- if and (eq .name $.webhook) .clientConfig.caBundle -}}
 {{- $bundle = .clientConfig.caBundle -}}

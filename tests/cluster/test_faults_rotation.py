@@ -540,9 +540,11 @@ def _explain(run: LabRun, api: Api, rotation: Rotation, made: list[str], traffic
 def test_a_chart_upgrade_during_a_rotation_keeps_every_published_bundle(lab_run: LabRun) -> None:
     """A ``helm upgrade`` while a CA rotation's overlap bundle stands (old CA and new)
     keeps the bundle the rotator published in every configuration, the mutating one
-    too: rendering the Secret's one CA over it would drop the CA the next step's
-    serving certificate is issued by, and every call of that webhook would fail until
-    the rotator ran again."""
+    too. Rendering the Secret's one CA over it (as the chart did for the mutating
+    configuration) made helm's server-side apply refuse the whole upgrade, the field
+    being the rotator's ("UPGRADE FAILED: conflict ... .clientConfig.caBundle", seen on
+    the lab cluster); forced, it would drop the CA the next serving certificate is
+    issued by."""
     run = lab_run
     rotation = Rotation.installed(run)
     configurations = [

@@ -34,6 +34,7 @@ __all__ = [
     "example_artifacts",
     "push_examples",
     "push_image",
+    "run_crane",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
@@ -81,7 +82,8 @@ def built_image(name: str, build_dir: Path = BUILD_DIR) -> BuiltImage | None:
     return BuiltImage(name, archive, digest)
 
 
-def _crane(crane: Path, *args: str, timeout: float = 300.0) -> str:
+def run_crane(crane: Path, *args: str, timeout: float = 300.0) -> str:
+    """crane against the lab registry; what it printed. Raises ArtifactError."""
     # --insecure: the lab registry is plain HTTP on a non-loopback address.
     done = subprocess.run(
         [str(crane), "--insecure", *args],
@@ -109,7 +111,7 @@ def push_image(
     layout.mkdir(parents=True)
     with tarfile.open(image.archive) as archive:
         archive.extractall(layout, filter="data")
-    pushed = _crane(crane, "push", str(layout), f"{repository}:built").rsplit("@", 1)[-1]
+    pushed = run_crane(crane, "push", str(layout), f"{repository}:built").rsplit("@", 1)[-1]
     shutil.rmtree(layout)
     if pushed != image.digest:
         raise ArtifactError(
@@ -118,7 +120,8 @@ def push_image(
     if not env:
         return PushedImage(repository, pushed)
     flags = [arg for name, value in sorted(env.items()) for arg in ("--env", f"{name}={value}")]
-    mutated = _crane(crane, "mutate", f"{repository}@{pushed}", *flags, "-t", f"{repository}:lab")
+    source, target = f"{repository}@{pushed}", f"{repository}:lab"
+    mutated = run_crane(crane, "mutate", source, *flags, "-t", target)
     return PushedImage(repository, mutated.rsplit("@", 1)[-1])
 
 

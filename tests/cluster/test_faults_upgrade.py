@@ -32,7 +32,6 @@ database's own DDL audit. Each recovery time is printed, not asserted.
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 import tempfile
 import time
@@ -49,6 +48,7 @@ import pytest
 import jobclaim.builder
 from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, PTAHSCHEMAS, Object
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
+from lab.artifacts import run_crane
 from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
 from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded, holder, leader_lease, managers
@@ -83,17 +83,9 @@ SCHEMA_DDL: Final = [("ALTER TABLE", "public.gate")]
 
 
 def _crane(run: LabRun, *args: str) -> str:
-    """crane against the lab registry (plain HTTP); the digest of the image it wrote."""
-    done = subprocess.run(
-        [str(run.lab.crane), "--insecure", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, f"crane {args[0]}: {done.stderr[-1000:]}"
-    digest = done.stdout.strip().rsplit("@", 1)[-1]
-    assert digest.startswith("sha256:") and len(digest) == 71, done.stdout
+    """crane against the lab registry; the digest of the image it wrote."""
+    digest = run_crane(run.lab.crane, *args).rsplit("@", 1)[-1]
+    assert digest.startswith("sha256:") and len(digest) == 71, digest
     return digest
 
 

@@ -24,11 +24,14 @@ from typing import Any, Final
 
 from controller.passcontext import PassContext, migration_of, schema_of
 from jobclaim import (
+    PlanUnreadable,
     SchemaPlanContent,
     build_migration_plan,
     build_plan_chunk,
     build_schema_plan,
     manager_record_of,
+    plan_content,
+    privilege_changes_of,
     published_plan_problem,
     sha256_digest,
 )
@@ -90,23 +93,31 @@ def _create_or_hold(
     return found
 
 
-def schema_plan_content(section: PlanSection) -> tuple[SchemaPlanContent, list[bytes]]:
+def schema_plan_content(
+    section: PlanSection, *, engine: str
+) -> tuple[SchemaPlanContent, list[bytes]]:
     """What only the Plan Job's reading knows, with the bytes it stores. Pure.
 
     The plan text must be the content the frame's digest names: the digest is what
     the Apply is later held to, so bytes that differ from it would be SQL nobody
-    reviewed under that name.
+    reviewed under that name. What the plan records of its statements is the worse of
+    the runner's report and the engine's parser over those bytes
+    (``jobclaim.plan_content``): the webhook reads the same bytes with the same
+    parser, so a plan recorded here is never refused as understating itself.
     """
     text = section.stdout.encode("utf-8")
     if sha256_digest(text) != section.plan_content_digest:
         raise PublishRefused("the plan text is not the content its frame's digest names")
+    try:
+        reading = plan_content(text, engine=engine)
+    except PlanUnreadable as error:
+        raise PublishRefused(f"the plan text cannot be read as statements: {error}") from error
     chunks = split_chunks(text)
     content = SchemaPlanContent(
         content_digest=section.plan_content_digest,
         statement_count=section.statement_count,
-        destructive=section.destructive,
-        # The runner's frame reports no privilege changes yet; none are claimed.
-        privilege_changes=(),
+        destructive=section.destructive or bool(reading.destructive),
+        privilege_changes=tuple(privilege_changes_of(reading)),
         chunks=tuple((sha256_digest(c), len(c)) for c in chunks),
     )
     return content, chunks
@@ -119,7 +130,7 @@ def publish_schema_plan(ctx: PassContext, section: PlanSection, job: Object) -> 
     binding = ctx.binding
     if status is None or binding is None:
         raise PublishRefused("the schema records no execution binding to publish under")
-    content, chunks = schema_plan_content(section)
+    content, chunks = schema_plan_content(section, engine=schema.spec.target.engine)
     try:
         record = manager_record_of(job)
         built = build_schema_plan(schema, binding=binding, dispatched_by=record, content=content)

@@ -129,7 +129,9 @@ def schema_plan_view(
         raise PlanUnreadable(f"status.plan names {current.name}, which is not the stored plan")
     if plan.spec.fingerprint != current.fingerprint:
         raise PlanUnreadable(f"plan {current.name} is not the fingerprint status.plan records")
-    statements, classified_by = statements_of(plan_bytes(plan, chunks))
+    statements, classified_by = statements_of(
+        plan_bytes(plan, chunks), engine=schema.spec.target.engine
+    )
     return PlanView(
         kind="PtahSchema",
         namespace=schema.metadata.namespace or "",

@@ -208,7 +208,7 @@ def schema_plan_needs_approval(
 ) -> bool:
     """Read the plan's statements from its mounted bytes; whether it needs approving."""
     try:
-        content = plan_content(data)
+        content = plan_content(data, engine=schema.spec.target.engine)
     except PlanUnreadable as error:
         raise trail.deny(PLAN_UNREADABLE, key=key, reason=str(error)) from error
     spec = plan.spec

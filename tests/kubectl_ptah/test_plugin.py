@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAPLANCHUNKS, PTAHSCHEMAS, ApiClient
-from jobclaim.statements import classify, split_sql, statements_of
 from kubectl_ptah import main
 from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
 
@@ -128,49 +124,3 @@ def test_a_chunk_that_is_not_the_plans_is_never_shown(rig: Rig) -> None:
     rig.api.delete(PTAHSCHEMAPLANCHUNKS, NS, chunk["metadata"]["name"])
     code, text = run(rig.api, "plan", "schema", "orders")
     assert code == 1 and text == ""
-
-
-def test_ptahs_own_severity_is_kept() -> None:
-    document: dict[str, Any] = {
-        "format_version": 1,
-        "statements": [
-            {"sql": "ALTER TABLE t ADD COLUMN c int;", "severity": "info", "reason": "add"},
-            {"sql": "ALTER TABLE t DROP COLUMN d;", "severity": "destructive", "reason": "drop"},
-        ],
-    }
-    statements, by = statements_of(json.dumps(document).encode())
-    assert by == "ptah"
-    assert [(s.severity, s.destructive, s.reason) for s in statements] == [
-        ("info", False, "add"),
-        ("destructive", True, "drop"),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("sql", "severity"),
-    [
-        ("CREATE INDEX i ON t (c);", "safe"),
-        ("drop index i;", "destructive"),
-        ("TRUNCATE t;", "destructive"),
-        ("ALTER TABLE t ALTER COLUMN c TYPE bigint;", "destructive"),
-        ("ALTER TABLE t RENAME TO u;", "destructive"),
-        ("-- DROP TABLE t\nCREATE TABLE t (c int);", "safe"),
-        ("REVOKE ALL ON t FROM PUBLIC;", "privilege"),
-        ("ALTER TABLE t OWNER TO app;", "privilege"),
-        ("CREATE ROLE app;", "privilege"),
-    ],
-)
-def test_a_statement_is_classified_by_its_own_words(sql: str, severity: str) -> None:
-    assert classify(1, sql).severity == severity
-
-
-@given(
-    st.lists(
-        st.sampled_from(["SELECT 1", "SELECT ';'", "SELECT $$a;b$$", "/* ; */ SELECT 2"]),
-        min_size=1,
-        max_size=6,
-    )
-)
-def test_splitting_finds_each_statement_whatever_it_quotes(parts: list[str]) -> None:
-    text = "\n".join(f"{p};" for p in parts)
-    assert split_sql(text) == [f"{p};" for p in parts]

@@ -331,13 +331,43 @@ def sequence_document(versions: tuple[str, ...]) -> str:
     return json.dumps({"migrations": entries}, separators=(",", ":"))
 
 
+def repository_of(reference: str) -> str:
+    """``host[:port]/path`` of an OCI reference: without its digest and tag, and with
+    Docker Hub's implied host and ``library/`` spelled out, the way a registry client
+    resolves it (``postgres`` and ``docker.io/library/postgres`` are one repository)."""
+    name = reference.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    # A colon before the last slash is a registry's port, not a tag.
+    name = name[:colon] if colon > slash else name
+    first, _, rest = name.partition("/")
+    if not rest or ("." not in first and ":" not in first and first != "localhost"):
+        first, rest = "docker.io", name
+    if first == "index.docker.io":
+        first = "docker.io"
+    if first == "docker.io" and "/" not in rest:
+        rest = f"library/{rest}"
+    return f"{first}/{rest}"
+
+
 def _references(inputs: JobInputs) -> tuple[str, str]:
-    """The artifact as requested, and as resolved (pinned by digest) when the claim knows."""
+    """The artifact as requested, and as resolved (pinned by digest) when the claim knows.
+
+    The resolution is status, which the manager writes; the repository is the spec's,
+    which it cannot. A resolution from any other repository is refused, so a stolen
+    manager identity can choose at most a digest of the repository a person named
+    (and a migration plan binds even that), never another registry's artifact.
+    """
     requested = inputs.source.oci_ref if inputs.source else ""
     resolved = inputs.resolved
     if resolved is None:
         # Resolve, or an operation that reads no artifact (_refuse_inputs).
         return requested, requested
+    if inputs.source is not None and repository_of(resolved.reference) != repository_of(requested):
+        raise BuildRefused(
+            f"the resolved artifact {resolved.reference} is not from the spec's repository "
+            f"{repository_of(requested)}"
+        )
     pinned = resolved.reference
     if not pinned.endswith("@" + resolved.digest):
         pinned = f"{pinned.split('@', 1)[0]}@{resolved.digest}"

@@ -310,6 +310,36 @@ def test_the_builder_refuses_what_it_cannot_build(changes: dict[str, Any], sente
         build_job(_inputs(**changes))
 
 
+@pytest.mark.parametrize(
+    ("resolved", "refused"),
+    [
+        # control: the digest the Resolve reading found, in the spec's repository
+        ("registry.example.com/shop/orders-schema@sha256:" + "5" * 64, False),
+        ("registry.example.com/shop/orders-schema:1.4.0@sha256:" + "5" * 64, False),
+        ("evil.example.net/shop/orders-schema@sha256:" + "5" * 64, True),
+        ("registry.example.com/shop/other@sha256:" + "5" * 64, True),
+        ("registry.example.com:444/shop/orders-schema@sha256:" + "5" * 64, True),
+    ],
+)
+def test_the_artifact_is_pulled_only_from_the_specs_repository(
+    resolved: str, refused: bool
+) -> None:
+    # The resolution is status (the manager's word); the repository is the spec's.
+    world = schema_world()
+    inputs = job_inputs(world)
+    assert inputs.resolved is not None
+    forged = inputs._replace(resolved=inputs.resolved.model_copy(update={"reference": resolved}))
+    if not refused:
+        build_job(forged)
+        return
+    with pytest.raises(BuildRefused) as refusal:
+        build_job(forged)
+    assert str(refusal.value) == (
+        f"the resolved artifact {resolved} is not from the spec's repository "
+        "registry.example.com/shop/orders-schema"
+    )
+
+
 @pytest.mark.parametrize("name", WORLDS)
 def test_a_job_that_reads_the_artifact_needs_the_claims_resolution(name: str) -> None:
     # Only Resolve reads the reference as written; every other reader of the artifact

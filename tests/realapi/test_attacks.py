@@ -84,6 +84,10 @@ GRANT: Final = (b"GRANT ALL ON ALL TABLES IN SCHEMA public TO mallory;\n",)
 UNAPPROVED: Final = OCIArtifactAccessBinding(
     reference=f"{MIGRATIONS_REPOSITORY}@sha256:" + "9" * 64, digest="sha256:" + "9" * 64
 )
+# The approved migrations' digest, pulled from a registry nobody named.
+EVIL_ARTIFACT: Final = OCIArtifactAccessBinding(
+    reference=f"evil.example.net/shop/billing@{MIGRATIONS_DIGEST}", digest=MIGRATIONS_DIGEST
+)
 STAGERS: Final[dict[str, Callable[[Stage], Staged]]] = {
     "schema": stage_apply,
     "migration": stage_migration_apply,
@@ -159,7 +163,46 @@ BOTH_JOB_ROWS: Final[list[JobRow]] = [
     ),
 ]
 
+# What a keyword classifier read as harmless, recorded so; the parser's tree says why not.
+PARSED_ROWS: Final[list[JobRow]] = [
+    (
+        f"a plan that {finding.split(' (')[0]}, recorded harmless",
+        {"statements": (sql.encode(),)},
+        authority.PLAN_UNDERSTATED,
+        finding,
+    )
+    for sql, finding in [
+        ("DO $$ BEGIN EXECUTE 'DROP TABLE orders'; END $$;\n", "runs code (a DO block)"),
+        (
+            "ALTER TABLE orders ADD COLUMN note text DEFAULT '--', DROP COLUMN email;\n",
+            "drops a column",
+        ),
+        ("EXPLAIN ANALYZE DELETE FROM orders;\n", "deletes rows"),
+        ("WITH gone AS (DELETE FROM orders RETURNING *) INSERT INTO t SELECT 1;\n", "deletes"),
+        (
+            "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO mallory;\n",
+            "changes default privileges",
+        ),
+        ("ALTER GROUP admins ADD USER mallory;\n", "changes a role or its members"),
+        ("ALTER SCHEMA public RENAME TO old;\n", "renames a schema"),
+        ("COPY orders TO PROGRAM 'sh -c true';\n", "runs a program on the database server"),
+        ("UPDATE accounts SET owner = 'mallory';\n", "updates rows"),
+    ]
+]
+
 JOB_ROWS: Final[list[JobRow]] = [
+    (
+        "a DO block recorded destructive, under policy.apply Always, with no approval",
+        {
+            "statements": (b"DO $$ BEGIN EXECUTE 'DROP TABLE orders'; END $$;\n",),
+            "destructive": True,
+            "policy": "Always",
+            "approve": False,
+        },
+        authority.NO_APPROVAL,
+        "the {kind}'s plan needs an approval",
+    ),
+    *PARSED_ROWS,
     (
         "a DROP TABLE plan recorded non-destructive",
         {"statements": DROP},
@@ -184,6 +227,12 @@ JOB_ROWS: Final[list[JobRow]] = [
 # A migration plan records no statements to understate: its Apply pulls its files from
 # the claim's artifact, which the plan binds, and an unresolved run is its earlier Apply.
 MIGRATION_JOB_ROWS: Final[list[JobRow]] = [
+    (
+        "the claim's artifact re-pointed at another registry, under policy.apply Always",
+        {"artifact": EVIL_ARTIFACT, "policy": "Always", "approve": False},
+        jobs.CANNOT_REBUILD,
+        f"the resolved artifact {EVIL_ARTIFACT.reference} is not from the spec's repository",
+    ),
     (
         "the claim re-pointed at migrations nobody approved",
         {"artifact": UNAPPROVED},

@@ -69,6 +69,10 @@ def plan_text(view: PlanView) -> str:
             lines.extend(f"  {'':>{width}}  {'':<11} {line}" for line in sql[1:])
             if s.reason:
                 lines.append(f"  {'':>{width}}  {'':<11} -- {s.reason}")
+            if s.findings:
+                # What PostgreSQL's (or the MySQL dialect's) parse tree shows: why a
+                # person must look at this statement.
+                lines.append(f"  {'':>{width}}  {'':<11} -- parser: {s.findings}")
     else:
         for m in view.migrations:
             named = f" {m['name']}" if m.get("name") else ""

@@ -16,7 +16,8 @@ checked here against a source outside the manager's reach:
   plan's fingerprint, spent by exactly this claim (``consumedBy``), unless the
   spec's policy waives it for a plan that destroys and grants nothing;
 - the plan's destructiveness and privilege changes, recomputed from the bytes the
-  Apply Pod mounts (``jobclaim.statements``), not taken from the plan's record;
+  Apply Pod mounts by a real SQL parser (``jobclaim.statements``), not taken from the
+  plan's record;
 - no Apply at all where the spec's ``policy.apply`` is Never (the owner's word,
   which an approval given earlier does not overrule);
 - no earlier Apply of the resource still unaccounted for (a pending observation or
@@ -70,9 +71,12 @@ AUTHORITY: Final = rule(
     claim runs only when the spec's policy.apply is not Never, one attempt, and none
     while the resource still records an earlier Apply nobody accounted for (a
     schema's pendingObservation, a migration's unresolvedRun). For a schema Apply
-    the plan's statements are read from the very projections the Pod mounts and
-    classified with jobclaim.statements: a plan that records no destructive
-    statement or no privilege change while its bytes hold one is refused. Unless the
+    the plan's statements are taken from the very projections the Pod mounts and
+    read by the engine's SQL parser (jobclaim.statements: PostgreSQL's own grammar,
+    every node of each statement's tree walked; only what the tree proves additive
+    counts as harmless, and the unreadable is destructive and privileged): a plan
+    that records no destructive statement or no privilege change while its bytes
+    hold one is refused. Unless the
     spec's policy.apply is Always for a plan that destroys and grants nothing (by
     that reading), a mutating claim must hold an approval, read directly: one that
     names this resource and this plan by name, UID and fingerprint, carries

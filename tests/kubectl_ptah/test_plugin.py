@@ -47,6 +47,11 @@ def test_the_plan_is_shown_statement_by_statement_with_its_flags(rig: Rig) -> No
     assert "  1  safe        CREATE TABLE orders_v2 (id bigint PRIMARY KEY, note text " in text
     assert "  2  DESTRUCTIVE DROP TABLE orders_legacy;" in lines
     assert "  3  PRIVILEGE   GRANT SELECT ON orders_v2 TO reporting;" in lines
+    # Each flag says what PostgreSQL's parse tree shows, beneath its statement.
+    assert lines[lines.index("  2  DESTRUCTIVE DROP TABLE orders_legacy;") + 1] == (
+        "                 -- parser: drops a table"
+    )
+    assert "                 -- parser: grants privileges" in lines
 
 
 def test_json_for_tools(rig: Rig) -> None:

@@ -30,6 +30,8 @@ from controller.operationidentity import (
     schema_operation,
 )
 from jobclaim import (
+    BuildRefused,
+    JobInputs,
     build_job,
     build_migration_plan,
     build_projection,
@@ -63,6 +65,7 @@ from jobclaim.apiserver import (
     Object,
     Resource,
 )
+from jobclaim.builder import repository_of
 from jobclaim.times import timestamp, utc_now
 from lab import run as localrun
 from tests.jobclaim.world import SEQUENCE, snapshot_for
@@ -469,7 +472,7 @@ def stage_migration_apply(
     sequence = tuple(entry.version for entry in migrations())
 
     def job_of(owner: PtahMigration, digest: str | None) -> Object:
-        return build_job(
+        return _submitted(
             migration_job_inputs(
                 owner,
                 binding=binding,
@@ -487,6 +490,22 @@ def stage_migration_apply(
         approval=(PTAHMIGRATIONAPPROVALS, approval_ref.name) if approval_ref else None,
         spend_by=spend_by,
     )
+
+
+def _submitted(inputs: JobInputs) -> Object:
+    """The Job the manager submits: the builder's; for a resolution the builder refuses
+    (another repository than the spec's), the Job a stolen identity submits anyway, the
+    builder's Job for the spec's repository with the forged reference written in."""
+    try:
+        return build_job(inputs)
+    except BuildRefused:
+        resolved, source = inputs.resolved, inputs.source
+        if resolved is None or source is None:
+            raise
+        honest = f"{repository_of(source.oci_ref)}@{resolved.digest}"
+        job = build_job(inputs._replace(resolved=resolved.model_copy(update={"reference": honest})))
+        forged: Object = json.loads(json.dumps(job).replace(honest, resolved.reference))
+        return forged
 
 
 def _unresolved() -> UnresolvedMigrationRunStatus:

@@ -192,9 +192,9 @@ PARSED_ROWS: Final[list[JobRow]] = [
 
 JOB_ROWS: Final[list[JobRow]] = [
     (
-        "a DO block recorded destructive, under policy.apply Always, with no approval",
+        "an UPDATE of every row recorded destructive, under policy.apply Always, unapproved",
         {
-            "statements": (b"DO $$ BEGIN EXECUTE 'DROP TABLE orders'; END $$;\n",),
+            "statements": (b"UPDATE accounts SET owner = 'mallory';\n",),
             "destructive": True,
             "policy": "Always",
             "approve": False,

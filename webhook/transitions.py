@@ -26,6 +26,7 @@ from jobclaim import (
     finished,
     lease_holder,
     lease_name,
+    match,
     operation_info,
     owner_family,
     stamp_problem,
@@ -208,6 +209,17 @@ def _reading_done(owner: Owner, types: Sequence[str]) -> Reads[str | None]:
         return f"the reading's Job {key} does not exist"
     if finished(job) != "Complete":
         return f"the reading's Job {key} has not completed"
+    # The claim is status, which the manager writes: it could name any finished Job
+    # (a team's own, or the unaccounted Apply's). The Job must be the reading's by
+    # jobclaim.match against what the claim fixes: owner, operation, epoch, images.
+    status = owner.status
+    binding = status.execution_binding if status else None
+    in_force = binding if binding and binding.epoch == claim.execution_binding_id else None
+    reading = owner_family(owner).claim(built=None, stored=True, binding=in_force)
+    verdict = match(job, reading) if reading is not None else None
+    if not verdict:
+        why = verdict.reason if verdict is not None else "no claim to hold it to"
+        return f"the reading's Job {key} is not its claim's: {why}"
     return None
 
 

@@ -108,6 +108,31 @@ def existing_job(scene: Scene) -> None:
     scene.objects.append(job_of(scene))
 
 
+def _family(obj: Obj) -> str:
+    return "schema" if obj["kind"] == "PtahSchema" else "migration"
+
+
+def reading_completed(scene: Scene) -> None:
+    """The reading the claim names ran to completion: the builder's Job for that claim."""
+    assert scene.old is not None
+    claim = claim_of(scene.old)
+    scene.objects.append(terminal(owner_world(_family(scene.old), claim["type"]).stored))
+
+
+def an_unrelated_job_named(scene: Scene) -> None:
+    """The claim names a finished Job of the namespace that no claim of this resource
+    built (a team's own Job), by its name and UID."""
+    scene.objects.append(job_of(scene, complete=True))
+
+
+def the_apply_job_named(scene: Scene) -> None:
+    """The reading claim names the unaccounted Apply's own finished Job."""
+    assert scene.old is not None
+    apply = terminal(owner_world(_family(scene.old), "Apply").stored)
+    claim_of(scene.old).update(jobName=apply["metadata"]["name"], jobUID=apply["metadata"]["uid"])
+    scene.objects.append(apply)
+
+
 def pending(operation_id: str = "apply-1") -> Obj:
     return {
         "outcome": "OutcomeUnknown",
@@ -256,10 +281,18 @@ def proved(obj: Obj) -> None:
 
 PENDING = status_update("schema", "Plan", with_pending_and_plan_claim)
 PENDING_ROWS = [
+    Row("the proof's Plan reading completed", both(new(proved), reading_completed), None),
     Row(
-        "the proof's Plan reading completed",
-        both(new(proved), lambda s: s.objects.append(job_of(s, complete=True))),
-        None,
+        "a team's unrelated finished Job named as the proof's reading",
+        both(new(proved), an_unrelated_job_named),
+        t.RECORD_DROPPED,
+        "is not its claim's",
+    ),
+    Row(
+        "the unaccounted Apply's own Job named as the proof's reading",
+        both(new(proved), the_apply_job_named),
+        t.RECORD_DROPPED,
+        "is not its claim's",
     ),
     Row(
         "a person's stamped settlement of the Apply", both(new(settled), stands(settlement())), None
@@ -379,6 +412,46 @@ def acknowledged(obj: Obj) -> None:
         "acknowledgmentRef": {"name": "ack-1", "uid": "ack-uid"},
         "resolvedAt": NOW,
     }
+
+
+def history_read(obj: Obj) -> None:
+    obj["status"].pop("unresolvedRun")
+    obj["status"].pop("activeOperation")
+    obj["status"]["resolvedRun"] = {
+        "operationID": "apply-7",
+        "outcome": "Unknown",
+        "resolution": "HistoryRead",
+        "resolvedAt": NOW,
+    }
+
+
+def unresolved_with_history_claim(status: Obj) -> None:
+    unresolved(status)
+    status["activeOperation"]["jobUID"] = JOB_UID
+
+
+UNRESOLVED_READING_ROWS = [
+    Row("the run's History reading completed", both(new(history_read), reading_completed), None),
+    Row(
+        "a team's unrelated finished Job named as the History reading",
+        both(new(history_read), an_unrelated_job_named),
+        t.RECORD_DROPPED,
+        "is not its claim's",
+    ),
+    Row(
+        "the unresolved Apply's own Job named as the History reading",
+        both(new(history_read), the_apply_job_named),
+        t.RECORD_DROPPED,
+        "is not its claim's",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", UNRESOLVED_READING_ROWS, ids=str)
+def test_an_unresolved_run_is_settled_only_by_its_own_reading(row: Row) -> None:
+    expect(
+        row, status_update("migration", "History", unresolved_with_history_claim), "manager-state"
+    )
 
 
 UNRESOLVED_ROWS = [

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from jobclaim import (
     CONSUMED,
     STALE,
+    apply_approval_of,
     approval_stamp_problem,
     migration_approval_problem,
     schema_approval_problem,
@@ -72,6 +73,7 @@ __all__ = [
     "schema_approval_problem",
     "skipped_migration_approvals",
     "skipped_schema_approvals",
+    "witness_apply_job",
 ]
 
 DISPATCH_COMMITTED: Final = "DispatchCommitted"
@@ -363,6 +365,50 @@ def consume_approval(
             namespace,
             name,
             consumed_status(current, now=now, claim=claim),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+
+    compare_and_swap(attempt)
+
+
+def witness_apply_job(
+    api: ApiClient, owner: PtahSchema | PtahMigration, job_name: str, job_uid: str
+) -> None:
+    """Name the Apply Job ``job_name`` (UID ``job_uid``) in the approval it ran under.
+
+    Written before the Job's cleanup TTL, which admission admits only once the
+    approval names the Job: when the TTL has removed the Job, the approval still says
+    it authorized one, and admission admits no second Job under it. Idempotent (an
+    approval already naming this Job is left alone); an approval that is gone or was
+    replaced authorizes nothing any more and needs no witness; one that names another
+    Job raises ``ApprovalGone`` (it cannot be this run's).
+    """
+    ref = apply_approval_of(owner, job_name)
+    if ref is None:
+        return
+    resource = PTAHSCHEMAAPPROVALS if isinstance(owner, PtahSchema) else PTAHMIGRATIONAPPROVALS
+    namespace = owner.metadata.namespace or ""
+
+    def attempt() -> None:
+        try:
+            current = api.get(resource, namespace, ref.name)
+        except NotFound:
+            return
+        meta = current.get("metadata", {})
+        if meta.get("uid") != ref.uid:
+            return
+        status = dict(current.get("status") or {})
+        named = status.get("consumedJob")
+        if named == {"name": job_name, "uid": job_uid}:
+            return
+        if named is not None:
+            raise ApprovalGone(f"approval {ref.name} witnessed another Job ({named})")
+        status["consumedJob"] = {"name": job_name, "uid": job_uid}
+        api.patch_status(
+            resource,
+            namespace,
+            ref.name,
+            status,
             resource_version=str(meta.get("resourceVersion") or ""),
         )
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from controller.approvals import witness_apply_job
 from controller.passcontext import PassContext
 from jobclaim import CLEANUP_TTL_SECONDS, RUNNER_CONTAINER, manager_record_of
 from jobclaim.api import ManagerRecord
@@ -109,11 +110,18 @@ def pods_of(ctx: PassContext, job_uid: str) -> list[Object]:
 
 def set_cleanup_ttl(ctx: PassContext, job: Object) -> None:
     """Give a harvested Job the cleanup TTL (the one change the webhook admits after
-    the create, and only on a Job its record names)."""
+    the create, and only on a Job its record names).
+
+    An Apply's approval names the Job first (``witness_apply_job``): once the TTL has
+    removed the Job, the approval is what says it already ran, and the webhook admits
+    the TTL only after that is written. A stop in between leaves the witness, which the
+    next pass finds and keeps."""
     spec = _map(job.get("spec"))
     if spec.get("ttlSecondsAfterFinished") == CLEANUP_TTL_SECONDS:
         return
-    name = _map(job.get("metadata")).get("name")
+    meta = _map(job.get("metadata"))
+    name = meta.get("name")
+    witness_apply_job(ctx.api, ctx.subject, str(name), str(meta.get("uid") or ""))
     ctx.api.patch_spec(
         JOBS,
         ctx.namespace,

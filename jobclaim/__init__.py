@@ -33,10 +33,12 @@ from jobclaim.admission import (
 from jobclaim.approvals import (
     CONSUMED,
     STALE,
+    apply_approval_of,
     approval_stamp_problem,
     consumed_by,
     migration_approval_problem,
     schema_approval_problem,
+    witness_problem,
 )
 from jobclaim.builder import (
     DEFAULT_GRACE_SECONDS,
@@ -188,6 +190,7 @@ __all__ = [
     "Statement",
     "Verdict",
     "annotations_for",
+    "apply_approval_of",
     "approval_required",
     "approval_stamp_problem",
     "build_job",
@@ -252,5 +255,6 @@ __all__ = [
     "stamp_time",
     "statements_of",
     "template_digest",
+    "witness_problem",
     "written_stamp",
 ]

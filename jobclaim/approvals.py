@@ -21,7 +21,9 @@ from typing import Final
 from jobclaim.api import (
     CurrentPlanStatus,
     ObjectReference,
+    PtahMigration,
     PtahMigrationApproval,
+    PtahSchema,
     PtahSchemaApproval,
 )
 from jobclaim.api.meta import Condition
@@ -30,10 +32,12 @@ from jobclaim.stamps import STAMPED, stamp_problem
 __all__ = [
     "CONSUMED",
     "STALE",
+    "apply_approval_of",
     "approval_stamp_problem",
     "consumed_by",
     "migration_approval_problem",
     "schema_approval_problem",
+    "witness_problem",
 ]
 
 CONSUMED: Final = "Consumed"
@@ -123,3 +127,46 @@ def consumed_by(approval: PtahSchemaApproval | PtahMigrationApproval) -> str | N
     if status is None or not _true(status.conditions, CONSUMED):
         return None
     return status.consumed_by
+
+
+def apply_approval_of(owner: PtahSchema | PtahMigration, job_name: str) -> ObjectReference | None:
+    """The approval that authorized the Apply Job ``job_name``, from the owner's records:
+    the active Apply claim's (a schema's ``status.plan.approval``, a migration's
+    ``approvalRef``) or the Apply a schema's pending observation keeps. None when the
+    Job is none of these, or when no approval authorized it (``policy.apply: Always``
+    for a harmless plan).
+
+    The controller witnesses this approval before it gives the Job its cleanup TTL, and
+    admission admits that TTL only once the approval names the Job: one reading of
+    which approval a Job ran under, for both.
+    """
+    if isinstance(owner, PtahMigration):
+        claim = owner.status.active_operation if owner.status else None
+        if claim is not None and claim.type == "Apply" and claim.job_name == job_name:
+            return claim.approval_ref
+        return None
+    status = owner.status
+    if status is None:
+        return None
+    operation = status.active_operation
+    if operation is not None and operation.type == "Apply" and operation.job_name == job_name:
+        held = status.plan.approval if status.plan else None
+        return ObjectReference(name=held.name, uid=held.uid) if held else None
+    pending = status.pending_observation
+    if pending is not None and pending.apply_job_name == job_name:
+        held = pending.plan.approval if pending.plan else None
+        return ObjectReference(name=held.name, uid=held.uid) if held else None
+    return None
+
+
+def witness_problem(
+    approval: PtahSchemaApproval | PtahMigrationApproval, job_name: str, job_uid: str
+) -> str | None:
+    """Why the approval is not the witness of exactly this Job, or None."""
+    status = approval.status
+    witnessed = status.consumed_job if status else None
+    if witnessed is None:
+        return "it names no Job it authorized yet"
+    if (witnessed.name, witnessed.uid) != (job_name, job_uid):
+        return f"it authorized Job {witnessed.name} ({witnessed.uid}), not this one"
+    return None

@@ -332,10 +332,10 @@ def sequence_document(versions: tuple[str, ...]) -> str:
 
 
 def repository_of(reference: str) -> str:
-    """``host[:port]/path`` of an OCI reference: without its digest and tag, and with
+    """``host[:port]/path`` of an OCI reference: without its scheme, digest and tag, with
     Docker Hub's implied host and ``library/`` spelled out, the way a registry client
     resolves it (``postgres`` and ``docker.io/library/postgres`` are one repository)."""
-    name = reference.split("@", 1)[0]
+    name = reference.removeprefix("oci://").split("@", 1)[0]
     slash = name.rfind("/")
     colon = name.rfind(":")
     # A colon before the last slash is a registry's port, not a tag.

@@ -23,16 +23,25 @@ from typing import Any, Final
 from jobclaim import (
     CLEANUP_TTL_SECONDS,
     Claim,
+    apply_approval_of,
     finished,
     match,
     operation_info,
     owner_family,
     pending_apply_claim,
+    witness_problem,
 )
-from jobclaim.api import ExecutionBindingStatus, PtahMigration, PtahSchema
+from jobclaim.api import (
+    ExecutionBindingStatus,
+    PtahMigration,
+    PtahMigrationApproval,
+    PtahSchema,
+    PtahSchemaApproval,
+)
+from jobclaim.apiserver import PTAHMIGRATIONAPPROVALS, PTAHSCHEMAAPPROVALS
 from webhook.jobs import OWNERS
-from webhook.objects import Candidate, read_owner
-from webhook.rules import CONTROLLER_WRITE, Judgement, Object, Trail, rule
+from webhook.objects import Candidate, read_owner, stored
+from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Reads, Trail, read, rule
 
 JOB_CLEANUP: Final = rule(
     "job-cleanup-ttl",
@@ -77,6 +86,9 @@ NOT_TERMINAL: Final = JOB_CLEANUP.refuses(
     "the Job's cleanup TTL cannot be set before the Job is terminal"
 )
 OUTSIDE_CLAIM: Final = JOB_CLEANUP.refuses("the Job is outside its claim: {reason}")
+NOT_WITNESSED: Final = JOB_CLEANUP.refuses(
+    "the Apply's approval {key} does not name this Job as the one it authorized: {reason}"
+)
 
 _IGNORED_METADATA: Final = ("resourceVersion", "generation", "managedFields")
 _TTL: Final = "ttlSecondsAfterFinished"
@@ -117,11 +129,37 @@ def judge_job_cleanup(new: Candidate, old: Candidate, trail: Trail) -> Judgement
     if finished(old.raw) is None and not running_apply:
         raise trail.deny(NOT_TERMINAL)
     trail.passed("the Job is terminal" if not running_apply else "the running current Apply")
+    yield from _hold_witness(owner, new, trail)
     verdict = match(new.raw, claim)
     if not verdict:
         raise trail.deny(OUTSIDE_CLAIM, reason=verdict.reason)
     trail.passed("jobclaim.match: the Job carries what its claim fixes (no rebuild)")
     return trail.allow()
+
+
+def _hold_witness(owner: PtahSchema | PtahMigration, job: Candidate, trail: Trail) -> Reads[None]:
+    """An Apply's approval names this Job before the Job may go: afterwards the approval
+    is the only thing left that says it ran, and job-authority admits no Job under an
+    approval that names one. An approval that is gone or replaced authorizes nothing
+    and needs no witness."""
+    ref = apply_approval_of(owner, job.name)
+    if ref is None:
+        return
+    resource = PTAHSCHEMAAPPROVALS if isinstance(owner, PtahSchema) else PTAHMIGRATIONAPPROVALS
+    model = PtahSchemaApproval if isinstance(owner, PtahSchema) else PtahMigrationApproval
+    key = ReadKey(resource, job.namespace, ref.name)
+    fetched = yield from read(key)
+    approval = stored(fetched, key, model, trail)
+    if (
+        not isinstance(approval, PtahSchemaApproval | PtahMigrationApproval)
+        or approval.metadata.uid != ref.uid
+    ):
+        trail.passed(f"the Apply's approval {key} is gone: it authorizes nothing any more")
+        return
+    problem = witness_problem(approval, job.name, job.meta.uid or "")
+    if problem is not None:
+        raise trail.deny(NOT_WITNESSED, key=key, reason=problem)
+    trail.passed(f"the Apply's approval {key} names this Job as the one it authorized")
 
 
 def _naming_claim(

@@ -136,6 +136,9 @@ APPROVAL_NOT_FOR_PLAN: Final = AUTHORITY.refuses(
 APPROVAL_NOT_SPENT: Final = AUTHORITY.refuses(
     "the approval {key} was not spent by this claim (consumedBy: {by})"
 )
+APPROVAL_RAN: Final = AUTHORITY.refuses(
+    "the approval {key} already authorized Job {job} ({uid}): one approval runs one Job"
+)
 
 
 def hold_pins(
@@ -307,4 +310,8 @@ def _hold_spent(
     spent = consumed_by(approval)
     if spent != claim:
         raise trail.deny(APPROVAL_NOT_SPENT, key=key, by=spent or "not consumed")
-    trail.passed(f"{key}: stamped, this plan's fingerprint, spent by this claim")
+    witnessed = approval.status.consumed_job if approval.status else None
+    if witnessed is not None:
+        # Its Job was created (and may since be gone): one approval, one run, forever.
+        raise trail.deny(APPROVAL_RAN, key=key, job=witnessed.name, uid=witnessed.uid)
+    trail.passed(f"{key}: stamped, this plan's fingerprint, spent by this claim, no Job run")

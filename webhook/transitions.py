@@ -95,6 +95,13 @@ RELEASE_DROPPED: Final = TRANSITIONS.refuses(
 CONSUMED_CHANGED: Final = TRANSITIONS.refuses(
     "the manager may not remove or change the Consumed record of {kind} {name} (consumed by {by})"
 )
+WITNESS_CHANGED: Final = TRANSITIONS.refuses(
+    "the manager may not remove or change the Job {kind} {name} names as the one it "
+    "authorized ({job})"
+)
+WITNESS_UNSPENT: Final = TRANSITIONS.refuses(
+    "the manager may not name a Job in {kind} {name} before it is consumed"
+)
 
 Owner = PtahSchema | PtahMigration
 # What a marked claim is: none of it may change while the claim stands. The source is
@@ -329,9 +336,16 @@ def _hold_release(before: Owner, after: Owner, trail: Trail, settings: Settings)
 def _hold_consumed(kind: str, name: str, before: ApprovalStatus, after: Any, trail: Trail) -> None:
     spent = any(c.type == CONSUMED and c.status == "True" for c in before.conditions)
     if not spent and before.consumed_by is None:
+        if isinstance(after, ApprovalStatus) and after.consumed_job is not None:
+            # Named only after a claim spent the decision and its Job was created.
+            raise trail.deny(WITNESS_UNSPENT, kind=kind, name=name)
         return
     still = isinstance(after, ApprovalStatus) and any(
         c.type == CONSUMED and c.status == "True" for c in after.conditions
     )
     if not still or after.consumed_by != before.consumed_by:
         raise trail.deny(CONSUMED_CHANGED, kind=kind, name=name, by=before.consumed_by or "-")
+    # The witness of the one Job the decision ran: written once, never changed or
+    # dropped, or a second Job could run under it once the first is gone.
+    if before.consumed_job is not None and after.consumed_job != before.consumed_job:
+        raise trail.deny(WITNESS_CHANGED, kind=kind, name=name, job=before.consumed_job.name)

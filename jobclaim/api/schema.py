@@ -342,6 +342,11 @@ class ApprovalStatus(WireModel):
     consumed_by: str | None = Field(default=None, min_length=1)
     """The claim (its operation id) that spent this decision; set once, with Consumed.
     Admission admits a mutating Job only for the claim its approval names here."""
+    consumed_job: ObjectReference | None = None
+    """The one Job this decision authorized, by name and UID; set once, after the Job
+    was created. Admission admits no Job for a decision that names one, and the
+    Job's cleanup TTL only once it is named here, so the decision outlives its Job as
+    the witness that it ran: one approval, one run, forever."""
 
 
 class PtahSchemaApprovalSpec(WireModel):

@@ -205,7 +205,9 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     """The readings a resource records before its plan: the spec observed, the
     artifact resolved and verified, and for a schema the drift it was planned for.
     A seeded plan stands on them, as a planned one would."""
-    source = {"reference": "registry.example/orders:1", "digest": ARTIFACT}
+    # Pinned by digest in the repository the spec names: a Job pulls from nowhere else.
+    repository = (resource["spec"].get("desired") or resource["spec"]["artifact"])["ociRef"]
+    source = {"reference": f"{repository.rsplit(':', 1)[0]}@{ARTIFACT}", "digest": ARTIFACT}
     readings: dict[str, Any] = {
         "observedGeneration": resource["metadata"]["generation"],
         "verification": {"artifactDigest": ARTIFACT, "verifiedAt": READ_AT},

@@ -70,7 +70,7 @@ def _claim_on_another_artifact(rig: Rig, name: str) -> None:
     status = found["status"]
     other = "sha256:" + "9" * 64
     status["activeOperation"]["source"] = {
-        "reference": "registry.example/orders@" + other,
+        "reference": "registry.example.com/shop/billing-migrations@" + other,
         "digest": other,
     }
     rig.api.patch_status(

@@ -89,11 +89,14 @@ class ScriptedNode:
         )
 
 
+def _env(job: Object) -> dict[str, Any]:
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
 def runner_operation_of(job: Object) -> str:
     """What the Job's runner is told to do, read as the runner reads it."""
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    return str(env["PTAH_OPERATION"])
+    return str(_env(job)["PTAH_OPERATION"])
 
 
 def result_for_job(
@@ -121,18 +124,22 @@ def result_for_job(
         if runner_op in ("apply", "migration-apply"):
             wire.update(mutationStarted=False, uncertain=False)
         return RunnerResult.from_wire(wire)
-    wire.update(answer(runner_op, db, policy))
+    wire.update(answer(runner_op, db, policy, requested=_env(job).get("PTAH_REQUESTED_REFERENCE")))
     return RunnerResult.from_wire(wire)
 
 
-def answer(runner_op: str, db: Database, policy: str = POLICY) -> dict[str, Any]:
+def answer(
+    runner_op: str, db: Database, policy: str = POLICY, *, requested: str | None = None
+) -> dict[str, Any]:
     """The section an executor reading ``db`` reports for ``runner_op``; an Apply
-    changes ``db`` as it would change the database."""
+    changes ``db`` as it would change the database. Resolve pins the requested
+    reference's repository by digest, as a registry client does."""
     if runner_op == "resolve":
+        repository = (requested or "registry.example.com/shop/orders-schema").rsplit(":", 1)[0]
         return {
             "resolve": {
                 "resolvedDigest": ARTIFACT,
-                "resolvedReference": "registry.example.com/shop/orders-schema@" + ARTIFACT,
+                "resolvedReference": f"{repository}@{ARTIFACT}",
                 "resolvedMediaType": "application/vnd.oci.image.manifest.v1+json",
                 "resolvedSize": 1234,
             }

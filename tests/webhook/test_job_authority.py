@@ -205,6 +205,12 @@ SCHEMA_ROWS = [
         a.APPROVAL_NOT_SPENT,
         "not consumed",
     ),
+    Row(
+        "the approval already names the Job it ran (gone since, by its TTL)",
+        approval(lambda o: o["status"].update(consumedJob={"name": "ptah-apply-x", "uid": "u-1"})),
+        a.APPROVAL_RAN,
+        "already authorized Job ptah-apply-x (u-1)",
+    ),
 ]
 
 
@@ -277,6 +283,12 @@ MIGRATION_ROWS = [
         "the migration approval was spent by another claim",
         approval(lambda o: o["status"].update(consumedBy="another-claim")),
         a.APPROVAL_NOT_SPENT,
+    ),
+    Row(
+        "the migration approval already names the Job it ran",
+        approval(lambda o: o["status"].update(consumedJob={"name": "ptah-apply-x", "uid": "u-1"})),
+        a.APPROVAL_RAN,
+        "one approval runs one Job",
     ),
 ]
 

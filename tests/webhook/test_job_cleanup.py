@@ -14,10 +14,13 @@ from tests.webhook.scenes import (
     Obj,
     Scene,
     change_owner,
+    holding_approval,
     job_cleanup,
     owner_world,
     pending_apply_cleanup,
+    put_owner,
     retired_read_only_cleanup,
+    spent_approval,
     terminal,
     with_claim,
     with_status,
@@ -371,3 +374,52 @@ def test_a_failed_job_is_terminal_too() -> None:
     scene.old = terminal(scene.old or {}, "Failed")
     scene.obj = with_ttl(scene.old)
     expect(Row("failed", unchanged, None), scene)
+
+
+def approved_apply_cleanup(family: str) -> Scene:
+    """The cleanup TTL on a finished Apply whose claim holds a person's spent approval,
+    which names no Job yet."""
+    scene = job_cleanup(family, "Apply")
+    owner = holding_approval(world_of(scene))
+    put_owner(scene, owner)
+    plan = {
+        "metadata": {"name": "plan-1", "uid": "plan-uid"},
+        "spec": {"fingerprint": "sha256:" + "c" * 64},
+    }
+    scene.objects.append(spent_approval(owner, plan))
+    return scene
+
+
+def this_job(scene: Scene) -> Obj:
+    return {"name": new(scene)["metadata"]["name"], "uid": new(scene)["metadata"]["uid"]}
+
+
+def approval_of(scene: Scene) -> Obj:
+    return next(o for o in scene.objects if o["kind"].endswith("Approval"))
+
+
+WITNESS_ROWS = [
+    Row(
+        "the approval names this Job as the one it authorized",
+        lambda s: approval_of(s)["status"].update(consumedJob=this_job(s)),
+        None,
+    ),
+    Row(
+        "the approval is gone: it authorizes nothing any more",
+        lambda s: s.objects.remove(approval_of(s)),
+        None,
+    ),
+    Row("the approval names no Job yet", unchanged, cleanup.NOT_WITNESSED, "names no Job"),
+    Row(
+        "the approval names another Job",
+        lambda s: approval_of(s)["status"].update(consumedJob={"name": "other", "uid": "u-9"}),
+        cleanup.NOT_WITNESSED,
+        "it authorized Job other (u-9), not this one",
+    ),
+]
+
+
+@pytest.mark.parametrize("family", ["schema", "migration"])
+@pytest.mark.parametrize("row", WITNESS_ROWS, ids=str)
+def test_an_apply_leaves_only_once_its_approval_witnesses_it(family: str, row: Row) -> None:
+    expect(row, approved_apply_cleanup(family))

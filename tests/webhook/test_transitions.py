@@ -591,6 +591,33 @@ APPROVAL_ROWS: list[Row] = [
         new(lambda o: o["status"].update(consumedBy="claim-2")),
         t.CONSUMED_CHANGED,
     ),
+    Row(
+        "the one Job it authorized named once",
+        new(lambda o: o["status"].update(consumedJob={"name": "ptah-apply-1", "uid": "j-1"})),
+        None,
+    ),
+    Row(
+        "the named Job re-pointed",
+        both(
+            lambda s: s.old["status"].update(consumedJob={"name": "ptah-apply-1", "uid": "j-1"}),
+            new(lambda o: o["status"].update(consumedJob={"name": "ptah-apply-1", "uid": "j-2"})),
+        ),
+        t.WITNESS_CHANGED,
+        "ptah-apply-1",
+    ),
+    Row(
+        "the named Job dropped",
+        lambda s: s.old["status"].update(consumedJob={"name": "ptah-apply-1", "uid": "j-1"}),
+        t.WITNESS_CHANGED,
+    ),
+    Row(
+        "a Job named on an approval nobody spent",
+        both(
+            lambda s: s.old.update(status={}),
+            new(lambda o: o.update(status={"consumedJob": {"name": "ptah-apply-1", "uid": "j-1"}})),
+        ),
+        t.WITNESS_UNSPENT,
+    ),
 ]
 
 

@@ -633,6 +633,27 @@ def test_a_spent_approval_cannot_be_unspent(
     )
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_approval_runs_one_job_even_after_its_job_is_gone(stage: Stage, family: str) -> None:
+    """The state a stolen identity reaches after the first Apply's TTL removed its Job:
+    the same claim written again, marked, with no Job UID, under the spent approval.
+    The approval names the Job it ran (the manager's own write before any TTL, the
+    control row), so the second create is refused, and the name stays."""
+    staged = STAGERS[family](stage)
+    assert staged.approval is not None
+    path = path_of(staged.approvals, stage.namespace, staged.approval, "status")
+    ran = {"name": staged.job["metadata"]["name"], "uid": str(uuid.uuid4())}
+    admitted(as_manager(stage, "PATCH", path, {"status": {"consumedJob": ran}}, dry_run=False))
+    response = create_job(stage, staged.job)
+    refused_with(response, template(authority.APPROVAL_RAN))
+    assert f"already authorized Job {ran['name']} ({ran['uid']})" in response.json()["message"]
+    for changed in (None, {**ran, "uid": str(uuid.uuid4())}):
+        refused_with(
+            as_manager(stage, "PATCH", path, {"status": {"consumedJob": changed}}),
+            template(transitions.WITNESS_CHANGED),
+        )
+
+
 # -- the table: spec, and the webhooks themselves ------------------------------------------
 
 SpecRow = tuple[str, Object, tuple[str, ...]]

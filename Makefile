@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
 
 setup: $(STAMP)
 
@@ -52,6 +52,24 @@ unit: $(STAMP) helm controlplane crane node-packages images
 	$(PY) -m pytest
 
 test: lint typecheck unit
+
+# make check: the fast inner loop (and the pre-commit hook, .pre-commit-config.yaml).
+# Lint, types, the structure tests (the layer table, the error tree, the documents
+# that must match the code) first, then every test that needs nothing built: no
+# control plane, cluster, PostgreSQL, registry or images, and no helm unless
+# `make helm` already built it (tests/conftest.py marks the tests that use it). It
+# depends on the virtualenv alone, so it never starts a Go build or an image build.
+STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
+	tests/test_security_doc.py
+CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry \
+	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
+
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q $(STRUCTURE_TESTS)
+	$(PY) -m pytest -q -m '$(CHECK_MARKERS)' $(addprefix --ignore=,$(STRUCTURE_TESTS))
 
 # The real kube-apiserver + etcd harness for tests/realapi. Built once and then
 # reused: make rebuilds it only when its Go sources or module pins change,

@@ -60,7 +60,7 @@ test: lint typecheck unit
 # `make helm` already built it (tests/conftest.py marks the tests that use it). It
 # depends on the virtualenv alone, so it never starts a Go build or an image build.
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
-	tests/test_security_doc.py
+	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry \
 	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
 

@@ -4,22 +4,36 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Each prerequisite phase of run and unit (setup, controlplane, helm, crane,
+# node-packages, image-tools, images) runs through lab/phase.sh: one line when it starts
+# and one when it ends with its cost, or one "cached" line; the tool's own output goes
+# to build/logs/<phase>.log, whose last lines are printed when it fails. A phase for a
+# file make builds asks `make -q FILE` whether anything needs doing, then runs
+# `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
+PHASE  := bash lab/phase.sh
 
-.PHONY: run test lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
 
-setup: $(STAMP)
+SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
+
+# make run and make unit say "setup: cached" when the virtualenv is current; the other
+# targets depend on the stamp itself (its recipe is the same phase, said only when it
+# runs), so `make -o $(STAMP)` can hold it back.
+setup:
+	@$(PHASE) setup "$(SETUP_WHAT)" --cached-if 'make -q $(STAMP)' \
+		-- make --no-print-directory $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lab]'
+	@$(PHASE) setup "$(SETUP_WHAT)" -- sh -c '{ test -x $(PY) || $(PYTHON) -m venv $(VENV); } \
+		&& $(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip \
+		&& $(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lab]"'
 	@touch $(STAMP)
 
 # make run: the chart on the lab's real single-node cluster (lab/clusterrun.py). Builds
 # what is missing first (each prerequisite is reused when it is up to date) and says so.
 # RUN_ARGS=--node-less is the older run with no node (lab/run.py).
 # make images rebuilds only an image whose inputs changed (seconds when none did).
-run: $(STAMP) controlplane helm crane node-packages images
+run: setup controlplane helm crane node-packages images
 	$(PY) -m lab.clusterrun $(RUN_ARGS)
 
 # The manager image (which also supplies the Jobs' runner) and the lab executor
@@ -28,13 +42,15 @@ run: $(STAMP) controlplane helm crane node-packages images
 # Writes build/images/{ptah-operator,ptah-lab-executor}.{oci.tar,digest}, each digest
 # checked against a throw-away registry (crane); a warm run says "cached" and builds
 # nothing (images/build.sh).
-images: $(STAMP) image-tools crane
-	bash images/build.sh
+images: setup image-tools crane
+	@$(PHASE) images "building the manager and lab executor images (cold: ~8 min; cached: seconds)" \
+		--show '^# [0-9][0-9]:' -- bash images/build.sh
 
 # Debian's buildah and debootstrap, installed when missing (root, apt).
 image-tools:
-	@command -v buildah >/dev/null && command -v debootstrap >/dev/null || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah debootstrap; }
+	@$(PHASE) image-tools "installing buildah and debootstrap from Debian (cold: ~1 min)" \
+		--cached-if 'command -v buildah && command -v debootstrap' \
+		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah debootstrap'
 
 clean-images:
 	rm -rf build/images build/containers
@@ -48,10 +64,28 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: $(STAMP) helm controlplane crane node-packages images
+unit: setup helm controlplane crane node-packages images
 	$(PY) -m pytest
 
 test: lint typecheck unit
+
+# make check: the fast inner loop (and the pre-commit hook, .pre-commit-config.yaml).
+# Lint, types, the structure tests (the layer table, the error tree, the documents
+# that must match the code) first, then every test that needs nothing built: no
+# control plane, cluster, PostgreSQL, registry or images, and no helm unless
+# `make helm` already built it (tests/conftest.py marks the tests that use it). It
+# depends on the virtualenv alone, so it never starts a Go build or an image build.
+STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
+	tests/test_security_doc.py tests/test_wheel.py
+CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry \
+	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
+
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q $(STRUCTURE_TESTS)
+	$(PY) -m pytest -q -m '$(CHECK_MARKERS)' $(addprefix --ignore=,$(STRUCTURE_TESTS))
 
 # The real kube-apiserver + etcd harness for tests/realapi. Built once and then
 # reused: make rebuilds it only when its Go sources or module pins change,
@@ -60,7 +94,9 @@ test: lint typecheck unit
 CONTROLPLANE_DIR := lab/controlplane
 CONTROLPLANE_BIN := $(CONTROLPLANE_DIR)/bin/controlplane
 
-controlplane: $(CONTROLPLANE_BIN)
+controlplane:
+	@$(PHASE) controlplane "building the control plane from Go modules (cold: ~22 min)" \
+		--cached-if 'make -q $(CONTROLPLANE_BIN)' -- make --no-print-directory $(CONTROLPLANE_BIN)
 
 # The components report the Kubernetes version their module pins (go.mod), set
 # at link time as Kubernetes' own release build does: without it every one of
@@ -88,7 +124,9 @@ HELM_VERSION := v4.3.2
 HELM_BUILD   := .tools/helm-$(HELM_VERSION)/helm
 HELM         := .tools/bin/helm
 
-helm: $(HELM)
+helm:
+	@$(PHASE) helm "building helm $(HELM_VERSION) from its Go module (cold: ~15 min)" \
+		--cached-if 'make -q $(HELM)' -- make --no-print-directory $(HELM)
 
 $(HELM): $(HELM_BUILD)
 	@mkdir -p $(dir $@)
@@ -106,7 +144,9 @@ CRANE_VERSION := v0.22.1
 CRANE_BUILD   := .tools/crane-$(CRANE_VERSION)/crane
 CRANE         := .tools/bin/crane
 
-crane: $(CRANE)
+crane:
+	@$(PHASE) crane "building crane $(CRANE_VERSION) from its Go module (cold: ~1 min)" \
+		--cached-if 'make -q $(CRANE)' -- make --no-print-directory $(CRANE)
 
 $(CRANE): $(CRANE_BUILD)
 	@mkdir -p $(dir $@)
@@ -128,10 +168,9 @@ $(CRANE_BUILD):
 NODE_PACKAGES := containerd runc containernetworking-plugins iptables
 
 node-packages:
-	@dpkg-query -W -f='$${Status}\n' $(NODE_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$' \
-		| grep -qx '$(words $(NODE_PACKAGES))' || { \
-		apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); }
+	@$(PHASE) node-packages "installing $(NODE_PACKAGES) from Debian (cold: ~1 min)" \
+		--cached-if "dpkg-query -W -f='\$${Status}\n' $(NODE_PACKAGES) | grep -c '^install ok installed\$$' | grep -qx '$(words $(NODE_PACKAGES))'" \
+		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES)'
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -152,4 +191,4 @@ contract: $(STAMP)
 		$(PY) -m pytest -q tests/runner -k "any_executor $(CONTRACT_K)"
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .tools $(CONTROLPLANE_DIR)/bin
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .tools $(CONTROLPLANE_DIR)/bin build/logs

@@ -65,10 +65,17 @@ def packaged_directories() -> list[str]:
     return sorted({p.rstrip("*").rstrip(".") for p in patterns})
 
 
+def unpackaged_pathspecs() -> list[str]:
+    """What the exclude patterns leave out of those packages (kube/fake), as git
+    pathspecs: the wheel does not hold it, so a change to it rebuilds no image."""
+    patterns = _pyproject()["tool"]["setuptools"]["packages"]["find"].get("exclude", [])
+    return sorted({f":(exclude){p.rstrip('*').rstrip('.').replace('.', '/')}" for p in patterns})
+
+
 def input_paths(image: str) -> list[str]:
     own = [f"images/{image}"]
     if image == "manager":
-        return [*COMMON_INPUTS, *own, *packaged_directories()]
+        return [*COMMON_INPUTS, *own, *packaged_directories(), *unpackaged_pathspecs()]
     if image == "lab-executor":
         return [*COMMON_INPUTS, *own, "lab/__init__.py", "lab/executor"]
     raise SystemExit(f"images: no image named {image!r} (known: {', '.join(IMAGES)})")

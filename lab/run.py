@@ -107,6 +107,7 @@ __all__ = [
     "register_webhooks",
     "seed_plan",
     "stood_in_line",
+    "until_granted",
     "webhook_configurations",
 ]
 
@@ -276,6 +277,102 @@ def until(condition: Callable[[], bool], what: str, *, deadline: float = DEADLIN
         pause = min(pause * 2, 0.5)
 
 
+# -- RBAC grants in force ----------------------------------------------------------------
+
+SUBJECT_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def access_questions(rules: Sequence[Object], namespace: str | None) -> list[Object]:
+    """The SubjectAccessReview ``resourceAttributes`` that together ask for every verb
+    ``rules`` grant: one per API group, resource (``plural/subresource`` split), verb and
+    resource name. A rule for non-resource URLs is refused: nothing here grants one,
+    and leaving it out would report a grant in force that was never asked about."""
+    questions: list[Object] = []
+    for rule in rules:
+        if rule.get("nonResourceURLs") or not rule.get("resources"):
+            raise ValueError(f"only resource rules can be asked about, not {rule}")
+        for group in rule.get("apiGroups") or [""]:
+            for plural in rule["resources"]:
+                resource, _, subresource = str(plural).partition("/")
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        question: Object = {
+                            "group": group,
+                            "resource": resource,
+                            "subresource": subresource,
+                            "verb": verb,
+                            "name": name,
+                        }
+                        if namespace is not None:
+                            question["namespace"] = namespace
+                        questions.append(question)
+    return questions
+
+
+def until_granted(
+    plane: LocalControlPlane,
+    identity: str,
+    rules: Sequence[Object],
+    namespace: str | None = None,
+    *,
+    deadline: float = DEADLINE,
+) -> None:
+    """Return once RBAC allows ``identity`` everything ``rules`` grant (in ``namespace``,
+    or cluster-wide when None).
+
+    Call it after writing a Role or ClusterRole and its binding, before the identity
+    uses them. The API server's RBAC authorizer reads roles and bindings from an
+    informer cache, so a grant is in force a moment after its write returns, not at
+    once: a request in between is refused with 403 (tests/realapi's smoke test flaked
+    on exactly that). Nothing announces when the cache has caught up, so the grant is
+    asked about until it holds, under a deadline. A SubjectAccessReview is answered by
+    that same authorizer, so once it allows every verb of the grant, so will the
+    identity's own requests; it is asked by the admin for the identity's user and
+    groups, which is what RBAC matches bindings against.
+    """
+    who = plane.identities[identity]
+    pending = access_questions(rules, namespace)
+    if not pending:
+        raise ValueError(f"no rules to wait for: the grant to {identity} names no verb")
+
+    def allowed(http: httpx.Client, question: Object) -> bool:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": who.user,
+                "groups": [*who.groups, "system:authenticated"],
+                "resourceAttributes": question,
+            },
+        }
+        response = http.post(
+            f"{plane.server_url}{SUBJECT_ACCESS_REVIEWS}",
+            content=json.dumps(review).encode(),
+            headers={
+                "Authorization": f"Bearer {plane.token('admin')}",
+                "Content-Type": "application/json",
+            },
+        )
+        if response.status_code >= 300:
+            # A review that cannot be asked is no answer: fail, never wait it out.
+            raise ApiError(
+                f"a subject access review for {who.user} answered "
+                f"{response.status_code}: {response.text[:500]}",
+                status=response.status_code,
+            )
+        return bool((response.json().get("status") or {}).get("allowed"))
+
+    def in_force() -> bool:
+        with httpx.Client(verify=plane.ssl_context(), timeout=30.0) as http:
+            pending[:] = [q for q in pending if not allowed(http, q)]
+        return not pending
+
+    try:
+        until(in_force, f"RBAC to allow {who.user} what was granted", deadline=deadline)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; still refused: {pending[:5]}") from None
+
+
 # -- server-side apply -------------------------------------------------------------------
 
 
@@ -387,6 +484,10 @@ def grant_manager(plane: LocalControlPlane, *, lease_namespace: str = MANAGER_NA
         },
         identity="admin",
     )
+    # The manager starts right after this; a grant not yet in force would refuse its
+    # first requests (see until_granted).
+    until_granted(plane, "manager", MANAGER_RULES)
+    until_granted(plane, "manager", LEASE_RULES, lease_namespace)
 
 
 def grant_webhook_configurations(plane: LocalControlPlane, names: Sequence[str]) -> None:
@@ -423,6 +524,7 @@ def grant_webhook_configurations(plane: LocalControlPlane, names: Sequence[str])
         },
         identity="admin",
     )
+    until_granted(plane, "manager", rules)
 
 
 # -- the webhook -------------------------------------------------------------------------

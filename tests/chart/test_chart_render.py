@@ -32,6 +32,11 @@ from tests.chart.support import (
     only,
 )
 
+# Every test here renders the chart with helm, some through a render looked up by name
+# (request.getfixturevalue), which the fixture-derived mark (tests/conftest.py)
+# cannot see.
+pytestmark = pytest.mark.helm
+
 CUSTOM_MANAGER = "system:serviceaccount:db-ops:ptah-operator"
 WEBHOOK_CONFIGS = (
     "ptah-operator-controller-write",

@@ -17,6 +17,11 @@ from lab.localmanager import CHART_DEFAULTS
 from manager.config import INTERPRETER_VARIABLES, VARIABLES, load
 from tests.chart.support import ROOT, Object, only
 
+# Every test here renders the chart with helm, some through a render looked up by name
+# (request.getfixturevalue), which the fixture-derived mark (tests/conftest.py)
+# cannot see.
+pytestmark = pytest.mark.helm
+
 READ = {v.name for v in VARIABLES}
 REQUIRED = {v.name for v in VARIABLES if v.required}
 # What the Downward API fills in; the render shows only where from.

@@ -66,8 +66,10 @@ class Stage:
         return self.operator.admin
 
 
-def grant_approver(admin: KubeApi, namespace: str) -> None:
-    """What the chart's approver role grants, in ``namespace``, to the person."""
+def grant_approver(operator: Operator, namespace: str) -> None:  # noqa: F811
+    """What the chart's approver role grants, in ``namespace``, to the person, once it
+    is in force (RBAC's cache takes it a moment after the write: until_granted)."""
+    admin = operator.admin
     rules = [
         {
             "apiGroups": ["operator.ptah.run"],
@@ -105,6 +107,7 @@ def grant_approver(admin: KubeApi, namespace: str) -> None:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PERSON}],
         },
     )
+    localrun.until_granted(operator.plane, "person", rules, namespace)
 
 
 def stage(operator: Operator, certificates: Path, *, stamp: bool = True) -> Iterator[Stage]:  # noqa: F811
@@ -112,7 +115,7 @@ def stage(operator: Operator, certificates: Path, *, stamp: bool = True) -> Iter
         registered_webhook(operator, certificates, stamp=stamp) as (staged, _),
         KubeApi.from_kubeconfig(operator.plane.kubeconfig("person")) as person,
     ):
-        grant_approver(operator.admin, staged.namespace)
+        grant_approver(operator, staged.namespace)
         yield Stage(operator, staged, person)
 
 

@@ -141,6 +141,7 @@ def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, 
     """The chart's rotator roles and bindings, names pointed at this test's objects."""
     objects = helm.render([VALUES / "required.yaml"], extra=["--kube-version", "1.37.2"])
     made: list[tuple[object, str, str | None]] = []
+    roles: list[Object] = []
     for obj in objects:
         if obj["metadata"]["name"] != "ptah-operator-cert-rotator" or obj["kind"] not in (
             "ClusterRole",
@@ -167,7 +168,15 @@ def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, 
         }[obj["kind"]]
         localrun.apply(rig.operator.plane, resource, obj, identity="admin")
         made.append((resource, obj["metadata"]["name"], obj["metadata"].get("namespace")))
+        if "rules" in obj:
+            roles.append(obj)
     assert len(made) == 4, "the chart's rotator RBAC moved"
+    # The rotator acts as soon as the rig is up; RBAC's cache takes a grant a moment
+    # after its write (lab.run.until_granted), so wait until both roles are in force.
+    for role in roles:
+        localrun.until_granted(
+            rig.operator.plane, "rotator", role["rules"], role["metadata"].get("namespace")
+        )
     return made
 
 

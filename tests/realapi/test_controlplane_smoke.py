@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lab.localplane import LocalControlPlane
+from lab.run import until_granted
 
 pytestmark = pytest.mark.controlplane
 
@@ -112,14 +113,22 @@ def test_person_without_grants_is_forbidden_to_create_a_job(
     assert created.metadata.name == "allowed"
 
 
-def test_rbac_grant_lets_person_create_a_job(client_for: ClientFor, namespace: str) -> None:
+def test_rbac_grant_lets_person_create_a_job(
+    control_plane: LocalControlPlane, client_for: ClientFor, namespace: str
+) -> None:
     admin = client_for("admin")
     rbac = client.RbacAuthorizationV1Api(admin)
+    rules = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}]
     rbac.create_namespaced_role(
         namespace,
         client.V1Role(
             metadata=client.V1ObjectMeta(name="job-creator"),
-            rules=[client.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=["create"])],
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=rule["apiGroups"], resources=rule["resources"], verbs=rule["verbs"]
+                )
+                for rule in rules
+            ],
         ),
     )
     rbac.create_namespaced_role_binding(
@@ -136,6 +145,10 @@ def test_rbac_grant_lets_person_create_a_job(client_for: ClientFor, namespace: s
             ],
         ),
     )
+    # The authorizer reads the binding from its informer cache, so jane's create right
+    # after the write was sometimes refused with 403: wait until RBAC answers yes for
+    # her, then create once (a retried create would hide a grant that never worked).
+    until_granted(control_plane, "person", rules, namespace)
     created = client.BatchV1Api(client_for("person")).create_namespaced_job(
         namespace, _job("granted")
     )

@@ -149,20 +149,24 @@ def test_the_cleanup_ttl_on_the_recorded_terminal_job_is_admitted(hooked: Hooked
     assert patched["spec"]["ttlSecondsAfterFinished"] == CLEANUP_TTL_SECONDS
 
 
-def _grant_status_writes(operator: Operator, namespace: str, user: str) -> None:  # noqa: F811
-    """RBAC lets ``user`` write PtahSchema status, so only the webhook stands between."""
+def _grant_status_writes(operator: Operator, namespace: str, identity: str) -> None:  # noqa: F811
+    """RBAC lets ``identity`` write PtahSchema status, so only the webhook stands between;
+    returns once the grant is in force, so a 403 after it is the webhook's and not RBAC's
+    cache lagging the write (until_granted)."""
+    rules: list[Object] = [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "resources": ["ptahschemas/status"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    user = operator.plane.identities[identity].user
     localrun.apply(
         operator.plane,
         localrun.ROLES,
         {
             "metadata": {"name": "status-writer", "namespace": namespace},
-            "rules": [
-                {
-                    "apiGroups": ["operator.ptah.run"],
-                    "resources": ["ptahschemas/status"],
-                    "verbs": ["get", "patch"],
-                }
-            ],
+            "rules": rules,
         },
         identity="admin",
     )
@@ -180,6 +184,7 @@ def _grant_status_writes(operator: Operator, namespace: str, user: str) -> None:
         },
         identity="admin",
     )
+    localrun.until_granted(operator.plane, identity, rules, namespace)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +199,7 @@ def test_only_the_manager_writes_status_whatever_rbac_grants(
     admitted: bool,
 ) -> None:
     cluster = hooked.cluster
-    _grant_status_writes(operator, cluster.namespace, operator.plane.identities["person"].user)
+    _grant_status_writes(operator, cluster.namespace, "person")
     schema, _ = claimed_schema(cluster, f"orders-status-{identity}")
     assert schema.status is not None
     written = schema.status.model_copy(update={"phase": "InSync"}).to_wire()

@@ -43,7 +43,7 @@ from jobclaim.apiserver import (
 from jobclaim.crds import crd_for
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
-from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until
+from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until, until_granted
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
 from tests.jobclaim.world import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
 from tests.realapi.conftest import control_plane  # noqa: F401
@@ -80,8 +80,10 @@ def install_crd(admin: KubeApi) -> None:
     until(served, "the PtahSchema CRD to be served", deadline=DEADLINE)
 
 
-def grant_manager(admin: KubeApi, name: str) -> None:
-    rules = [
+def grant_manager(plane: LocalControlPlane, admin: KubeApi, name: str) -> None:
+    """What the webhook reads and the tests write as the manager, once it is in force:
+    RBAC's cache takes a grant a moment after its write (lab.run.until_granted)."""
+    rules: list[Object] = [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "create", "patch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]},
         {
@@ -106,6 +108,7 @@ def grant_manager(admin: KubeApi, name: str) -> None:
             ],
         },
     )
+    until_granted(plane, "manager", rules)
 
 
 def configuration(name: str, port: int, ca: bytes, selector: dict[str, str]) -> Object:
@@ -171,7 +174,7 @@ def cluster(
     admin = KubeApi.from_kubeconfig(control_plane.kubeconfig("admin"))
     manager = KubeApi.from_kubeconfig(control_plane.kubeconfig("manager"))
     install_crd(admin)
-    grant_manager(admin, f"ptah-webhook-test-{suffix}")
+    grant_manager(control_plane, admin, f"ptah-webhook-test-{suffix}")
     label = {"ptah-webhook-test": suffix}
     namespace = f"w-{suffix}"
     admin.create(NAMESPACES, None, {"metadata": {"name": namespace, "labels": label}})

@@ -1,0 +1,20 @@
+"""Session-wide test rules that no one directory owns."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reaches the ``helm`` fixture (directly or through a render).
+
+    The fixture runs ``make helm``, which builds helm from its Go module when it is
+    missing (minutes, cold): the mark lets a fast run (``make check``) leave those tests
+    out by marker, like the other tests that need something built, and it is derived
+    from the fixtures, so a new chart test cannot forget it. tryfirst: pytest's own
+    ``-m`` deselection runs in this same hook and must see the mark.
+    """
+    for item in items:
+        if "helm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.helm)

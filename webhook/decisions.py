@@ -148,24 +148,28 @@ FOUR_EYES: Final = rule(
     (DECISIONS,),
     "With four-eyes, the spec's last writer does not approve it",
     description="""
-    A created approval names its PtahSchema or PtahMigration, which is read directly:
-    it must exist with the named uid. When its spec.policy.approval.requireDistinct
-    Approver is true, the approver (userInfo.username) must not be the identity the
-    operator.ptah.run/spec-last-changed-by annotation records as the last to change
-    the resource's spec, and a resource with no such record cannot be approved until
-    a spec change records one.
+    Four-eyes is the platform's setting, not the resource's: the chart's
+    approvals.requireDistinctApprover, which reaches the webhook through its own
+    configuration (PTAH_REQUIRE_DISTINCT_APPROVER), so nobody who may write a spec can
+    switch it off for the change they are about to approve. A created approval names
+    its PtahSchema or PtahMigration, which is read directly: it must exist with the
+    named uid. With four-eyes on, the approver (userInfo.username) must not be the
+    identity the operator.ptah.run/spec-last-changed-by annotation records as the last
+    to change the resource's spec, and a resource with no such record cannot be
+    approved until a spec change records one. A stored spec that still names
+    policy.approval.requireDistinctApprover changes nothing here, true or false.
     """,
-    admits="approvals of a resource without four-eyes, or by someone other than its last writer",
+    admits="approvals with four-eyes off, or by someone other than the spec's last writer",
 )
 TARGET_MISSING: Final = FOUR_EYES.refuses("the {key} the {kind} names does not exist")
 TARGET_REPLACED: Final = FOUR_EYES.refuses("the {key} is not the one the {kind} names (uid {uid})")
 WRITER_UNKNOWN: Final = FOUR_EYES.refuses(
-    "{key} requires a distinct approver, and the last writer of its spec is not recorded; "
-    "a change of its spec records one"
+    "{key} needs a distinct approver (the chart's approvals.requireDistinctApprover), and "
+    "the last writer of its spec is not recorded; a change of its spec records one"
 )
 SAME_PERSON: Final = FOUR_EYES.refuses(
-    "{approver} may not approve {key}: it requires a distinct approver, "
-    "and {writer} last changed its spec"
+    "{approver} may not approve {key}: the chart's approvals.requireDistinctApprover "
+    "requires a distinct approver, and {writer} last changed its spec"
 )
 
 SPEC_WRITER: Final = rule(
@@ -423,9 +427,10 @@ def judge_decision_write(request: AdmissionRequest, settings: Settings) -> Judge
         raise trail.deny(TARGET_MISSING, key=key, kind=kind.kind)
     if target.metadata.uid != ref.get("uid"):
         raise trail.deny(TARGET_REPLACED, key=key, kind=kind.kind, uid=ref.get("uid"))
-    policy = target.spec.policy.approval
-    if policy is None or not policy.require_distinct_approver:
-        trail.passed(f"{key} does not require a distinct approver")
+    # The deployment's word alone: a stored spec's policy.approval, which its own
+    # author could set to false beside the change, is not read.
+    if not settings.require_distinct_approver:
+        trail.passed("the webhook's configuration does not require a distinct approver")
         return trail.allow()
     writer = (target.metadata.annotations or {}).get(SPEC_WRITER_ANNOTATION)
     if not writer:

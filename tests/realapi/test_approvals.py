@@ -324,6 +324,43 @@ def test_with_four_eyes_the_specs_last_writer_cannot_approve(four_eyes: Stage) -
     assert approved.returncode == 0, approved.stderr
 
 
+# The attack of issue 31: one spec edit switches four-eyes off beside a new artifact,
+# then its author approves. The edit is refused (the switch is the chart's now), and
+# the approval is refused by the chart's four-eyes whatever the spec says.
+SWITCH_ROWS: Final[list[tuple[str, Object, str | None]]] = [
+    ("a new artifact alone", {"desired": {"ociRef": "registry.example.com/shop/orders:9"}}, None),
+    (
+        "a new artifact with the spec's four-eyes switch off",
+        {
+            "desired": {"ociRef": "registry.example.com/shop/orders:10"},
+            "policy": {"approval": {"requireDistinctApprover": False}},
+        },
+        "spec.policy.approval.requireDistinctApprover is no longer a PtahSchema setting: "
+        "four-eyes is the chart's approvals.requireDistinctApprover",
+    ),
+]
+
+
+def test_the_specs_author_cannot_switch_four_eyes_off(four_eyes: Stage) -> None:
+    planned_schema(four_eyes)
+    for name, spec, refusal in SWITCH_ROWS:
+        if refusal is None:
+            four_eyes.admin.patch_spec(PTAHSCHEMAS, four_eyes.namespace, "orders", spec)
+            continue
+        with pytest.raises(Refused) as refused:
+            four_eyes.admin.patch_spec(PTAHSCHEMAS, four_eyes.namespace, "orders", spec)
+        assert refusal in str(refused.value), (name, str(refused.value))
+    stored = four_eyes.admin.get(PTAHSCHEMAS, four_eyes.namespace, "orders")
+    assert "approval" not in stored["spec"]["policy"]
+    assert stored["metadata"]["annotations"][SPEC_WRITER_ANNOTATION] == ADMIN
+    # The plan seeded before the edit is still the one shown: its author approves it.
+    refused_approval = kubectl_ptah(four_eyes, "admin", "approve", "schema", "orders", "--yes")
+    assert refused_approval.returncode == 1
+    assert f"{ADMIN} may not approve PtahSchema {four_eyes.namespace}/orders" in (
+        refused_approval.stderr
+    )
+
+
 def test_the_controller_dispatches_only_after_the_stamped_approval(
     operator: Operator,  # noqa: F811
     stamped: Stage,

@@ -584,6 +584,66 @@ def test_spec_writer_rows(row: Row, kind: Any) -> None:
     expect(row, writer_scene(kind, "UPDATE", changed=True), "decisions")
 
 
+# -- the spec's own four-eyes switch is refused ---------------------------------------------
+
+
+def _switch(obj: Obj | None, value: bool) -> None:
+    assert obj is not None
+    obj["spec"]["policy"]["approval"] = {"requireDistinctApprover": value}
+
+
+def _as_create(scene: Scene) -> None:
+    scene.operation, scene.old = "CREATE", None
+
+
+def _finalizer_only(scene: Scene) -> None:
+    # The manager's finalizer patch of a resource stored with the switch: the spec and
+    # its writer record are as they were.
+    assert scene.obj is not None and scene.old is not None
+    scene.obj["spec"] = copy.deepcopy(scene.old["spec"])
+    scene.obj["metadata"]["annotations"] = dict(scene.old["metadata"]["annotations"])
+    scene.obj["metadata"]["finalizers"] = ["operator.ptah.run/active-operation"]
+
+
+MOVED_ROWS = [
+    Row("a spec change that does not name the switch", unchanged, None),
+    Row(
+        "a spec change that sets the switch false (beside a new interval)",
+        lambda s: _switch(s.obj, False),
+        d.MOVED,
+        "remove the field from the spec",
+    ),
+    Row("a spec change that sets the switch true", lambda s: _switch(s.obj, True), d.MOVED),
+    Row(
+        "a create that sets the switch",
+        lambda s: (_as_create(s), _switch(s.obj, True)),
+        d.MOVED,
+        "the chart's approvals.requireDistinctApprover",
+    ),
+    Row(
+        "a spec change that keeps a stored switch",
+        lambda s: (_switch(s.old, True), _switch(s.obj, True)),
+        d.MOVED,
+    ),
+    Row("a spec change that removes a stored switch", lambda s: _switch(s.old, False), None),
+    Row(
+        "a finalizer patch of a resource stored with the switch",
+        lambda s: (_switch(s.old, False), _finalizer_only(s)),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", MOVED_ROWS, ids=str)
+@pytest.mark.parametrize("kind", [PTAHSCHEMAS, PTAHMIGRATIONS], ids=lambda r: r.kind)
+def test_moved_rows(row: Row, kind: Any) -> None:
+    scene = writer_scene(kind, "UPDATE", changed=True)
+    _stamp_writer(scene, PERSON)
+    outcome = expect(row, scene, "decisions")
+    if row.refusal is d.MOVED:
+        assert kind.kind in outcome.decision.message
+
+
 @given(
     username=st.text(min_size=1, max_size=40),
     groups=st.lists(st.text(max_size=20), max_size=4),

@@ -27,6 +27,7 @@ from tests.webhook.scenes import Obj, Scene, decide
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import Settings, objects
 from webhook import decisions as d
+from webhook.__main__ import main as cli
 from webhook.explain import endpoint_of, explain_files
 
 NOW: Final = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
@@ -698,6 +699,43 @@ def test_explain_names_the_four_eyes_refusal(tmp_path: Path) -> None:
     assert "stamp-check: the stamp is this request's: jane@example.com" in text
     assert "rule: four-eyes" in text
     assert not outcome.decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "exit_code"),
+    [
+        ([], {}, 0),
+        (["--require-distinct-approver"], {}, 1),
+        ([], {"PTAH_REQUIRE_DISTINCT_APPROVER": "true"}, 1),
+        (["--no-require-distinct-approver"], {"PTAH_REQUIRE_DISTINCT_APPROVER": "true"}, 0),
+    ],
+    ids=["off by default", "the flag", "the chart's variable", "the flag over the variable"],
+)
+def test_the_cli_takes_four_eyes_from_the_webhooks_configuration(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    exit_code: int,
+) -> None:
+    # A review stamped now: the command judges at the real clock.
+    scene = create(STAMPED["PtahSchemaApproval"], writer=PERSON)
+    spec(scene)["approvedAt"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    review, state = _saved(tmp_path, scene)
+    monkeypatch.delenv("PTAH_REQUIRE_DISTINCT_APPROVER", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli(["explain", str(review), "--objects", str(state), *argv]) == exit_code
+    out = capsys.readouterr().out
+    said = "may not approve" if exit_code else "does not require a distinct approver"
+    assert f"four-eyes: {'refused: ' if exit_code else ''}" in out and said in out, out
+
+
+def test_a_misspelt_four_eyes_variable_stops_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTAH_REQUIRE_DISTINCT_APPROVER", "yes")
+    with pytest.raises(SystemExit, match="PTAH_REQUIRE_DISTINCT_APPROVER must be true or false"):
+        cli(["docs"])
 
 
 @pytest.mark.parametrize(

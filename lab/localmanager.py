@@ -35,6 +35,7 @@ CHART_DEFAULTS: Final[dict[str, str]] = {
     "PTAH_EXECUTOR_IMAGE": "registry.example.com/ptah/executor@sha256:" + "1" * 64,
     "PTAH_RUNNER_IMAGE": "registry.example.com/ptah/runner@sha256:" + "3" * 64,
     "PTAH_VERSION": "1.9.0",
+    "PTAH_REQUIRE_DISTINCT_APPROVER": "false",
     "PTAH_COORDINATION_NAMESPACE": "ptah-system",
     "PTAH_LEADER_ELECTION": "true",
     "PTAH_LEADER_ELECTION_LEASE_NAME": "ptah-operator-leader",

@@ -203,6 +203,12 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "grants the manager none and leaves this empty: its certificate rotator checks)",
         default="",
     ),
+    Variable(
+        "PTAH_REQUIRE_DISTINCT_APPROVER",
+        _bool,
+        "four-eyes, the chart's approval setting: the webhook refuses an approval by the "
+        "identity that last changed the resource's spec",
+    ),
     Variable("PTAH_METRICS_PORT", _port, "the plain-HTTP port of /metrics"),
     Variable("PTAH_LOG_LEVEL", _level, "debug, info, warning or error"),
     Variable("PTAH_SHUTDOWN_SECONDS", _seconds, "how long a SIGTERM may take, all told"),
@@ -283,12 +289,14 @@ class Config:
     watch_namespace: str | None
     kubeconfig: Path | None
     wedge_passes: bool
+    require_distinct_approver: bool
     lab_fault_points: bool = False
     lab_swap_steps: tuple[Step, Step] | None = None
 
     def webhook_settings(self) -> Settings:
-        """The webhook's settings: the manager's identity, and the images its own
-        environment (the chart's values) pins every operation Job to."""
+        """The webhook's settings: the manager's identity, the images its own
+        environment (the chart's values) pins every operation Job to, and whether an
+        approval needs a distinct approver."""
         binding, record = self.controller.binding, self.controller.manager
         pins = ImagePins(
             executor_image=binding.executor_image,
@@ -300,6 +308,7 @@ class Config:
             manager_username=self.manager_username,
             pins=pins,
             coordination_namespace=self.controller.lease_namespace,
+            require_distinct_approver=self.require_distinct_approver,
         )
 
 
@@ -413,6 +422,7 @@ def load(env: Mapping[str, str]) -> Config:
         watch_namespace=values["PTAH_WATCH_NAMESPACE"] or None,
         kubeconfig=kubeconfig,
         wedge_passes=values["PTAH_TEST_WEDGE_PASSES"],
+        require_distinct_approver=values["PTAH_REQUIRE_DISTINCT_APPROVER"],
         lab_fault_points=values["PTAH_LAB_FAULT_POINTS"],
         lab_swap_steps=values["PTAH_LAB_SWAP_STEPS"],
     )

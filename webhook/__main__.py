@@ -81,16 +81,38 @@ PIN_ENV: Final = {
 }
 
 
+# Four-eyes, the chart's approvals.requireDistinctApprover, read like the pins.
+FOUR_EYES_ENV: Final = "PTAH_REQUIRE_DISTINCT_APPROVER"
+
+
+def _four_eyes_default() -> bool:
+    raw = os.environ.get(FOUR_EYES_ENV, "false")
+    if raw not in ("true", "false"):
+        # A typo must not quietly turn four-eyes off.
+        raise SystemExit(f"{FOUR_EYES_ENV} must be true or false, not {raw!r}")
+    return raw == "true"
+
+
 def _pin_arguments(parser: argparse.ArgumentParser) -> None:
     for field, env in PIN_ENV.items():
         flag = "--" + field.replace("_", "-")
         parser.add_argument(flag, default=os.environ.get(env), help=f"default: ${env}")
+    parser.add_argument(
+        "--require-distinct-approver",
+        action=argparse.BooleanOptionalAction,
+        default=_four_eyes_default(),
+        help=f"four-eyes (default: ${FOUR_EYES_ENV} is true)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     values = {field: getattr(args, field) for field in PIN_ENV}
     pins = ImagePins(**values) if all(values.values()) else None
-    return Settings(manager_username=args.manager_username, pins=pins)
+    return Settings(
+        manager_username=args.manager_username,
+        pins=pins,
+        require_distinct_approver=args.require_distinct_approver,
+    )
 
 
 def _pair(args: argparse.Namespace) -> tuple[Path, Path]:

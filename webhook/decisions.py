@@ -12,7 +12,8 @@ prove nothing (anyone who may create the object may type ``cto@example.com``), s
 - the validating endpoint (``/validate-decisions``) refuses a create whose stamp is
   not its request's (a write that skipped the mutating webhook, or a webhook
   replaced by another), any later change of a decision's spec, a spec-writer record
-  that is not the request's, and, with four-eyes, the spec's last writer approving.
+  that is not the request's, a spec that still sets four-eyes for itself, and, with
+  four-eyes (the chart's setting), the spec's last writer approving.
 
 The mutating and the validating call of one request carry different request UIDs
 (the API server draws a new one per webhook call), so the validating side cannot
@@ -148,24 +149,28 @@ FOUR_EYES: Final = rule(
     (DECISIONS,),
     "With four-eyes, the spec's last writer does not approve it",
     description="""
-    A created approval names its PtahSchema or PtahMigration, which is read directly:
-    it must exist with the named uid. When its spec.policy.approval.requireDistinct
-    Approver is true, the approver (userInfo.username) must not be the identity the
-    operator.ptah.run/spec-last-changed-by annotation records as the last to change
-    the resource's spec, and a resource with no such record cannot be approved until
-    a spec change records one.
+    Four-eyes is the platform's setting, not the resource's: the chart's
+    approvals.requireDistinctApprover, which reaches the webhook through its own
+    configuration (PTAH_REQUIRE_DISTINCT_APPROVER), so nobody who may write a spec can
+    switch it off for the change they are about to approve. A created approval names
+    its PtahSchema or PtahMigration, which is read directly: it must exist with the
+    named uid. With four-eyes on, the approver (userInfo.username) must not be the
+    identity the operator.ptah.run/spec-last-changed-by annotation records as the last
+    to change the resource's spec, and a resource with no such record cannot be
+    approved until a spec change records one. A stored spec that still names
+    policy.approval.requireDistinctApprover changes nothing here, true or false.
     """,
-    admits="approvals of a resource without four-eyes, or by someone other than its last writer",
+    admits="approvals with four-eyes off, or by someone other than the spec's last writer",
 )
 TARGET_MISSING: Final = FOUR_EYES.refuses("the {key} the {kind} names does not exist")
 TARGET_REPLACED: Final = FOUR_EYES.refuses("the {key} is not the one the {kind} names (uid {uid})")
 WRITER_UNKNOWN: Final = FOUR_EYES.refuses(
-    "{key} requires a distinct approver, and the last writer of its spec is not recorded; "
-    "a change of its spec records one"
+    "{key} needs a distinct approver (the chart's approvals.requireDistinctApprover), and "
+    "the last writer of its spec is not recorded; a change of its spec records one"
 )
 SAME_PERSON: Final = FOUR_EYES.refuses(
-    "{approver} may not approve {key}: it requires a distinct approver, "
-    "and {writer} last changed its spec"
+    "{approver} may not approve {key}: the chart's approvals.requireDistinctApprover "
+    "requires a distinct approver, and {writer} last changed its spec"
 )
 
 SPEC_WRITER: Final = rule(
@@ -183,6 +188,29 @@ SPEC_WRITER: Final = rule(
 )
 WRITER_FORGED: Final = SPEC_WRITER.refuses(
     "the " + SPEC_WRITER_ANNOTATION + " annotation of the {kind} must be {expected}, not {written}"
+)
+
+SETTING_MOVED: Final = rule(
+    "approval-setting-moved",
+    (DECISIONS,),
+    "Four-eyes is not a spec's to set",
+    description="""
+    On CREATE of a PtahSchema or PtahMigration, and on an UPDATE that changes its spec,
+    the spec must not name policy.approval.requireDistinctApprover, true or false.
+    Four-eyes is the chart's approvals.requireDistinctApprover now: a switch in the spec
+    could be turned off by the very person whose change it should hold to a second
+    approver, in the same write. The field stays in the CRD only so that this sentence
+    answers a spec that still sets it (the API server would drop an unknown field
+    without a word). An UPDATE that leaves the spec alone (the manager's finalizer, a
+    label) is not refused, so a resource stored with the field keeps working until its
+    spec next changes, and its status is never judged here.
+    """,
+    admits="specs that do not name the setting, and writes that leave the spec alone",
+)
+MOVED: Final = SETTING_MOVED.refuses(
+    "spec.policy.approval.requireDistinctApprover is no longer a {kind} setting: four-eyes "
+    "is the chart's approvals.requireDistinctApprover, which the platform sets for the "
+    "whole cluster; remove the field from the spec"
 )
 
 _BY_GVR: Final[dict[tuple[str, str, str], Resource]] = {
@@ -295,6 +323,17 @@ def stamp_mismatch(
     return None
 
 
+def names_moved_setting(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    """Whether this write sets the spec's own four-eyes switch: a create or a spec
+    change whose spec names it (a write that leaves the spec alone is not judged)."""
+    if old is not None and new.get("spec") == old.get("spec"):
+        return False
+    spec = new.get("spec")
+    policy = spec.get("policy") if isinstance(spec, Mapping) else None
+    approval = policy.get("approval") if isinstance(policy, Mapping) else None
+    return isinstance(approval, Mapping) and "requireDistinctApprover" in approval
+
+
 def changed_fields(new: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
     """The top-level spec fields that differ, in sorted order."""
     before, after = old.get("spec") or {}, new.get("spec") or {}
@@ -397,6 +436,10 @@ def judge_decision_write(request: AdmissionRequest, settings: Settings) -> Judge
                 written=_shown(written),
             )
         trail.passed(f"{SPEC_WRITER_ANNOTATION} is {_shown(expected)}, as stamped")
+        trail.enter(SETTING_MOVED)
+        if names_moved_setting(new.raw, old.raw if old else None):
+            raise trail.deny(MOVED, kind=resource.kind)
+        trail.passed("the spec does not set four-eyes for itself")
         return trail.allow()
     if old is not None:
         trail.enter(IMMUTABLE)
@@ -423,9 +466,10 @@ def judge_decision_write(request: AdmissionRequest, settings: Settings) -> Judge
         raise trail.deny(TARGET_MISSING, key=key, kind=kind.kind)
     if target.metadata.uid != ref.get("uid"):
         raise trail.deny(TARGET_REPLACED, key=key, kind=kind.kind, uid=ref.get("uid"))
-    policy = target.spec.policy.approval
-    if policy is None or not policy.require_distinct_approver:
-        trail.passed(f"{key} does not require a distinct approver")
+    # The deployment's word alone: a stored spec's policy.approval, which its own
+    # author could set to false beside the change, is not read.
+    if not settings.require_distinct_approver:
+        trail.passed("the webhook's configuration does not require a distinct approver")
         return trail.allow()
     writer = (target.metadata.annotations or {}).get(SPEC_WRITER_ANNOTATION)
     if not writer:

@@ -33,6 +33,7 @@ DOCUMENT_ORDER: Final = (
     "decision-immutable",
     "four-eyes",
     "spec-writer",
+    "approval-setting-moved",
     "reads",
 )
 _PLACEHOLDER: Final = re.compile(r"\{(\w+)\}")

@@ -221,13 +221,17 @@ class ImagePins:
 class Settings:
     """What a deployment configures: whose writes are the manager's, the images Jobs
     are pinned to (None admits no Job), the namespace of the realm Leases (the
-    evidence a release was done), and the clock a stamp is written and checked by (a
+    evidence a release was done), whether an approval needs a distinct approver
+    (four-eyes: the chart's ``approvals.requireDistinctApprover``, which reaches the
+    webhook through its own environment like the pins, so the author of a spec cannot
+    switch it off in that spec), and the clock a stamp is written and checked by (a
     test fixes it)."""
 
     manager_username: str = DEFAULT_MANAGER_USERNAME
     clock: Callable[[], datetime] = utc_now
     pins: ImagePins | None = None
     coordination_namespace: str = DEFAULT_COORDINATION_NAMESPACE
+    require_distinct_approver: bool = False
 
 
 class Malformed(Exception):

@@ -151,12 +151,16 @@ class TargetLockReleaseStatus(WireModel):
 
 
 class ApprovalPolicy(WireModel):
-    """Who may approve. Four-eyes: with ``requireDistinctApprover`` the identity admission
-    recorded as the spec's last writer may not approve it, so nobody approves a change
-    they made themselves."""
+    """Kept so that a spec still naming the old four-eyes switch is answered, not
+    silently pruned. Four-eyes is the chart's ``approvals.requireDistinctApprover``: a
+    switch in the spec could be turned off by the person it should hold to a second
+    approver. The decisions webhook refuses a create or a spec change that names it
+    (``approval-setting-moved``); a stored spec that still does decodes, and nothing
+    reads it."""
 
-    require_distinct_approver: bool = False
-    """Refuse an approval by the identity that last changed this resource's spec."""
+    require_distinct_approver: bool | None = None
+    """Moved to the chart's approvals.requireDistinctApprover; a create or a spec change that sets
+    it (true or false) is refused. Remove it."""
 
 
 class ApproverRecord(WireModel):

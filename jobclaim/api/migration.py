@@ -60,7 +60,8 @@ class MigrationPolicy(WireModel):
     transaction_mode: TransactionMode = "all"
     """How migrations are grouped into transactions: all, file or none."""
     approval: ApprovalPolicy | None = None
-    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
+    """No longer a setting: four-eyes is the chart's approvals.requireDistinctApprover, and a spec
+    that sets approval.requireDistinctApprover is refused."""
 
 
 class PtahMigrationSpec(WireModel):

@@ -74,7 +74,8 @@ class SchemaPolicy(WireModel):
     """Tables no plan may change."""
     # Absent (not a default object) so a schema that never names it keeps its digests.
     approval: ApprovalPolicy | None = None
-    """Who may approve a plan (four-eyes: requireDistinctApprover)."""
+    """No longer a setting: four-eyes is the chart's approvals.requireDistinctApprover, and a spec
+    that sets approval.requireDistinctApprover is refused."""
 
 
 class DevDatabaseSpec(WireModel):

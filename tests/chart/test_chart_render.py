@@ -54,6 +54,7 @@ POLICIES = (
     "ptah-operator-status-writer",
     "ptah-operator-unresolved-run-annotation",
     "ptah-operator-manager-metadata-only",
+    "ptah-operator-apply-always-groups",
 )
 
 
@@ -111,6 +112,8 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-unresolved-run-annotation"),
         ("ValidatingAdmissionPolicy", "ptah-operator-manager-metadata-only"),
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-manager-metadata-only"),
+        ("ValidatingAdmissionPolicy", "ptah-operator-apply-always-groups"),
+        ("ValidatingAdmissionPolicyBinding", "ptah-operator-apply-always-groups"),
         *ROTATOR_OBJECTS,
     }
 
@@ -689,6 +692,61 @@ def test_the_annotation_policy_spares_a_restore_and_the_manager(
         {"name": "not-the-manager", "expression": f"!(request.userInfo.username == '{MANAGER}')"}
     ]
     assert UNRESOLVED_RUN_ANNOTATION in policy["validations"][0]["message"]
+
+
+def test_four_eyes_reaches_the_webhook_from_the_charts_value_only(
+    default_render: list[Object], custom_render: list[Object]
+) -> None:
+    # The webhook reads four-eyes from its own environment, which only the chart writes.
+    assert env(default_render)["PTAH_REQUIRE_DISTINCT_APPROVER"] == "false"
+    assert env(custom_render)["PTAH_REQUIRE_DISTINCT_APPROVER"] == "true"
+
+
+MAKES_ALWAYS = (
+    "has(object.spec.policy) && has(object.spec.policy.apply) && "
+    "object.spec.policy.apply == 'Always' && (request.operation == 'CREATE' || "
+    "!has(oldObject.spec.policy) || !has(oldObject.spec.policy.apply) || "
+    "oldObject.spec.policy.apply != 'Always')"
+)
+
+
+@pytest.mark.parametrize(
+    ("render", "groups", "says"),
+    [
+        ("default_render", "[]", "may be set by nobody in this cluster"),
+        (
+            "custom_render",
+            '["platform-release","db-owners"]',
+            "may be set only by members of platform-release, db-owners",
+        ),
+    ],
+)
+def test_the_apply_always_policy_admits_only_the_configured_groups(
+    render: str, groups: str, says: str, request: pytest.FixtureRequest
+) -> None:
+    objects: list[Object] = request.getfixturevalue(render)
+    policy = only(objects, "ValidatingAdmissionPolicy", POLICIES[3])["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    # Both families, the resource itself only: status writes never meet it.
+    assert policy["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": ["operator.ptah.run"],
+            "apiVersions": ["*"],
+            "resources": ["ptahschemas", "ptahmigrations"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    # Only a write that makes apply Always: an Always left as it was is not judged.
+    assert policy["matchConditions"] == [{"name": "makes-apply-always", "expression": MAKES_ALWAYS}]
+    (validation,) = policy["validations"]
+    # Groups only: a username list would let a namespace's service accounts in by name.
+    assert validation["expression"] == f"request.userInfo.groups.exists(g, g in {groups})"
+    assert validation["reason"] == "Forbidden"
+    assert says in validation["message"]
+    assert "approvals.applyAlwaysGroups" in validation["message"]
+    assert validation["messageExpression"].startswith("request.userInfo.username + ")
+    assert "approvals.applyAlwaysGroups" in validation["messageExpression"]
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -157,6 +157,31 @@ ROWS: list[tuple[str, dict[str, Any], str | None]] = [
         None,
     ),
     ("lab swapped steps that are not two", {"lab": {"swapSteps": "mark"}}, "at '/lab/swapSteps'"),
+    (
+        "four-eyes and the groups that may waive approval render",
+        {"approvals": {"requireDistinctApprover": True, "applyAlwaysGroups": ["platform"]}},
+        None,
+    ),
+    (
+        "four-eyes spelled as a string",
+        {"approvals": {"requireDistinctApprover": "true"}},
+        "at '/approvals/requireDistinctApprover'",
+    ),
+    (
+        "one group instead of a list",
+        {"approvals": {"applyAlwaysGroups": "platform"}},
+        "at '/approvals/applyAlwaysGroups'",
+    ),
+    (
+        "an empty group name",
+        {"approvals": {"applyAlwaysGroups": ["platform", ""]}},
+        "at '/approvals/applyAlwaysGroups/1'",
+    ),
+    (
+        "a misspelled approvals key",
+        {"approvals": {"requireDistinctApprovers": True}},
+        "additional properties 'requireDistinctApprovers' not allowed",
+    ),
 ]
 
 

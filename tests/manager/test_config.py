@@ -38,6 +38,8 @@ def test_the_charts_environment_configures_a_manager() -> None:
     assert settings.pins.manager_image == CHART_ENV["PTAH_MANAGER_IMAGE"]
     assert settings.pins.ptah_version == CHART_ENV["PTAH_VERSION"]
     assert settings.coordination_namespace == "ptah-system"
+    # Four-eyes is the chart's default (off) until the chart's value turns it on.
+    assert not settings.require_distinct_approver
     assert config.kubeconfig is None  # in-cluster
     assert (config.stall_seconds, config.bind_address, config.watch_namespace) == (
         120.0,
@@ -46,6 +48,11 @@ def test_the_charts_environment_configures_a_manager() -> None:
     )
     assert not config.wedge_passes
     assert not config.lab_fault_points and config.lab_swap_steps is None
+
+
+def test_four_eyes_reaches_the_webhook_from_the_environment_only() -> None:
+    config = load({**CHART_ENV, "PTAH_REQUIRE_DISTINCT_APPROVER": "true"})
+    assert config.webhook_settings().require_distinct_approver
 
 
 def test_leader_election_off_means_no_election() -> None:
@@ -57,6 +64,16 @@ REFUSED = [
     ("a tag", {"PTAH_EXECUTOR_IMAGE": "registry/executor:1.0"}, "PTAH_EXECUTOR_IMAGE: "),
     ("not a user", {"PTAH_MANAGER_USERNAME": "ptah-operator"}, "PTAH_MANAGER_USERNAME: "),
     ("yes", {"PTAH_LEADER_ELECTION": "yes"}, "PTAH_LEADER_ELECTION: 'yes' is neither"),
+    (
+        "four-eyes missing",
+        {"PTAH_REQUIRE_DISTINCT_APPROVER": None},
+        "PTAH_REQUIRE_DISTINCT_APPROVER is not set",
+    ),
+    (
+        "four-eyes not a bool",
+        {"PTAH_REQUIRE_DISTINCT_APPROVER": "yes"},
+        "PTAH_REQUIRE_DISTINCT_APPROVER: 'yes' is neither true nor false",
+    ),
     ("port", {"PTAH_WEBHOOK_PORT": "70000"}, "PTAH_WEBHOOK_PORT: '70000' is not a port"),
     ("level", {"PTAH_LOG_LEVEL": "loud"}, "PTAH_LOG_LEVEL: 'loud' is not one of"),
     ("relative", {"PTAH_WEBHOOK_CERT_DIR": "certs"}, "PTAH_WEBHOOK_CERT_DIR: 'certs' is not"),

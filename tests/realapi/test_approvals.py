@@ -12,6 +12,7 @@ on its own threads and the resource is the only thing that says it is done.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from tests.realapi.operator import (  # noqa: F401
     operator,
     registered_webhook,
 )
+from webhook import Settings
 
 pytestmark = pytest.mark.controlplane
 
@@ -110,9 +112,15 @@ def grant_approver(operator: Operator, namespace: str) -> None:  # noqa: F811
     localrun.until_granted(operator.plane, "person", rules, namespace)
 
 
-def stage(operator: Operator, certificates: Path, *, stamp: bool = True) -> Iterator[Stage]:  # noqa: F811
+def stage(
+    operator: Operator,  # noqa: F811
+    certificates: Path,
+    *,
+    stamp: bool = True,
+    settings: Settings = localrun.LOCAL_SETTINGS,
+) -> Iterator[Stage]:
     with (
-        registered_webhook(operator, certificates, stamp=stamp) as (staged, _),
+        registered_webhook(operator, certificates, stamp=stamp, settings=settings) as (staged, _),
         KubeApi.from_kubeconfig(operator.plane.kubeconfig("person")) as person,
     ):
         grant_approver(operator, staged.namespace)
@@ -128,6 +136,16 @@ def stamped(
 
 
 @pytest.fixture
+def four_eyes(
+    operator: Operator,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stage]:
+    """The webhook as the chart configures it with approvals.requireDistinctApprover."""
+    settings = dataclasses.replace(localrun.LOCAL_SETTINGS, require_distinct_approver=True)
+    yield from stage(operator, tmp_path_factory.mktemp("webhook-certs"), settings=settings)
+
+
+@pytest.fixture
 def bypassed(
     operator: Operator,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
@@ -135,7 +153,7 @@ def bypassed(
     yield from stage(operator, tmp_path_factory.mktemp("webhook-certs"), stamp=False)
 
 
-def planned_schema(stage: Stage, name: str = "orders", *, four_eyes: bool = False) -> Object:
+def planned_schema(stage: Stage, name: str = "orders") -> Object:
     """A PtahSchema created by the admin, with a plan published for it.
 
     Without a running controller the manager installs the execution binding itself
@@ -146,8 +164,6 @@ def planned_schema(stage: Stage, name: str = "orders", *, four_eyes: bool = Fals
     # Written by the admin, who says so: what the stamp webhook records, and what the
     # decisions webhook requires even while the stamp webhook is left out.
     raw["metadata"]["annotations"] = {SPEC_WRITER_ANNOTATION: ADMIN}
-    if four_eyes:
-        raw["spec"]["policy"]["approval"] = {"requireDistinctApprover": True}
     created = stage.admin.create(PTAHSCHEMAS, stage.namespace, raw)
     binding = localrun.manager_config().binding.install("v1-" + "b" * 32)
     stage.operator.manager.patch_status(
@@ -286,15 +302,17 @@ def test_with_the_stamp_bypassed_the_validating_side_refuses(bypassed: Stage) ->
     assert bypassed.admin.list(PTAHSCHEMAAPPROVALS, bypassed.namespace) == []
 
 
-def test_with_four_eyes_the_specs_last_writer_cannot_approve(stamped: Stage) -> None:
-    schema = planned_schema(stamped, four_eyes=True)
+def test_with_four_eyes_the_specs_last_writer_cannot_approve(four_eyes: Stage) -> None:
+    stamped = four_eyes
+    schema = planned_schema(stamped)
     # The admin created the spec: admission recorded it as its last writer.
     assert schema["metadata"]["annotations"][SPEC_WRITER_ANNOTATION] == ADMIN
     refused = kubectl_ptah(stamped, "admin", "approve", "schema", "orders", "--yes")
     assert refused.returncode == 1
     assert (
-        f"{ADMIN} may not approve PtahSchema {stamped.namespace}/orders: it requires a "
-        f"distinct approver, and {ADMIN} last changed its spec"
+        f"{ADMIN} may not approve PtahSchema {stamped.namespace}/orders: the chart's "
+        f"approvals.requireDistinctApprover requires a distinct approver, and {ADMIN} "
+        "last changed its spec"
     ) in refused.stderr
     # A forged record is not how to get around it: a write that leaves the spec alone
     # gets the record it had back from the stamp webhook.
@@ -307,6 +325,43 @@ def test_with_four_eyes_the_specs_last_writer_cannot_approve(stamped: Stage) -> 
     assert rewritten["metadata"]["annotations"][SPEC_WRITER_ANNOTATION] == ADMIN
     approved = kubectl_ptah(stamped, "person", "approve", "schema", "orders", "--yes")
     assert approved.returncode == 0, approved.stderr
+
+
+# The attack of issue 31: one spec edit switches four-eyes off beside a new artifact,
+# then its author approves. The edit is refused (the switch is the chart's now), and
+# the approval is refused by the chart's four-eyes whatever the spec says.
+SWITCH_ROWS: Final[list[tuple[str, Object, str | None]]] = [
+    ("a new artifact alone", {"desired": {"ociRef": "registry.example.com/shop/orders:9"}}, None),
+    (
+        "a new artifact with the spec's four-eyes switch off",
+        {
+            "desired": {"ociRef": "registry.example.com/shop/orders:10"},
+            "policy": {"approval": {"requireDistinctApprover": False}},
+        },
+        "spec.policy.approval.requireDistinctApprover is no longer a PtahSchema setting: "
+        "four-eyes is the chart's approvals.requireDistinctApprover",
+    ),
+]
+
+
+def test_the_specs_author_cannot_switch_four_eyes_off(four_eyes: Stage) -> None:
+    planned_schema(four_eyes)
+    for name, spec, refusal in SWITCH_ROWS:
+        if refusal is None:
+            four_eyes.admin.patch_spec(PTAHSCHEMAS, four_eyes.namespace, "orders", spec)
+            continue
+        with pytest.raises(Refused) as refused:
+            four_eyes.admin.patch_spec(PTAHSCHEMAS, four_eyes.namespace, "orders", spec)
+        assert refusal in str(refused.value), (name, str(refused.value))
+    stored = four_eyes.admin.get(PTAHSCHEMAS, four_eyes.namespace, "orders")
+    assert "approval" not in stored["spec"]["policy"]
+    assert stored["metadata"]["annotations"][SPEC_WRITER_ANNOTATION] == ADMIN
+    # The plan seeded before the edit is still the one shown: its author approves it.
+    refused_approval = kubectl_ptah(four_eyes, "admin", "approve", "schema", "orders", "--yes")
+    assert refused_approval.returncode == 1
+    assert f"{ADMIN} may not approve PtahSchema {four_eyes.namespace}/orders" in (
+        refused_approval.stderr
+    )
 
 
 def test_the_controller_dispatches_only_after_the_stamped_approval(

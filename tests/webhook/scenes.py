@@ -13,6 +13,7 @@ and ``userInfo.uid``/``extra`` present.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
@@ -228,6 +229,8 @@ class Scene:
     extra: dict[str, Any] = field(default_factory=dict)
     # The webhook's clock, for rules that stamp or check a time (None: the real one).
     now: datetime | None = None
+    # The webhook's four-eyes setting (the chart's approvals.requireDistinctApprover).
+    require_distinct_approver: bool = False
 
     def copy(self) -> Scene:
         return copy.deepcopy(self)
@@ -696,6 +699,8 @@ def decide(scene: Scene, endpoint: str = "controller-write", reader: Any = None)
     """What the webhook answers ``scene``'s review, reading from ``reader`` (or the scene)."""
     now = scene.now
     settings = SETTINGS if now is None else Settings(clock=lambda: now, pins=PINS)
+    if scene.require_distinct_approver:
+        settings = dataclasses.replace(settings, require_distinct_approver=True)
     engine = Engine(reader if reader is not None else scene.reader(), settings)
     try:
         return engine.decide(endpoint, scene.body())  # type: ignore[arg-type]

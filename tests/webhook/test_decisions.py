@@ -27,6 +27,7 @@ from tests.webhook.scenes import Obj, Scene, decide
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import Settings, objects
 from webhook import decisions as d
+from webhook.__main__ import main as cli
 from webhook.explain import endpoint_of, explain_files
 
 NOW: Final = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
@@ -40,15 +41,13 @@ TARGET_UIDS: Final = {PTAHSCHEMAS.kind: "schema-uid-1", PTAHMIGRATIONS.kind: "mi
 FORGED_IDENTITY: Final = {"username": "cto@example.com", "groups": ["system:masters"]}
 
 
-def target(kind: StampedKind, *, four_eyes: bool = False, writer: str | None = "bob") -> Obj:
+def target(kind: StampedKind, *, writer: str | None = "bob") -> Obj:
     """The PtahSchema or PtahMigration a decision names, as stored."""
     raw = example("ptahschema.yaml" if kind.target is PTAHSCHEMAS else "ptahmigration.yaml")
     raw["metadata"].update(uid=TARGET_UIDS[kind.target.kind], resourceVersion="7")
     raw["metadata"]["creationTimestamp"] = STAMPED_AT
     if writer is not None:
         raw["metadata"]["annotations"] = {SPEC_WRITER_ANNOTATION: writer}
-    if four_eyes:
-        raw["spec"]["policy"]["approval"] = {"requireDistinctApprover": True}
     return dict(raw)
 
 
@@ -84,15 +83,18 @@ def decision(kind: StampedKind, *, stamped: bool = True) -> Obj:
     }
 
 
-def create(kind: StampedKind, **target_knobs: Any) -> Scene:
+def create(kind: StampedKind, *, four_eyes: bool = False, writer: str | None = "bob") -> Scene:
+    """A person creates a decision; ``four_eyes`` is the webhook's configuration (the
+    chart's approvals.requireDistinctApprover), never the target's spec."""
     return Scene(
         kind.resource,
         "CREATE",
         decision(kind),
-        [target(kind, **target_knobs)],
+        [target(kind, writer=writer)],
         username=PERSON,
         groups=PERSON_GROUPS,
         now=NOW,
+        require_distinct_approver=four_eyes,
     )
 
 
@@ -471,23 +473,34 @@ def _four_eyes_rows(kind: StampedKind) -> list[Row]:
             lambda obj: obj["metadata"].update(annotations={SPEC_WRITER_ANNOTATION: name})
         )
 
+    def switch_in_spec(value: bool) -> Any:
+        # What a namespace owner could write beside a new artifact before the switch
+        # moved to the chart; a spec stored from then may still carry it.
+        return in_target(
+            lambda obj: obj["spec"]["policy"].update(approval={"requireDistinctApprover": value})
+        )
+
     return [
         Row(f"{kind.kind}: bob changed the spec, jane approves", unchanged, None),
         Row(
-            f"{kind.kind}: without four-eyes the writer approves",
+            f"{kind.kind}: with four-eyes off in the webhook's configuration the writer approves",
+            lambda s: (writer_is(PERSON)(s), setattr(s, "require_distinct_approver", False)),
+            None,
+        ),
+        Row(
+            f"{kind.kind}: with four-eyes off a stored spec's true does not turn it on",
             lambda s: (
                 writer_is(PERSON)(s),
-                s.objects[0]["spec"]["policy"].pop("approval"),
+                switch_in_spec(True)(s),
+                setattr(s, "require_distinct_approver", False),
             ),
             None,
         ),
         Row(
-            f"{kind.kind}: four-eyes off says so",
-            lambda s: (
-                writer_is(PERSON)(s),
-                s.objects[0]["spec"]["policy"].update(approval={"requireDistinctApprover": False}),
-            ),
-            None,
+            f"{kind.kind}: the spec's own switch set false does not turn four-eyes off",
+            lambda s: (writer_is(PERSON)(s), switch_in_spec(False)(s)),
+            d.SAME_PERSON,
+            "approvals.requireDistinctApprover",
         ),
         Row(
             f"{kind.kind}: jane changed the spec and approves",
@@ -572,6 +585,66 @@ def test_spec_writer_rows(row: Row, kind: Any) -> None:
     expect(row, writer_scene(kind, "UPDATE", changed=True), "decisions")
 
 
+# -- the spec's own four-eyes switch is refused ---------------------------------------------
+
+
+def _switch(obj: Obj | None, value: bool) -> None:
+    assert obj is not None
+    obj["spec"]["policy"]["approval"] = {"requireDistinctApprover": value}
+
+
+def _as_create(scene: Scene) -> None:
+    scene.operation, scene.old = "CREATE", None
+
+
+def _finalizer_only(scene: Scene) -> None:
+    # The manager's finalizer patch of a resource stored with the switch: the spec and
+    # its writer record are as they were.
+    assert scene.obj is not None and scene.old is not None
+    scene.obj["spec"] = copy.deepcopy(scene.old["spec"])
+    scene.obj["metadata"]["annotations"] = dict(scene.old["metadata"]["annotations"])
+    scene.obj["metadata"]["finalizers"] = ["operator.ptah.run/active-operation"]
+
+
+MOVED_ROWS = [
+    Row("a spec change that does not name the switch", unchanged, None),
+    Row(
+        "a spec change that sets the switch false (beside a new interval)",
+        lambda s: _switch(s.obj, False),
+        d.MOVED,
+        "remove the field from the spec",
+    ),
+    Row("a spec change that sets the switch true", lambda s: _switch(s.obj, True), d.MOVED),
+    Row(
+        "a create that sets the switch",
+        lambda s: (_as_create(s), _switch(s.obj, True)),
+        d.MOVED,
+        "the chart's approvals.requireDistinctApprover",
+    ),
+    Row(
+        "a spec change that keeps a stored switch",
+        lambda s: (_switch(s.old, True), _switch(s.obj, True)),
+        d.MOVED,
+    ),
+    Row("a spec change that removes a stored switch", lambda s: _switch(s.old, False), None),
+    Row(
+        "a finalizer patch of a resource stored with the switch",
+        lambda s: (_switch(s.old, False), _finalizer_only(s)),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", MOVED_ROWS, ids=str)
+@pytest.mark.parametrize("kind", [PTAHSCHEMAS, PTAHMIGRATIONS], ids=lambda r: r.kind)
+def test_moved_rows(row: Row, kind: Any) -> None:
+    scene = writer_scene(kind, "UPDATE", changed=True)
+    _stamp_writer(scene, PERSON)
+    outcome = expect(row, scene, "decisions")
+    if row.refusal is d.MOVED:
+        assert kind.kind in outcome.decision.message
+
+
 @given(
     username=st.text(min_size=1, max_size=40),
     groups=st.lists(st.text(max_size=20), max_size=4),
@@ -620,12 +693,49 @@ def test_explain_names_the_four_eyes_refusal(tmp_path: Path) -> None:
     scene = create(STAMPED["PtahMigrationApproval"], four_eyes=True, writer=PERSON)
     review, state = _saved(tmp_path, scene)
     # The time a saved review was stamped at is long gone: explain judges at that time.
-    settings = Settings(clock=lambda: NOW)
+    settings = Settings(clock=lambda: NOW, require_distinct_approver=True)
     outcome, text = explain_files(review, state, settings=settings)
     assert "endpoint: POST /validate-decisions" in text
     assert "stamp-check: the stamp is this request's: jane@example.com" in text
     assert "rule: four-eyes" in text
     assert not outcome.decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "exit_code"),
+    [
+        ([], {}, 0),
+        (["--require-distinct-approver"], {}, 1),
+        ([], {"PTAH_REQUIRE_DISTINCT_APPROVER": "true"}, 1),
+        (["--no-require-distinct-approver"], {"PTAH_REQUIRE_DISTINCT_APPROVER": "true"}, 0),
+    ],
+    ids=["off by default", "the flag", "the chart's variable", "the flag over the variable"],
+)
+def test_the_cli_takes_four_eyes_from_the_webhooks_configuration(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    exit_code: int,
+) -> None:
+    # A review stamped now: the command judges at the real clock.
+    scene = create(STAMPED["PtahSchemaApproval"], writer=PERSON)
+    spec(scene)["approvedAt"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    review, state = _saved(tmp_path, scene)
+    monkeypatch.delenv("PTAH_REQUIRE_DISTINCT_APPROVER", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli(["explain", str(review), "--objects", str(state), *argv]) == exit_code
+    out = capsys.readouterr().out
+    said = "may not approve" if exit_code else "does not require a distinct approver"
+    assert f"four-eyes: {'refused: ' if exit_code else ''}" in out and said in out, out
+
+
+def test_a_misspelt_four_eyes_variable_stops_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTAH_REQUIRE_DISTINCT_APPROVER", "yes")
+    with pytest.raises(SystemExit, match="PTAH_REQUIRE_DISTINCT_APPROVER must be true or false"):
+        cli(["docs"])
 
 
 @pytest.mark.parametrize(

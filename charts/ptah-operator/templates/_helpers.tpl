@@ -158,6 +158,16 @@ not written by an update of the main resource, so it needs no comparison here.
 object.spec == oldObject.spec && (has(object.metadata.labels) ? object.metadata.labels : {}) == (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) && (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) && (has(object.metadata.annotations) ? object.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && oldObject.metadata.annotations[k] == object.metadata.annotations[k])) && (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).all(k, k == '{{ $key }}' || (has(object.metadata.annotations) && k in object.metadata.annotations))
 {{- end -}}
 
+{{/*
+CEL: the write makes spec.policy.apply Always: a create that says Always, or an
+update to Always from anything else (absent means the default, OnApproval). An
+update that leaves an Always as it was is not matched. `||` and `&&` short-circuit,
+so a create never reads oldObject and an absent policy is never indexed.
+*/}}
+{{- define "ptah.cel.makesApplyAlways" -}}
+has(object.spec.policy) && has(object.spec.policy.apply) && object.spec.policy.apply == 'Always' && (request.operation == 'CREATE' || !has(oldObject.spec.policy) || !has(oldObject.spec.policy.apply) || oldObject.spec.policy.apply != 'Always')
+{{- end -}}
+
 {{- define "ptah.rotatorServiceAccountName" -}}ptah-operator-cert-rotator{{- end -}}
 
 {{/*

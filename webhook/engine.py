@@ -180,6 +180,11 @@ class Engine:
 
     def _read_one(self, key: ReadKey) -> Stored | None:
         try:
+            if key.selector:
+                items = self.reader.list(
+                    key.resource, key.namespace, label_selector=dict(key.selector)
+                )
+                return Stored(key, tree={"items": items})
             if self._text_reader is not None:
                 text = self._text_reader.get_text(key.resource, key.namespace, key.name)
                 return Stored(key, text=text)

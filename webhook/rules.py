@@ -48,13 +48,19 @@ Object = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ReadKey:
-    """One object a rule reads: resource, namespace and name."""
+    """One object a rule reads: resource, namespace and name; or, with ``selector``
+    (label pairs) and no name, the list of objects those labels select, answered as
+    ``{"items": [...]}``."""
 
     resource: Resource
     namespace: str
     name: str
+    selector: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
+        if self.selector:
+            labels = ",".join(f"{k}={v}" for k, v in self.selector)
+            return f"{self.resource.plural} in {self.namespace} labelled {labels}"
         return f"{self.resource.kind} {self.namespace}/{self.name}"
 
 

@@ -21,14 +21,18 @@ from typing import Any, Final
 
 from jobclaim import (
     CONSUMED,
+    LABEL_OPERATION,
+    LABEL_OPERATION_ID,
     LEASE_EPOCH_ANNOTATION,
     STAMPED,
     finished,
     lease_holder,
     lease_name,
     match,
+    operation_id_label_value,
     operation_info,
     owner_family,
+    pod_stopped,
     stamp_problem,
 )
 from jobclaim.api import (
@@ -41,6 +45,7 @@ from jobclaim.api import (
 from jobclaim.apiserver import (
     JOBS,
     LEASES,
+    PODS,
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHSCHEMAPROOFSETTLEMENTS,
 )
@@ -63,13 +68,15 @@ TRANSITIONS: Final = rule(
     pendingObservation naming the claim, a migration's lastRun naming its Job or
     unresolvedRun naming the claim. A schema's pendingObservation goes only with a
     person's stamped settlement naming its Apply (read directly), the reading that
-    proves it (the proof's Observe or Plan claim, whose Job is read Complete), or the
-    schema's deletion; a migration's unresolvedRun only with the History reading
-    whose Job is read Complete or a stamped acknowledgment naming the run; and
-    pendingLockRelease only once the realm Lease (read directly) is gone or no longer
-    held by the claim under the recorded epoch. On a decision (an approval, an
+    proves it (the proof's Observe or Plan claim, whose Job is read Complete and is
+    that claim's by jobclaim.match), or the schema's deletion; a migration's
+    unresolvedRun only with the History reading whose Job is read Complete and is its
+    claim's, or a stamped acknowledgment naming the run; and pendingLockRelease only
+    once every Pod of the claim's Jobs (listed by its operation-id label) has stopped
+    by its kubelet-written status and the realm Lease (read directly) is gone or no
+    longer held by the claim under the recorded epoch. On a decision (an approval, an
     acknowledgment, a settlement), a Consumed record, once written, stays, with the
-    claim it names.
+    claim it names, and so does the one Job it names as the Job it authorized.
     """,
     admits="the manager's status writes that keep every record the lifecycle relies on",
 )
@@ -87,6 +94,10 @@ RETIRED_WITHOUT_RECORD: Final = TRANSITIONS.refuses(
 )
 RECORD_DROPPED: Final = TRANSITIONS.refuses(
     "the manager may not drop the {record} of {what} without the evidence that settles it: {why}"
+)
+RELEASE_RUNNING: Final = TRANSITIONS.refuses(
+    "the manager may not drop the pendingLockRelease of {claim}: its Pod {pod} has not "
+    "stopped (phase {phase})"
 )
 RELEASE_DROPPED: Final = TRANSITIONS.refuses(
     "the manager may not drop the pendingLockRelease of {claim}: the realm Lease {lease} is "
@@ -315,6 +326,28 @@ def _hold_release(before: Owner, after: Owner, trail: Trail, settings: Settings)
     kept = after.status.pending_lock_release if after.status else None
     if kept == release:
         return
+    # The evidence: every Pod of the claim's mutating Jobs has stopped, as the kubelet
+    # reports in Pod status, which the manager cannot write (a reading's Pod writes
+    # nothing to the database, and an older attempt of one may run to its deadline).
+    # The Lease below is the manager's own word (it may update Leases), checked too
+    # but proving nothing on its own.
+    family = owner_family(before).family
+    pods = ReadKey(
+        PODS,
+        before.metadata.namespace or "",
+        "",
+        selector=((LABEL_OPERATION_ID, operation_id_label_value(release.operation_id)),),
+    )
+    listed = yield from read(pods)
+    found_pods = listed.get(pods)
+    for pod in (found_pods.tree().get("items") or []) if found_pods is not None else []:
+        meta = pod.get("metadata") or {}
+        operation = str((meta.get("labels") or {}).get(LABEL_OPERATION, "")).capitalize()
+        if operation_info(family, operation).mutating and not pod_stopped(pod):
+            phase = (pod.get("status") or {}).get("phase") or "unknown"
+            raise trail.deny(
+                RELEASE_RUNNING, claim=release.operation_id, pod=meta.get("name"), phase=phase
+            )
     key = ReadKey(LEASES, settings.coordination_namespace, lease_name(release.coordination_digest))
     fetched = yield from read(key)
     found = fetched.get(key)
@@ -330,7 +363,9 @@ def _hold_release(before: Owner, after: Owner, trail: Trail, settings: Settings)
             raise trail.deny(
                 RELEASE_DROPPED, claim=release.operation_id, lease=key, epoch=release.lease_epoch
             )
-    trail.passed(f"the release of {release.operation_id} is done: {key} is no longer its")
+    trail.passed(
+        f"the release of {release.operation_id} is done: its Pods stopped, {key} no longer its"
+    )
 
 
 def _hold_consumed(kind: str, name: str, before: ApprovalStatus, after: Any, trail: Trail) -> None:

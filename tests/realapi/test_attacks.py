@@ -30,6 +30,7 @@ from jobclaim.api import OCIArtifactAccessBinding, PtahMigration, PtahMigrationS
 from jobclaim.apiserver import (
     LEASES,
     MUTATING_WEBHOOK_CONFIGURATIONS,
+    PODS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHMIGRATIONS,
@@ -631,6 +632,41 @@ def test_a_spent_approval_cannot_be_unspent(
         as_manager(stage, "PATCH", path, {"status": {"conditions": [], "consumedBy": None}}),
         template(transitions.CONSUMED_CHANGED),
     )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_release_is_not_dropped_while_a_pod_of_the_claim_may_run(
+    stage: Stage, family: str
+) -> None:
+    """The manager may give up the realm Lease itself; the Pod the kubelet has not
+    reported stopped is what the release waits for. Here the Job controller made the
+    claim's Pod, which stays Pending (no node): it may still start and write."""
+    staged = dispatch(stage, STAGERS[family](stage))
+    job_uid = staged.owner.status.active_operation.job_uid
+
+    def pod_made() -> bool:
+        pods = stage.operator.admin.list(PODS, stage.namespace)
+        return any(
+            ref.get("uid") == job_uid
+            for pod in pods
+            for ref in pod["metadata"].get("ownerReferences") or []
+        )
+
+    # The Job controller creates the Pod on its own time and announces it nowhere.
+    localrun.until(pod_made, "the Job controller to create the claim's Pod")
+    release = {
+        "coordinationDigest": "sha256:" + uuid.uuid4().hex * 2,
+        "operationID": staged.claim_id,
+        "leaseDurationSeconds": 60,
+        "leaseEpoch": "v1-" + "d" * 32,
+    }
+    admitted(
+        status_patch(stage, staged, lambda s: s.update(pendingLockRelease=release), dry_run=False)
+    )
+    # No Lease stands at all (given up, or never taken): the Pod alone refuses.
+    response = status_patch(stage, staged, _drop("pendingLockRelease"))
+    refused_with(response, template(transitions.RELEASE_RUNNING))
+    assert "has not stopped (phase Pending)" in response.json()["message"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

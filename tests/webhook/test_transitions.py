@@ -16,7 +16,14 @@ from collections.abc import Callable
 
 import pytest
 
-from jobclaim import lease_holder, lease_name, sha256_digest
+from jobclaim import (
+    LABEL_OPERATION,
+    LABEL_OPERATION_ID,
+    lease_holder,
+    lease_name,
+    operation_id_label_value,
+    sha256_digest,
+)
 from jobclaim.api import DatabaseTargetSpec
 from jobclaim.apiserver import BY_KIND, PTAHSCHEMAAPPROVALS
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
@@ -338,6 +345,25 @@ def owing_release(status: Obj) -> None:
     }
 
 
+def claim_pod(phase: str, *, operation_id: str = "apply-1", operation: str = "apply") -> Obj:
+    """A Pod of a Job of the claim ``operation_id``, as the kubelet last reported it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"ptah-{operation_id}-pod",
+            "namespace": "shop",
+            "uid": f"pod-{operation_id}",
+            "labels": {
+                LABEL_OPERATION: operation,
+                LABEL_OPERATION_ID: operation_id_label_value(operation_id),
+            },
+        },
+        "spec": {"containers": []},
+        "status": {"phase": phase},
+    }
+
+
 def lease(holder: str) -> Obj:
     return {
         "apiVersion": "coordination.k8s.io/v1",
@@ -365,6 +391,43 @@ RELEASE_ROWS = [
         ),
         t.RELEASE_DROPPED,
         EPOCH,
+    ),
+    Row(
+        "the release done: the claim's Pod succeeded",
+        both(
+            new(lambda o: o["status"].pop("pendingLockRelease")),
+            stands(lease("")),
+            stands(claim_pod("Succeeded")),
+        ),
+        None,
+    ),
+    Row(
+        "the release record dropped while the claim's Pod still runs (the Lease given up)",
+        both(
+            new(lambda o: o["status"].pop("pendingLockRelease")),
+            stands(lease("")),
+            stands(claim_pod("Running")),
+        ),
+        t.RELEASE_RUNNING,
+        "its Pod ptah-apply-1-pod has not stopped (phase Running)",
+    ),
+    Row(
+        "a reading's Pod of the claim still runs (it writes nothing to the database)",
+        both(
+            new(lambda o: o["status"].pop("pendingLockRelease")),
+            stands(lease("")),
+            stands(claim_pod("Running", operation="plan")),
+        ),
+        None,
+    ),
+    Row(
+        "a Pod of another claim still runs",
+        both(
+            new(lambda o: o["status"].pop("pendingLockRelease")),
+            stands(lease("")),
+            stands(claim_pod("Running", operation_id="apply-2")),
+        ),
+        None,
     ),
 ]
 

@@ -48,7 +48,9 @@ from jobclaim.apiserver import (
 )
 
 # The API adapter; after the layout move it is kube.client, never a controller internal.
-from kube.client import KubeApi
+from kube.client import KubeApi, KubeConfigError
+from kubectl_ptah.errors import KubeconfigError, Refused
+from kubectl_ptah.kubeconfig import DEFAULT_NAMESPACE, Kubeconfig, load
 from kubectl_ptah.render import plan_text, record_text
 from kubectl_ptah.review import (
     PlanView,
@@ -65,16 +67,26 @@ APPROVALS: Final[Mapping[str, Resource]] = {
 }
 Connect = Callable[[argparse.Namespace], ApiClient]
 
-
-class Refused(Exception):
-    """A decision this command will not make; the sentence says why (exit 1)."""
+# Refused lives in kubectl_ptah.errors; callers that catch it here keep working.
+__all__ = [
+    "Connect",
+    "Refused",
+    "approve",
+    "connect",
+    "kubeconfig_of",
+    "main",
+    "read_plan",
+    "status",
+]
 
 
 _DEFAULTS: Final[Mapping[str, Any]] = {
     "kubeconfig": None,
     "context": None,
-    "namespace": "default",
+    # None: the context's namespace, else "default" (main fills it in).
+    "namespace": None,
     "output": "text",
+    "config": None,
 }
 
 
@@ -83,7 +95,7 @@ def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     common.add_argument("--context", help="kubeconfig context")
-    common.add_argument("-n", "--namespace", help="default: default")
+    common.add_argument("-n", "--namespace", help="default: the context's namespace, else default")
     common.add_argument("-o", "--output", choices=("text", "json"), help="default: text")
     return common
 
@@ -118,12 +130,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def kubeconfig_of(args: argparse.Namespace) -> Kubeconfig:
+    """The kubeconfig and context ``args`` name, read once (``kubectl_ptah.kubeconfig``)."""
+    if args.config is None:
+        args.config = load(args.kubeconfig, args.context, os.environ, Path.home())
+    found: Kubeconfig = args.config
+    return found
+
+
 def connect(args: argparse.Namespace) -> ApiClient:
-    """The client kubectl would use: --kubeconfig, then $KUBECONFIG, then ~/.kube/config."""
-    path = args.kubeconfig or Path(
-        os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config"
-    )
-    return KubeApi.from_kubeconfig(path, context=args.context)
+    """The client kubectl would use: the files and the context ``kubeconfig_of`` resolved."""
+    config = kubeconfig_of(args)
+    try:
+        # The context by name: the client's loader would let the last file's
+        # current-context win, kubectl lets the first.
+        return KubeApi.from_kubeconfig(config.location, context=config.context)
+    except KubeConfigError as error:
+        why = str(error.__cause__ or error).strip().splitlines()[0].rstrip(".")
+        raise KubeconfigError(
+            f"the context {config.context!r} of the kubeconfig {config.location} "
+            f"cannot be used: {why[:1].lower()}{why[1:]}"
+        ) from None
 
 
 # -- reading --------------------------------------------------------------------------
@@ -343,6 +370,8 @@ def main(
             setattr(args, key, value)
     ins, out = stdin or sys.stdin, stdout or sys.stdout
     try:
+        if args.namespace is None:
+            args.namespace = kubeconfig_of(args).namespace or DEFAULT_NAMESPACE
         api = connector(args)
         if args.command == "plan":
             view = read_plan(api, args.kind, args.namespace, args.name)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, NoReturn, TextIO
 
 from pydantic import ValidationError
 
@@ -45,11 +46,22 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
     Resource,
+    Unavailable,
 )
 
 # The API adapter; after the layout move it is kube.client, never a controller internal.
 from kube.client import KubeApi, KubeConfigError
-from kubectl_ptah.errors import KubeconfigError, Refused
+from kubectl_ptah.errors import (
+    FAILED,
+    NOTHING_STORED,
+    OK,
+    USAGE,
+    KubeconfigError,
+    NotStored,
+    Refused,
+    exit_code,
+    sentence,
+)
 from kubectl_ptah.kubeconfig import DEFAULT_NAMESPACE, Kubeconfig, load
 from kubectl_ptah.render import plan_text, record_text
 from kubectl_ptah.review import (
@@ -90,9 +102,16 @@ _DEFAULTS: Final[Mapping[str, Any]] = {
 }
 
 
-def _common() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage error as one line (exit 2, as argparse exits)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {sentence(message)}; see '{self.prog} --help'\n")
+
+
+def _common() -> _Parser:
     """kubectl's own flags, accepted before the command and after it alike."""
-    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     common.add_argument("--context", help="kubeconfig context")
     common.add_argument("-n", "--namespace", help="default: the context's namespace, else default")
@@ -102,7 +121,7 @@ def _common() -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     common = _common()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kubectl ptah",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -178,16 +197,35 @@ def _approvals(api: ApiClient, kind: str, namespace: str, plan_uid: str) -> list
     return out
 
 
+def _get(api: ApiClient, kind: str, namespace: str, name: str) -> Object:
+    """The named resource; ``NotStored`` when there is none."""
+    resource = KINDS[kind]
+    try:
+        return api.get(resource, namespace, name)
+    except NotFound:
+        raise NotStored(f"there is no {resource.kind} {name} in namespace {namespace}") from None
+
+
+def _get_plan(api: ApiClient, plans: Resource, namespace: str, owner: str, name: str) -> Object:
+    try:
+        return api.get(plans, namespace, name)
+    except NotFound:
+        raise NotStored(f"the plan {name} that {owner} names is not stored") from None
+
+
 def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
     """The pending plan of ``kind`` ``name``, read now and verified."""
+    raw = _get(api, kind, namespace, name)
+    owner = f"{KINDS[kind].kind} {namespace}/{name}"
     try:
-        raw = api.get(KINDS[kind], namespace, name)
         if kind == "schema":
             schema = PtahSchema.model_validate(raw)
             current = schema.status.plan if schema.status else None
             if current is None:
-                raise PlanUnreadable(f"PtahSchema {namespace}/{name} has no pending plan")
-            plan = PtahSchemaPlan.model_validate(api.get(PTAHSCHEMAPLANS, namespace, current.name))
+                raise NotStored(f"{owner} has no pending plan")
+            plan = PtahSchemaPlan.model_validate(
+                _get_plan(api, PTAHSCHEMAPLANS, namespace, owner, current.name)
+            )
             chunks: dict[str, Object | None] = {}
             for chunk in plan.spec.chunks:
                 try:
@@ -199,13 +237,19 @@ def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
         migration = PtahMigration.model_validate(raw)
         ref = migration.status.plan if migration.status else None
         if ref is None:
-            raise PlanUnreadable(f"PtahMigration {namespace}/{name} has no pending plan")
-        mplan = PtahMigrationPlan.model_validate(api.get(PTAHMIGRATIONPLANS, namespace, ref.name))
+            raise NotStored(f"{owner} has no pending plan")
+        mplan = PtahMigrationPlan.model_validate(
+            _get_plan(api, PTAHMIGRATIONPLANS, namespace, owner, ref.name)
+        )
         return migration_plan_view(migration, mplan, _approvals(api, kind, namespace, ref.uid))
-    except NotFound as error:
-        raise Refused(f"not found: {error}") from error
     except ValidationError as error:
-        raise Refused(f"a stored object does not decode: {error.errors()[0]['msg']}") from error
+        raise Refused(f"a stored object does not decode: {_first_error(error)}") from None
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return sentence(f"{where}: {first['msg']}" if where else first["msg"])
 
 
 # -- deciding -------------------------------------------------------------------------
@@ -279,7 +323,7 @@ def approve(
 def acknowledge(
     api: ApiClient, args: argparse.Namespace, stdin: TextIO, stdout: TextIO
 ) -> dict[str, Any]:
-    migration = PtahMigration.model_validate(api.get(PTAHMIGRATIONS, args.namespace, args.name))
+    migration = PtahMigration.model_validate(_get(api, "migration", args.namespace, args.name))
     run = migration.status.unresolved_run if migration.status else None
     if run is None:
         raise Refused(f"PtahMigration {args.namespace}/{args.name} has no unresolved run")
@@ -301,7 +345,7 @@ def acknowledge(
 def settle(
     api: ApiClient, args: argparse.Namespace, stdin: TextIO, stdout: TextIO
 ) -> dict[str, Any]:
-    schema = PtahSchema.model_validate(api.get(PTAHSCHEMAS, args.namespace, args.name))
+    schema = PtahSchema.model_validate(_get(api, "schema", args.namespace, args.name))
     pending = schema.status.pending_observation if schema.status else None
     if pending is None:
         raise Refused(f"PtahSchema {args.namespace}/{args.name} owes no proof")
@@ -332,7 +376,7 @@ def settle(
 
 
 def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
-    raw = api.get(KINDS[args.kind], args.namespace, args.name)
+    raw = _get(api, args.kind, args.namespace, args.name)
     found = raw.get("status") or {}
     out: dict[str, Any] = {
         "kind": raw["kind"],
@@ -357,6 +401,58 @@ def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _run(args: argparse.Namespace, connector: Connect, ins: TextIO, out: TextIO) -> Any:
+    """What the command prints, or a refusal."""
+    if args.namespace is None:
+        args.namespace = kubeconfig_of(args).namespace or DEFAULT_NAMESPACE
+    api = connector(args)
+    if args.command == "plan":
+        view = read_plan(api, args.kind, args.namespace, args.name)
+        return view.to_json() if args.output == "json" else plan_text(view)
+    if args.command == "status":
+        found = status(api, args)
+        return found if args.output == "json" else record_text("status:", found)
+    act = {"approve": approve, "acknowledge": acknowledge, "settle": settle}
+    made = act[args.command](api, args, ins, out)
+    return made if args.output == "json" else record_text("created:", made)
+
+
+def _server(args: argparse.Namespace) -> str:
+    config: Kubeconfig | None = args.config
+    return f"the API server {config.server}" if config is not None else "the API server"
+
+
+def _no_answer(error: BaseException) -> str:
+    """Why a request got no answer, in a few words: the first OS or TLS reason found."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [error]
+    while stack:
+        found = stack.pop()
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, ssl.SSLCertVerificationError):
+            return f"its certificate is not trusted ({found.verify_message})"
+        if isinstance(found, OSError) and found.strerror:
+            return found.strerror.lower()
+        # urllib3 keeps the cause in .reason as well as in the chain.
+        for inner in (getattr(found, "reason", None), found.__cause__, found.__context__):
+            if isinstance(inner, BaseException):
+                stack.append(inner)
+    return sentence(str(error))
+
+
+def _api_error(args: argparse.Namespace, error: ApiError) -> tuple[str, int]:
+    """One sentence and an exit code for an API error no command translated."""
+    if isinstance(error, NotFound):
+        return f"the API server has no such object: {sentence(str(error))}", NOTHING_STORED
+    if isinstance(error, Unavailable) and error.status is None:
+        return f"{_server(args)} did not answer: {_no_answer(error)}", FAILED
+    if isinstance(error, Unavailable):
+        return f"{_server(args)} failed ({error.status}): {sentence(str(error))}", FAILED
+    return f"the API server refused: {sentence(str(error))}", FAILED
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -364,33 +460,41 @@ def main(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
 ) -> int:
+    """Run one command; every failure is one sentence on stderr and an exit code."""
     args = _parser().parse_args(argv)
     for key, value in _DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, value)
     ins, out = stdin or sys.stdin, stdout or sys.stdout
     try:
-        if args.namespace is None:
-            args.namespace = kubeconfig_of(args).namespace or DEFAULT_NAMESPACE
-        api = connector(args)
-        if args.command == "plan":
-            view = read_plan(api, args.kind, args.namespace, args.name)
-            result: Any = view.to_json() if args.output == "json" else plan_text(view)
-        elif args.command == "status":
-            found = status(api, args)
-            result = found if args.output == "json" else record_text("status:", found)
-        else:
-            act = {"approve": approve, "acknowledge": acknowledge, "settle": settle}
-            made = act[args.command](api, args, ins, out)
-            result = made if args.output == "json" else record_text("created:", made)
-    except (Refused, PlanUnreadable) as refused:
-        sys.stderr.write(f"kubectl ptah: {refused}\n")
-        return 1
+        result = _run(args, connector, ins, out)
+        out.write((json.dumps(result, indent=2) if args.output == "json" else result) + "\n")
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing is left to say to it, and Python
+        # must not complain about the unflushed rest when it exits.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return FAILED
+    except Refused as refused:
+        return _fail(str(refused), exit_code(refused))
+    except PlanUnreadable as unreadable:
+        return _fail(sentence(str(unreadable)), FAILED)
     except ApiError as error:
-        sys.stderr.write(f"kubectl ptah: the API server refused: {error}\n")
-        return 1
-    out.write((json.dumps(result, indent=2) if args.output == "json" else result) + "\n")
-    return 0
+        return _fail(*_api_error(args, error))
+    except ValidationError as error:
+        return _fail(f"a stored object does not decode: {_first_error(error)}", FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted", FAILED)
+    except Exception as error:
+        # The last net: whatever went wrong, one sentence naming it, never a traceback.
+        return _fail(f"unexpected {type(error).__name__}: {sentence(str(error))}", FAILED)
+    return OK
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"kubectl ptah: {message}\n")
+    return code
 
 
 if __name__ == "__main__":

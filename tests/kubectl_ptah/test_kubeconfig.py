@@ -135,8 +135,11 @@ def test_without_a_namespace_in_the_context_it_is_default(
 ) -> None:
     write(home / ".kube" / "config", kubeconfig(current="other"))
     code, text = run(rig.api, "plan", "schema", "orders")
-    assert (code, text) == (1, "")
-    assert "not found" in capsys.readouterr().err
+    assert (code, text) == (3, "")
+    assert (
+        capsys.readouterr().err
+        == "kubectl ptah: there is no PtahSchema orders in namespace default\n"
+    )
 
 
 def test_the_resolution_names_files_context_and_server(home: Path) -> None:

@@ -10,7 +10,8 @@ Every decision is created without who made it: admission stamps the identity, th
 time and the request from the request itself, and the command prints what was
 stamped. ``approve`` re-reads the plan after showing it and refuses when it moved;
 ``--fingerprint`` pins a plan shown earlier (``plan -o json``), ``--yes`` skips the
-question. ``-o json`` prints one JSON document for tools.
+question. ``-o json`` and ``-o yaml`` print one document for tools; ``plan schema
+-o sql`` prints the plan's statements only, exactly as stored.
 
 The shell: it reads and creates through a ``jobclaim.apiserver.ApiClient``; what to
 show and whether a plan moved are the pure functions of ``kubectl_ptah.review``.
@@ -59,11 +60,12 @@ from kubectl_ptah.errors import (
     KubeconfigError,
     NotStored,
     Refused,
+    Usage,
     exit_code,
     sentence,
 )
 from kubectl_ptah.kubeconfig import DEFAULT_NAMESPACE, Kubeconfig, load
-from kubectl_ptah.render import plan_text, record_text
+from kubectl_ptah.render import plan_sql, plan_text, record_text, yaml_text
 from kubectl_ptah.review import (
     PlanView,
     migration_plan_view,
@@ -115,7 +117,12 @@ def _common() -> _Parser:
     common.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     common.add_argument("--context", help="kubeconfig context")
     common.add_argument("-n", "--namespace", help="default: the context's namespace, else default")
-    common.add_argument("-o", "--output", choices=("text", "json"), help="default: text")
+    common.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml", "sql"),
+        help="default: text; sql: a schema plan's statements only (plan schema)",
+    )
     return common
 
 
@@ -401,20 +408,51 @@ def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _run(args: argparse.Namespace, connector: Connect, ins: TextIO, out: TextIO) -> Any:
+def _output_problem(args: argparse.Namespace) -> str | None:
+    """Why ``-o`` cannot apply to this command, or None."""
+    if args.output != "sql":
+        return None
+    if args.command != "plan":
+        return f"-o sql prints a plan's statements; {args.command} has none to print"
+    if args.kind == "migration":
+        # A migration plan records versions and digests, never the SQL: SQL comments
+        # naming them would be a script that runs nothing, and a pipe into psql
+        # would report success.
+        return (
+            "-o sql prints a schema plan's statements; a PtahMigration's plan records "
+            "migration versions and digests, not SQL (use -o text, json or yaml)"
+        )
+    return None
+
+
+def _run(args: argparse.Namespace, connector: Connect, ins: TextIO, out: TextIO) -> str:
     """What the command prints, or a refusal."""
+    problem = _output_problem(args)
+    if problem is not None:
+        raise Usage(problem)
     if args.namespace is None:
         args.namespace = kubeconfig_of(args).namespace or DEFAULT_NAMESPACE
     api = connector(args)
     if args.command == "plan":
         view = read_plan(api, args.kind, args.namespace, args.name)
-        return view.to_json() if args.output == "json" else plan_text(view)
+        if args.output == "sql":
+            return plan_sql(view)
+        return _document(args, view.to_json()) or plan_text(view) + "\n"
     if args.command == "status":
         found = status(api, args)
-        return found if args.output == "json" else record_text("status:", found)
+        return _document(args, found) or record_text("status:", found) + "\n"
     act = {"approve": approve, "acknowledge": acknowledge, "settle": settle}
     made = act[args.command](api, args, ins, out)
-    return made if args.output == "json" else record_text("created:", made)
+    return _document(args, made) or record_text("created:", made) + "\n"
+
+
+def _document(args: argparse.Namespace, document: Any) -> str | None:
+    """The document for tools in the format asked (None: text for people)."""
+    if args.output == "json":
+        return json.dumps(document, indent=2) + "\n"
+    if args.output == "yaml":
+        return yaml_text(document)
+    return None
 
 
 def _server(args: argparse.Namespace) -> str:
@@ -467,8 +505,7 @@ def main(
             setattr(args, key, value)
     ins, out = stdin or sys.stdin, stdout or sys.stdout
     try:
-        result = _run(args, connector, ins, out)
-        out.write((json.dumps(result, indent=2) if args.output == "json" else result) + "\n")
+        out.write(_run(args, connector, ins, out))
         out.flush()
     except BrokenPipeError:
         # The reader went away (``| head``): nothing is left to say to it, and Python

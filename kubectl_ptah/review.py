@@ -59,6 +59,8 @@ class PlanView:
     migrations: tuple[dict[str, Any], ...] = ()
     history_fingerprint: str = ""
     approvals: tuple[dict[str, Any], ...] = field(default=())
+    # A schema plan's bytes as stored (verified against its chunks), for ``-o sql``.
+    data: bytes = field(default=b"", repr=False)
 
     @property
     def pin(self) -> tuple[str, str, str]:
@@ -129,9 +131,8 @@ def schema_plan_view(
         raise PlanUnreadable(f"status.plan names {current.name}, which is not the stored plan")
     if plan.spec.fingerprint != current.fingerprint:
         raise PlanUnreadable(f"plan {current.name} is not the fingerprint status.plan records")
-    statements, classified_by = statements_of(
-        plan_bytes(plan, chunks), engine=schema.spec.target.engine
-    )
+    data = plan_bytes(plan, chunks)
+    statements, classified_by = statements_of(data, engine=schema.spec.target.engine)
     return PlanView(
         kind="PtahSchema",
         namespace=schema.metadata.namespace or "",
@@ -147,6 +148,7 @@ def schema_plan_view(
         statements=statements,
         classified_by=classified_by,
         approvals=tuple(approvals),
+        data=data,
     )
 
 

@@ -1,6 +1,7 @@
 """kubectl ptah: review and decide what the operator waits on.
 
     kubectl ptah plan        schema|migration NAME    the pending plan, statement by statement
+                             [--applied]              ... or the one the last confirmed Apply ran
     kubectl ptah approve     schema|migration NAME    show it, then approve exactly that plan
     kubectl ptah acknowledge migration NAME           settle a run nobody accounted for
     kubectl ptah settle      schema NAME --reason R   end a proof no read can finish
@@ -31,7 +32,14 @@ from typing import Any, Final, NoReturn, TextIO
 from pydantic import ValidationError
 
 from jobclaim import STAMPED, PlanUnreadable, written_stamp
-from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
+from jobclaim.api import (
+    ObjectReference,
+    PtahMigration,
+    PtahMigrationApproval,
+    PtahMigrationPlan,
+    PtahSchema,
+    PtahSchemaPlan,
+)
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONPLANS,
@@ -89,6 +97,7 @@ __all__ = [
     "connect",
     "kubeconfig_of",
     "main",
+    "read_applied",
     "read_plan",
     "status",
 ]
@@ -149,6 +158,10 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--yes", action="store_true", help="do not ask")
         if name == "approve":
             command.add_argument("--fingerprint", help="approve only this plan fingerprint")
+        if name == "plan":
+            command.add_argument(
+                "--applied", action="store_true", help="the plan the last confirmed Apply ran"
+            )
         if name in ("acknowledge", "settle"):
             command.add_argument("--operation-id", help="settle only this attempt")
         if name == "settle":
@@ -213,11 +226,18 @@ def _get(api: ApiClient, kind: str, namespace: str, name: str) -> Object:
         raise NotStored(f"there is no {resource.kind} {name} in namespace {namespace}") from None
 
 
-def _get_plan(api: ApiClient, plans: Resource, namespace: str, owner: str, name: str) -> Object:
+def _get_plan(
+    api: ApiClient, plans: Resource, namespace: str, name: str, *, uid: str | None, named_by: str
+) -> Object:
+    """The plan ``named_by`` names; ``NotStored`` when it, with that UID, is gone."""
     try:
-        return api.get(plans, namespace, name)
+        found = api.get(plans, namespace, name)
     except NotFound:
-        raise NotStored(f"the plan {name} that {owner} names is not stored") from None
+        raise NotStored(f"the plan {name} that {named_by} names is not stored") from None
+    if uid is not None and found.get("metadata", {}).get("uid") != uid:
+        # The name was reused: the plan named is gone, whatever stands there now.
+        raise NotStored(f"the plan {name} that {named_by} names is not stored (another UID)")
+    return found
 
 
 def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
@@ -231,14 +251,9 @@ def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
             if current is None:
                 raise NotStored(f"{owner} has no pending plan")
             plan = PtahSchemaPlan.model_validate(
-                _get_plan(api, PTAHSCHEMAPLANS, namespace, owner, current.name)
+                _get_plan(api, PTAHSCHEMAPLANS, namespace, current.name, uid=None, named_by=owner)
             )
-            chunks: dict[str, Object | None] = {}
-            for chunk in plan.spec.chunks:
-                try:
-                    chunks[chunk.name] = api.get(PTAHSCHEMAPLANCHUNKS, namespace, chunk.name)
-                except NotFound:
-                    chunks[chunk.name] = None
+            chunks = _chunks(api, namespace, plan)
             approvals = _approvals(api, kind, namespace, current.uid)
             return schema_plan_view(schema, plan, chunks, approvals)
         migration = PtahMigration.model_validate(raw)
@@ -246,11 +261,97 @@ def read_plan(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
         if ref is None:
             raise NotStored(f"{owner} has no pending plan")
         mplan = PtahMigrationPlan.model_validate(
-            _get_plan(api, PTAHMIGRATIONPLANS, namespace, owner, ref.name)
+            _get_plan(api, PTAHMIGRATIONPLANS, namespace, ref.name, uid=None, named_by=owner)
         )
         return migration_plan_view(migration, mplan, _approvals(api, kind, namespace, ref.uid))
     except ValidationError as error:
         raise Refused(f"a stored object does not decode: {_first_error(error)}") from None
+
+
+def _chunks(api: ApiClient, namespace: str, plan: PtahSchemaPlan) -> dict[str, Object | None]:
+    """The plan's stored chunks by name (None: not stored; the view refuses the plan)."""
+    chunks: dict[str, Object | None] = {}
+    for chunk in plan.spec.chunks:
+        try:
+            chunks[chunk.name] = api.get(PTAHSCHEMAPLANCHUNKS, namespace, chunk.name)
+        except NotFound:
+            chunks[chunk.name] = None
+    return chunks
+
+
+def read_applied(api: ApiClient, kind: str, namespace: str, name: str) -> PlanView:
+    """The plan the last confirmed Apply of ``kind`` ``name`` ran, read now and verified.
+
+    A schema records it whole (``status.applied``, set when the proof after an Apply
+    that succeeded settles). A migration's ``lastRun`` names only its Job; the plan is
+    the one the approval that Job spent names (``status.consumedJob``, the witness an
+    approval keeps of the one run it authorized), so a run no approval authorized
+    (``policy.apply: Always``) has no plan on record.
+    """
+    raw = _get(api, kind, namespace, name)
+    owner = f"{KINDS[kind].kind} {namespace}/{name}"
+    try:
+        if kind == "schema":
+            schema = PtahSchema.model_validate(raw)
+            applied = schema.status.applied if schema.status else None
+            if applied is None:
+                raise NotStored(f"{owner} records no confirmed Apply")
+            named_by = f"the last confirmed Apply of {owner}"
+            plan = PtahSchemaPlan.model_validate(
+                _get_plan(
+                    api,
+                    PTAHSCHEMAPLANS,
+                    namespace,
+                    applied.name,
+                    uid=applied.uid,
+                    named_by=named_by,
+                )
+            )
+            approvals = _approvals(api, kind, namespace, applied.uid)
+            return schema_plan_view(
+                schema, plan, _chunks(api, namespace, plan), approvals, applied=applied
+            )
+        migration = PtahMigration.model_validate(raw)
+        last = migration.status.last_run if migration.status else None
+        if last is None or last.outcome != "Applied":
+            ended = f"its last run ended {last.outcome}" if last else "it records no run"
+            raise NotStored(f"{owner} records no confirmed Apply: {ended}")
+        spent = _spent_by(api, namespace, migration, last.job_name, last.job_uid)
+        if spent is None:
+            raise NotStored(
+                f"no approval names the Job {last.job_name} of the last run of {owner}, "
+                "so the plan it ran is not on record"
+            )
+        ref, fingerprint = spent
+        named_by = f"the approval of the last run of {owner}"
+        mplan = PtahMigrationPlan.model_validate(
+            _get_plan(api, PTAHMIGRATIONPLANS, namespace, ref.name, uid=ref.uid, named_by=named_by)
+        )
+        if mplan.spec.fingerprint != fingerprint:
+            raise Refused(f"the plan {ref.name} is not the fingerprint its approval approved")
+        approvals = _approvals(api, kind, namespace, ref.uid)
+        return migration_plan_view(migration, mplan, approvals, applied=ref)
+    except ValidationError as error:
+        raise Refused(f"a stored object does not decode: {_first_error(error)}") from None
+
+
+def _spent_by(
+    api: ApiClient, namespace: str, migration: PtahMigration, job: str | None, job_uid: str | None
+) -> tuple[ObjectReference, str] | None:
+    """The plan (and fingerprint) of the approval of ``migration`` that ``job`` spent."""
+    if not job:
+        return None
+    for raw in api.list(PTAHMIGRATIONAPPROVALS, namespace):
+        approval = PtahMigrationApproval.model_validate(raw)
+        witnessed = approval.status.consumed_job if approval.status else None
+        if witnessed is None or witnessed.name != job:
+            continue
+        if job_uid is not None and witnessed.uid != job_uid:
+            continue  # another Job of that name: not this run's
+        if approval.spec.migration_ref.uid != migration.metadata.uid:
+            continue
+        return approval.spec.plan_ref, approval.spec.plan_fingerprint
+    return None
 
 
 def _first_error(error: ValidationError) -> str:
@@ -434,7 +535,8 @@ def _run(args: argparse.Namespace, connector: Connect, ins: TextIO, out: TextIO)
         args.namespace = kubeconfig_of(args).namespace or DEFAULT_NAMESPACE
     api = connector(args)
     if args.command == "plan":
-        view = read_plan(api, args.kind, args.namespace, args.name)
+        read = read_applied if args.applied else read_plan
+        view = read(api, args.kind, args.namespace, args.name)
         if args.output == "sql":
             return plan_sql(view)
         return _document(args, view.to_json()) or plan_text(view) + "\n"

@@ -37,8 +37,11 @@ def approvals_text(approvals: tuple[dict[str, Any], ...] | list[dict[str, Any]])
 
 def plan_text(view: PlanView) -> str:
     """The plan as a reviewer reads it: what, where, which fingerprint, each statement."""
+    title = f"{view.kind} {view.namespace}/{view.name}"
+    if view.which == "applied":
+        title += ": the plan the last confirmed Apply ran"
     lines = [
-        f"{view.kind} {view.namespace}/{view.name}",
+        title,
         f"  plan:         {view.plan_name} (uid {view.plan_uid})",
         f"  fingerprint:  {view.fingerprint}",
         f"  epoch:        {view.epoch}",

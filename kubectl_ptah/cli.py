@@ -21,6 +21,8 @@ show and whether a plan moved are the pure functions of ``kubectl_ptah.review``.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.resources
 import json
 import os
 import ssl
@@ -113,6 +115,40 @@ _DEFAULTS: Final[Mapping[str, Any]] = {
 }
 
 
+DISTRIBUTION: Final = "ptah-operator"
+
+
+def version() -> str | None:
+    """This plugin's version, or None when nothing records one.
+
+    A zipapp (``kubectl_ptah.build_zipapp``) carries the version it was built from in
+    ``kubectl_ptah/VERSION``, which wins: the environment that runs it may hold another
+    ptah-operator, or none. Otherwise the installed distribution's metadata says.
+    """
+    bundled = importlib.resources.files("kubectl_ptah") / "VERSION"
+    if bundled.is_file():
+        return bundled.read_text(encoding="utf-8").strip() or None
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class _Version(argparse.Action):
+    """``--version``: ``kubectl-ptah <version>`` on stdout, or one sentence and exit 1."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        found = version()
+        if found is None:
+            parser.exit(
+                FAILED,
+                f"kubectl ptah: the version is unknown: the {DISTRIBUTION} distribution "
+                "is not installed\n",
+            )
+        sys.stdout.write(f"kubectl-ptah {found}\n")
+        parser.exit(OK)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage error as one line (exit 2, as argparse exits)."""
 
@@ -143,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, kinds, about in (
         ("plan", ("schema", "migration"), "show the pending plan"),

@@ -6,6 +6,7 @@
     kubectl ptah acknowledge migration NAME           settle a run nobody accounted for
     kubectl ptah settle      schema NAME --reason R   end a proof no read can finish
     kubectl ptah status      schema|migration NAME    phase, plan, claim, what is owed
+    kubectl ptah completion  bash|zsh|fish            a shell completion script
 
 Every decision is created without who made it: admission stamps the identity, the
 time and the request from the request itself, and the command prints what was
@@ -62,6 +63,7 @@ from jobclaim.apiserver import (
 
 # The API adapter; after the layout move it is kube.client, never a controller internal.
 from kube.client import KubeApi, KubeConfigError
+from kubectl_ptah.completion import SHELLS, script, words_of
 from kubectl_ptah.errors import (
     FAILED,
     NOTHING_STORED,
@@ -203,6 +205,8 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--operation-id", help="settle only this attempt")
         if name == "settle":
             command.add_argument("--reason", required=True, help="why no read can finish")
+    completion = commands.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=SHELLS)
     return parser
 
 
@@ -565,6 +569,9 @@ def _output_problem(args: argparse.Namespace) -> str | None:
 
 def _run(args: argparse.Namespace, connector: Connect, ins: TextIO, out: TextIO) -> str:
     """What the command prints, or a refusal."""
+    if args.command == "completion":
+        # Words only, from the parser: no kubeconfig is read, no server asked.
+        return script(args.shell, words_of(_parser()))
     problem = _output_problem(args)
     if problem is not None:
         raise Usage(problem)

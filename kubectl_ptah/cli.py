@@ -36,12 +36,20 @@ from pydantic import ValidationError
 
 from jobclaim import STAMPED, PlanUnreadable, written_stamp
 from jobclaim.api import (
+    ObjectMeta,
     ObjectReference,
     PtahMigration,
     PtahMigrationApproval,
+    PtahMigrationApprovalSpec,
     PtahMigrationPlan,
+    PtahMigrationRunAcknowledgment,
+    PtahMigrationRunAcknowledgmentSpec,
     PtahSchema,
+    PtahSchemaApproval,
+    PtahSchemaApprovalSpec,
     PtahSchemaPlan,
+    PtahSchemaProofSettlement,
+    PtahSchemaProofSettlementSpec,
 )
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
@@ -85,11 +93,20 @@ from kubectl_ptah.review import (
     schema_plan_view,
 )
 
-API_VERSION: Final = "operator.ptah.run/v1alpha1"
 KINDS: Final[Mapping[str, Resource]] = {"schema": PTAHSCHEMAS, "migration": PTAHMIGRATIONS}
 APPROVALS: Final[Mapping[str, Resource]] = {
     "schema": PTAHSCHEMAAPPROVALS,
     "migration": PTAHMIGRATIONAPPROVALS,
+}
+# Where each kind of decision is created.
+DECISIONS: Final[Mapping[str, Resource]] = {
+    r.kind: r
+    for r in (
+        PTAHSCHEMAAPPROVALS,
+        PTAHMIGRATIONAPPROVALS,
+        PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+        PTAHSCHEMAPROOFSETTLEMENTS,
+    )
 }
 Connect = Callable[[argparse.Namespace], ApiClient]
 
@@ -413,14 +430,30 @@ def _confirm(args: argparse.Namespace, question: str, stdin: TextIO, stdout: Tex
         raise Refused("not confirmed; nothing was created")
 
 
-def _decision(kind: Resource, namespace: str, prefix: str, spec: Object) -> Object:
-    """A decision to create: no stamp fields, admission writes them from the request."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": kind.kind,
-        "metadata": {"generateName": f"{prefix}-", "namespace": namespace},
-        "spec": spec,
-    }
+Decision = (
+    PtahSchemaApproval
+    | PtahMigrationApproval
+    | PtahMigrationRunAcknowledgment
+    | PtahSchemaProofSettlement
+)
+
+
+def _create(api: ApiClient, namespace: str, build: Callable[[ObjectMeta], Decision]) -> Object:
+    """Create one decision, built by its ``jobclaim.api`` model: the one wire shape.
+
+    No stamp fields are set: admission writes the identity, the time and the request
+    from the request itself, whatever a client sends.
+    """
+    try:
+        decision = build(ObjectMeta(namespace=namespace))
+    except ValidationError as error:
+        raise Refused(f"the decision would not be valid: {_first_error(error)}") from None
+    resource = DECISIONS[decision.kind]
+    return api.create(resource, namespace, decision.to_wire())
+
+
+def _ref(name: str, uid: str | None) -> ObjectReference:
+    return ObjectReference(name=name, uid=uid or "")
 
 
 def _stamped(created: Object) -> dict[str, Any]:
@@ -453,19 +486,33 @@ def approve(
     problem = moved(shown, read_plan(api, args.kind, args.namespace, args.name))
     if problem is not None:
         raise Refused(f"{problem}; nothing was approved, review it again")
-    ref_field = "schemaRef" if args.kind == "schema" else "migrationRef"
-    spec: Object = {
-        ref_field: {"name": shown.name, "uid": shown.resource_uid},
-        "planRef": {"name": shown.plan_name, "uid": shown.plan_uid},
-        "planFingerprint": shown.fingerprint,
-        "executionBindingID": shown.epoch,
-    }
-    if args.kind == "migration":
-        spec["historyFingerprint"] = shown.history_fingerprint
-    resource = APPROVALS[args.kind]
-    created = api.create(
-        resource, args.namespace, _decision(resource, args.namespace, f"{args.name}-approval", spec)
-    )
+    plan_ref = _ref(shown.plan_name, shown.plan_uid)
+    prefix = f"{args.name}-approval-"
+
+    def build(meta: ObjectMeta) -> Decision:
+        meta = meta.model_copy(update={"generate_name": prefix})
+        if args.kind == "schema":
+            return PtahSchemaApproval(
+                metadata=meta,
+                spec=PtahSchemaApprovalSpec(
+                    schema_ref=_ref(shown.name, shown.resource_uid),
+                    plan_ref=plan_ref,
+                    plan_fingerprint=shown.fingerprint,
+                    execution_binding_id=shown.epoch,
+                ),
+            )
+        return PtahMigrationApproval(
+            metadata=meta,
+            spec=PtahMigrationApprovalSpec(
+                migration_ref=_ref(shown.name, shown.resource_uid),
+                plan_ref=plan_ref,
+                plan_fingerprint=shown.fingerprint,
+                history_fingerprint=shown.history_fingerprint,
+                execution_binding_id=shown.epoch,
+            ),
+        )
+
+    created = _create(api, args.namespace, build)
     return _stamped(created)
 
 
@@ -481,13 +528,18 @@ def acknowledge(
     if args.output == "text":
         stdout.write(record_text("unresolved run:", run.to_wire()) + "\n\n")
     _confirm(args, f"acknowledge run {run.operation_id} ({run.outcome})?", stdin, stdout)
-    spec: Object = {
-        "migrationRef": {"name": args.name, "uid": migration.metadata.uid},
-        "operationID": run.operation_id,
-    }
-    resource = PTAHMIGRATIONRUNACKNOWLEDGMENTS
+    ref = _ref(args.name, migration.metadata.uid)
     return _stamped(
-        api.create(resource, args.namespace, _decision(resource, args.namespace, args.name, spec))
+        _create(
+            api,
+            args.namespace,
+            lambda meta: PtahMigrationRunAcknowledgment(
+                metadata=meta.model_copy(update={"generate_name": f"{args.name}-"}),
+                spec=PtahMigrationRunAcknowledgmentSpec(
+                    migration_ref=ref, operation_id=run.operation_id
+                ),
+            ),
+        )
     )
 
 
@@ -513,14 +565,20 @@ def settle(
     if args.output == "text":
         stdout.write(record_text("proof owed:", owed) + "\n\n")
     _confirm(args, f"settle the proof of {pending.apply_operation_id}?", stdin, stdout)
-    spec: Object = {
-        "schemaRef": {"name": args.name, "uid": schema.metadata.uid},
-        "applyOperationID": pending.apply_operation_id,
-        "reason": args.reason,
-    }
-    resource = PTAHSCHEMAPROOFSETTLEMENTS
+    ref = _ref(args.name, schema.metadata.uid)
     return _stamped(
-        api.create(resource, args.namespace, _decision(resource, args.namespace, args.name, spec))
+        _create(
+            api,
+            args.namespace,
+            lambda meta: PtahSchemaProofSettlement(
+                metadata=meta.model_copy(update={"generate_name": f"{args.name}-"}),
+                spec=PtahSchemaProofSettlementSpec(
+                    schema_ref=ref,
+                    apply_operation_id=pending.apply_operation_id,
+                    reason=args.reason,
+                ),
+            ),
+        )
     )
 
 

@@ -1,9 +1,14 @@
-"""Plain text for people: what ``kubectl ptah`` prints when no ``-o json`` is asked."""
+"""What ``kubectl ptah`` prints: plain text for people, YAML and SQL for tools.
+
+JSON is ``json.dumps`` of the same document YAML is made from.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import yaml
 
 from kubectl_ptah.review import PlanView
 
@@ -32,8 +37,11 @@ def approvals_text(approvals: tuple[dict[str, Any], ...] | list[dict[str, Any]])
 
 def plan_text(view: PlanView) -> str:
     """The plan as a reviewer reads it: what, where, which fingerprint, each statement."""
+    title = f"{view.kind} {view.namespace}/{view.name}"
+    if view.which == "applied":
+        title += ": the plan the last confirmed Apply ran"
     lines = [
-        f"{view.kind} {view.namespace}/{view.name}",
+        title,
         f"  plan:         {view.plan_name} (uid {view.plan_uid})",
         f"  fingerprint:  {view.fingerprint}",
         f"  epoch:        {view.epoch}",
@@ -95,3 +103,21 @@ def record_text(title: str, fields: Mapping[str, Any]) -> str:
 
     add("", fields)
     return "\n".join(lines)
+
+
+def yaml_text(document: Any) -> str:
+    """The document ``-o json`` prints, as YAML: the same keys in the same order."""
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def plan_sql(view: PlanView) -> str:
+    """A schema plan's statements and nothing else, exactly as stored.
+
+    Plain SQL bytes are printed as they are, byte for byte (their SHA-256 is the plan's
+    ``contentDigest``), so what a tool reads is what the Apply runs. Ptah's saved-plan
+    document stores each statement's text apart; each is printed as stored, one after
+    the other, each ending a line.
+    """
+    if view.classified_by == "ptah":
+        return "".join(f"{s.sql}\n" for s in view.statements)
+    return view.data.decode("utf-8")

@@ -30,6 +30,7 @@ from jobclaim import (
 from jobclaim.api import (
     CurrentPlanStatus,
     DatabaseTargetSpec,
+    ObjectReference,
     PtahMigration,
     PtahMigrationPlan,
     PtahSchema,
@@ -37,6 +38,7 @@ from jobclaim.api import (
 )
 
 Severity = Literal["safe", "privilege", "destructive"]
+Which = Literal["pending", "applied"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,10 @@ class PlanView:
     migrations: tuple[dict[str, Any], ...] = ()
     history_fingerprint: str = ""
     approvals: tuple[dict[str, Any], ...] = field(default=())
+    # A schema plan's bytes as stored (verified against its chunks), for ``-o sql``.
+    data: bytes = field(default=b"", repr=False)
+    # The plan awaiting a decision, or the one the last confirmed Apply ran.
+    which: Which = "pending"
 
     @property
     def pin(self) -> tuple[str, str, str]:
@@ -78,6 +84,7 @@ class PlanView:
             "destructive": self.destructive or any(s.destructive for s in self.statements),
             "privilegeChanges": list(self.privilege_changes),
             "approvals": list(self.approvals),
+            "which": self.which,
         }
         if self.kind == "PtahSchema":
             out["classifiedBy"] = self.classified_by
@@ -121,17 +128,20 @@ def schema_plan_view(
     plan: PtahSchemaPlan,
     chunks: Mapping[str, Mapping[str, Any] | None],
     approvals: Sequence[dict[str, Any]] = (),
+    *,
+    applied: CurrentPlanStatus | None = None,
 ) -> PlanView:
-    """The schema's pending plan: ``status.plan``, held to the stored plan it names."""
-    current = _current(schema)
+    """The schema's pending plan (``status.plan``), or with ``applied`` the plan the
+    last confirmed Apply ran (``status.applied``), held to the stored plan it names."""
+    current = applied or _current(schema)
+    field_name = "status.applied" if applied else "status.plan"
     meta = plan.metadata
     if (meta.name, meta.uid) != (current.name, current.uid):
-        raise PlanUnreadable(f"status.plan names {current.name}, which is not the stored plan")
+        raise PlanUnreadable(f"{field_name} names {current.name}, which is not the stored plan")
     if plan.spec.fingerprint != current.fingerprint:
-        raise PlanUnreadable(f"plan {current.name} is not the fingerprint status.plan records")
-    statements, classified_by = statements_of(
-        plan_bytes(plan, chunks), engine=schema.spec.target.engine
-    )
+        raise PlanUnreadable(f"plan {current.name} is not the fingerprint {field_name} records")
+    data = plan_bytes(plan, chunks)
+    statements, classified_by = statements_of(data, engine=schema.spec.target.engine)
     return PlanView(
         kind="PtahSchema",
         namespace=schema.metadata.namespace or "",
@@ -147,6 +157,8 @@ def schema_plan_view(
         statements=statements,
         classified_by=classified_by,
         approvals=tuple(approvals),
+        data=data,
+        which="applied" if applied else "pending",
     )
 
 
@@ -160,18 +172,24 @@ def _current(schema: PtahSchema) -> CurrentPlanStatus:
 
 
 def migration_plan_view(
-    migration: PtahMigration, plan: PtahMigrationPlan, approvals: Sequence[dict[str, Any]] = ()
+    migration: PtahMigration,
+    plan: PtahMigrationPlan,
+    approvals: Sequence[dict[str, Any]] = (),
+    *,
+    applied: ObjectReference | None = None,
 ) -> PlanView:
-    """The migration's pending plan: the ordered migrations it would run."""
+    """The migration's pending plan: the ordered migrations it would run; with
+    ``applied`` (the plan its last confirmed run's approval names), that plan."""
     status = migration.status
-    ref = status.plan if status is not None else None
+    ref = applied or (status.plan if status is not None else None)
     if ref is None:
         raise PlanUnreadable(
             f"PtahMigration {migration.metadata.namespace}/{migration.metadata.name} "
             "has no pending plan"
         )
     if (plan.metadata.name, plan.metadata.uid) != (ref.name, ref.uid):
-        raise PlanUnreadable(f"status.plan names {ref.name}, which is not the stored plan")
+        named_by = "the approval of the last run" if applied else "status.plan"
+        raise PlanUnreadable(f"{named_by} names {ref.name}, which is not the stored plan")
     return PlanView(
         kind="PtahMigration",
         namespace=migration.metadata.namespace or "",
@@ -187,6 +205,7 @@ def migration_plan_view(
         migrations=tuple(m.to_wire() for m in plan.spec.migrations),
         history_fingerprint=plan.spec.history_fingerprint,
         approvals=tuple(approvals),
+        which="applied" if applied else "pending",
     )
 
 

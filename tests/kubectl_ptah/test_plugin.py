@@ -11,9 +11,21 @@ import json
 
 import pytest
 
-from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAPLANCHUNKS, PTAHSCHEMAS, ApiClient
+from jobclaim.apiserver import (
+    PTAHMIGRATIONAPPROVALS,
+    PTAHMIGRATIONPLANS,
+    PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+    PTAHMIGRATIONS,
+    PTAHSCHEMAAPPROVALS,
+    PTAHSCHEMAPLANCHUNKS,
+    PTAHSCHEMAPROOFSETTLEMENTS,
+    PTAHSCHEMAS,
+    ApiClient,
+    Object,
+)
 from kubectl_ptah import main
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
+from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
+from tests.jobclaim.world import EPOCH
 
 DESTRUCTIVE_PLAN = (
     b"CREATE TABLE orders_v2 (id bigint PRIMARY KEY, note text DEFAULT 'a;b');\n",
@@ -69,17 +81,126 @@ def test_json_for_tools(rig: Rig) -> None:
     assert view["plan"]["uid"] == schema["status"]["plan"]["uid"]
 
 
+def created(obj: Object) -> Object:
+    """What the client sent: the server adds a name, a UID, times and versions."""
+    meta = obj["metadata"]
+    sent = {k: meta[k] for k in ("generateName", "namespace")}
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": sent,
+        **{k: obj[k] for k in obj if k not in ("apiVersion", "kind", "metadata")},
+    }
+
+
 def test_approve_creates_the_approval_of_exactly_the_plan_shown(rig: Rig) -> None:
     code, text = run(rig.api, "approve", "schema", "orders", stdin="y\n")
     assert code == 0, text
     assert "approve plan ptah-plan-" in text
     (approval,) = rig.api.list(PTAHSCHEMAAPPROVALS, NS)
-    plan = rig.api.get(PTAHSCHEMAS, NS, "orders")["status"]["plan"]
-    spec = approval["spec"]
-    assert spec["planRef"] == {"name": plan["name"], "uid": plan["uid"]}
-    assert spec["planFingerprint"] == plan["fingerprint"]
-    # Nobody's name is typed: admission writes it.
-    assert "approver" not in spec and "approvedAt" not in spec
+    schema = rig.api.get(PTAHSCHEMAS, NS, "orders")
+    plan = schema["status"]["plan"]
+    # Exactly this, and nobody's name: admission writes the approver and the time.
+    assert created(approval) == {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahSchemaApproval",
+        "metadata": {"generateName": "orders-approval-", "namespace": NS},
+        "spec": {
+            "schemaRef": {"name": "orders", "uid": schema["metadata"]["uid"]},
+            "planRef": {"name": plan["name"], "uid": plan["uid"]},
+            "planFingerprint": plan["fingerprint"],
+            "executionBindingID": plan["executionBindingID"],
+        },
+    }
+
+
+def test_approve_creates_the_migration_approval_with_its_history(rig: Rig) -> None:
+    add_migration(rig)
+    code, text = run(rig.api, "approve", "migration", "billing", "--yes")
+    assert code == 0, text
+    (approval,) = [
+        a
+        for a in rig.api.list(PTAHMIGRATIONAPPROVALS, NS)
+        if a["metadata"]["name"] != "billing-approval"  # the one add_migration seeds
+    ]
+    migration = rig.api.get(PTAHMIGRATIONS, NS, "billing")
+    ref = migration["status"]["plan"]
+    plan = rig.api.get(PTAHMIGRATIONPLANS, NS, ref["name"])["spec"]
+    assert created(approval) == {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahMigrationApproval",
+        "metadata": {"generateName": "billing-approval-", "namespace": NS},
+        "spec": {
+            "migrationRef": {"name": "billing", "uid": migration["metadata"]["uid"]},
+            "planRef": ref,
+            "planFingerprint": plan["fingerprint"],
+            "historyFingerprint": plan["historyFingerprint"],
+            "executionBindingID": plan["executionBindingID"],
+        },
+    }
+
+
+def test_acknowledge_creates_exactly_the_acknowledgment_of_the_run(rig: Rig) -> None:
+    add_migration(rig)
+    stored = rig.api.get(PTAHMIGRATIONS, NS, "billing")
+    unresolved = {
+        "outcome": "Unknown",
+        "operationID": "op-7",
+        "jobName": "ptah-apply-billing-7",
+        "recordedAt": "2026-12-02T12:00:00Z",
+    }
+    rig.api.patch_status(
+        PTAHMIGRATIONS,
+        NS,
+        "billing",
+        {**stored["status"], "unresolvedRun": unresolved},
+        resource_version=stored["metadata"]["resourceVersion"],
+    )
+    code, text = run(rig.api, "acknowledge", "migration", "billing", "--yes")
+    assert code == 0, text
+    (made,) = rig.api.list(PTAHMIGRATIONRUNACKNOWLEDGMENTS, NS)
+    assert created(made) == {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahMigrationRunAcknowledgment",
+        "metadata": {"generateName": "billing-", "namespace": NS},
+        "spec": {
+            "migrationRef": {"name": "billing", "uid": stored["metadata"]["uid"]},
+            "operationID": "op-7",
+        },
+    }
+
+
+def test_settle_creates_exactly_the_settlement_of_the_proof(rig: Rig) -> None:
+    stored = rig.api.get(PTAHSCHEMAS, NS, "orders")
+    pending = {
+        "outcome": "OutcomeUnknown",
+        "applyOperationID": "op-9",
+        "applyJobName": "ptah-apply-orders-9",
+        "coordinationDigest": "sha256:" + "c" * 64,
+        "leaseDurationSeconds": 60,
+        "leaseEpoch": EPOCH,
+    }
+    rig.api.patch_status(
+        PTAHSCHEMAS,
+        NS,
+        "orders",
+        {**stored["status"], "pendingObservation": pending},
+        resource_version=stored["metadata"]["resourceVersion"],
+    )
+    argv = ("settle", "schema", "orders", "--reason", "restored elsewhere", "--yes")
+    code, text = run(rig.api, *argv)
+    assert code == 0, text
+    (made,) = rig.api.list(PTAHSCHEMAPROOFSETTLEMENTS, NS)
+    assert created(made) == {
+        "apiVersion": "operator.ptah.run/v1alpha1",
+        "kind": "PtahSchemaProofSettlement",
+        "metadata": {"generateName": "orders-", "namespace": NS},
+        "spec": {
+            "schemaRef": {"name": "orders", "uid": stored["metadata"]["uid"]},
+            "applyOperationID": "op-9",
+            "reason": "restored elsewhere",
+        },
+    }
 
 
 def test_not_confirming_creates_nothing(rig: Rig) -> None:

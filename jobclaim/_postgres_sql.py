@@ -180,13 +180,19 @@ def classify_statement(stmt: Node) -> Verdict:
 
 
 def _findings(stmt: Node) -> Iterator[Finding]:
-    (kind, body), *_ = stmt.items()
     nested = list(_walk_findings(stmt))
     yield from nested
+    yield from _own_findings(stmt, found_nested=bool(nested))
+
+
+def _own_findings(stmt: Node, *, found_nested: bool) -> Iterator[Finding]:
+    """What a statement's own kind needs checked; a kind that cannot be additive is a
+    finding of its own unless the walk already said what it does."""
+    (kind, body), *_ = stmt.items()
     check = _ADDITIVE.get(kind)
     if check is not None:
         yield from check(body)
-    elif not nested:
+    elif not found_nested:
         yield unknown(f"{_words(kind)} is not known to be additive")
 
 
@@ -343,13 +349,9 @@ def _schema(body: Node) -> Iterator[Finding]:
     if body.get("authrole"):
         yield grants("creates a schema owned by another role")
     for element in body.get("schemaElts", []):
-        (kind, inner), *_ = element.items()
-        check = _ADDITIVE.get(kind)
-        if check is None:
-            if not list(_walk_findings(element)):
-                yield unknown(f"{_words(kind)} is not known to be additive")
-        else:
-            yield from check(inner)
+        # The walk of the whole statement already reported the elements' nodes.
+        found_nested = any(True for _ in _walk_findings(element))
+        yield from _own_findings(element, found_nested=found_nested)
 
 
 def _insert(body: Node) -> Iterator[Finding]:

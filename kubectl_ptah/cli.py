@@ -54,12 +54,10 @@ from jobclaim.api import (
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONPLANS,
-    PTAHMIGRATIONRUNACKNOWLEDGMENTS,
     PTAHMIGRATIONS,
     PTAHSCHEMAAPPROVALS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
-    PTAHSCHEMAPROOFSETTLEMENTS,
     PTAHSCHEMAS,
     ApiClient,
     ApiError,
@@ -98,16 +96,8 @@ APPROVALS: Final[Mapping[str, Resource]] = {
     "schema": PTAHSCHEMAAPPROVALS,
     "migration": PTAHMIGRATIONAPPROVALS,
 }
-# Where each kind of decision is created.
-DECISIONS: Final[Mapping[str, Resource]] = {
-    r.kind: r
-    for r in (
-        PTAHSCHEMAAPPROVALS,
-        PTAHMIGRATIONAPPROVALS,
-        PTAHMIGRATIONRUNACKNOWLEDGMENTS,
-        PTAHSCHEMAPROOFSETTLEMENTS,
-    )
-}
+# Where each kind of decision is created: the stamped kinds' own table.
+DECISIONS: Final[Mapping[str, Resource]] = {kind: s.resource for kind, s in STAMPED.items()}
 Connect = Callable[[argparse.Namespace], ApiClient]
 
 # Refused lives in kubectl_ptah.errors; callers that catch it here keep working.

@@ -23,12 +23,13 @@ import yaml
 
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS, Object, Resource
 from lab import run as localrun
-from tests.chart.support import VALUES, Helm, HelmUnavailable, build_helm
-from tests.realapi.attackstage import (
+from tests.chart.support import VALUES, Helm
+from tests.realapi.attackstage import (  # noqa: F401
     HARNESS_KUBE_VERSION,
     VAP,
     VAPB,
     admitted,
+    helm_fixture,
     path_of,
     refused_with,
 )
@@ -50,15 +51,6 @@ class Guarded:
 
     operator: Operator
     namespace: str
-
-
-@pytest.fixture(scope="module", name="helm")
-def helm_fixture(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    try:
-        binary = build_helm()
-    except HelmUnavailable as error:
-        pytest.fail(f"the apply guard needs helm to render the chart's policy: {error}")
-    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
 
 
 def _grant_owner(stage: Operator, namespace: str) -> None:

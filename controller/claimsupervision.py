@@ -199,7 +199,7 @@ def _supervise_job(ctx: PassContext, job: Object) -> Stop:
     return Stop("the Job is running", requeue_after=_renew_interval(ctx))
 
 
-HARVEST_PENDING: Final = "the Job has finished; its result frame may still be arriving"
+HARVEST_PENDING: Final = "the Job has finished; its result record may still be arriving"
 
 
 def await_harvest(ctx: PassContext, job: Object) -> Stop:

@@ -3,19 +3,19 @@
 
 A terminal Job is not an outcome. The account comes from
 
-1. exactly one Pod owned by the Job, accepted by the claim's persisted admission
-   envelope, whose runner container actually terminated (``select_pod``);
-2. that Pod's ``ptah`` log, read from its start with ``limit_bytes`` set to the
-   runner's own log budget, so a read always reaches the frame written at its end;
-3. the result frame bound to this operation and attempt, or for a migration Apply
-   whose log has none, the termination summary when it names this attempt and agrees
-   with every frame header in the log (``account_for``, the same code either way);
-4. ``judge``: a frame that may still be arriving is read again for a bounded time; an
-   account about another database is uncertain, never failed.
+1. the Job's result record (``PtahResultRecord``, named after the Job), which a Pod of
+   the Job created under its own token, read directly; once every Pod of the Job has
+   stopped, its account may be read even when the writing Pod is gone
+   (``select_evidence``);
+2. without a record: exactly one Pod owned by the Job, accepted by the claim's
+   persisted admission envelope, whose runner container actually terminated
+   (``select_pod``), and for a migration Apply its termination summary when it names
+   this attempt (``account_for``);
+3. ``judge``: a record still missing is read again for a bounded time; an account
+   about another database is uncertain, never failed.
 
 The Job's exit code and conditions take no part: ``finished`` only says when to look.
-A log read that fails is a log that is gone; a migration Apply may still be read from
-its summary, and anything else waits out the re-read window and is then unknown.
+No Pod log is read: the manager holds no ``pods/log``, and no log carries a result.
 
 Harvested Jobs get the cleanup TTL (``set_cleanup_ttl``) before the outcome patch: a
 stop in between leaves a TTL under a live claim, and the next pass re-reads the same
@@ -32,18 +32,17 @@ from typing import Any
 
 from controller.approvals import witness_apply_job
 from controller.passcontext import PassContext
-from jobclaim import CLEANUP_TTL_SECONDS, RUNNER_CONTAINER, manager_record_of
-from jobclaim.api import ManagerRecord
-from jobclaim.apiserver import JOBS, PODS, ApiError, Object
+from jobclaim import CLEANUP_TTL_SECONDS, manager_record_of
+from jobclaim.api import ManagerRecord, PtahResultRecord
+from jobclaim.apiserver import JOBS, PODS, PTAHRESULTRECORDS, NotFound, Object
 from jobclaim.errors import InvalidInput
-from runner import LOG_BUDGET_BYTES, FrameError, SummaryRefused, account_for
+from runner import MalformedRecord, RecordError, SummaryRefused, account_for
 from runner.harvest import (
     Judgement,
     NoEvidence,
     Outcome,
-    PodEvidence,
     judge,
-    select_pod,
+    select_evidence,
     terminal_since,
 )
 from runner.summary import Account
@@ -83,7 +82,7 @@ class Harvest:
         return self.evidence.reason
 
     def retry_after(self, now: datetime) -> float | None:
-        """Seconds until the log is read again, for a frame still arriving."""
+        """Seconds until the record is read again, for one still arriving."""
         judgement = self.judgement
         if judgement is None or judgement.outcome is not Outcome.WAIT:
             return None
@@ -131,31 +130,45 @@ def set_cleanup_ttl(ctx: PassContext, job: Object) -> None:
     )
 
 
-def _read_log(ctx: PassContext, pod: PodEvidence) -> str | None:
+def _read_record(ctx: PassContext, job: Object) -> PtahResultRecord | MalformedRecord | None:
+    """The Job's result record, None when there is none. Raises ApiError for a read
+    that failed: a failed read is not a missing record."""
+    name = str(_map(job.get("metadata")).get("name") or "")
     try:
-        return ctx.api.read_pod_log(
-            ctx.namespace, pod.name, container=RUNNER_CONTAINER, limit_bytes=LOG_BUDGET_BYTES
-        )
-    except ApiError:
-        # A log that cannot be read is a log that is gone: the termination summary may
-        # still stand in for a migration Apply, and nothing else is guessed.
+        raw = ctx.api.get(PTAHRESULTRECORDS, ctx.namespace, name)
+    except NotFound:
         return None
+    try:
+        return PtahResultRecord.model_validate(raw)
+    except ValueError as error:
+        return MalformedRecord(f"the record {name} does not decode: {error}")
 
 
 def harvest(ctx: PassContext, job: Object) -> Harvest:
-    """Read the claim's terminal Job. Raises ApiError when the Pods cannot be listed."""
+    """Read the claim's terminal Job. Raises ApiError when the Pods or the record
+    cannot be read."""
     operation = ctx.operation
     claim = ctx.family.claim(ctx, None)
     pods = ctx.api.list(PODS, ctx.namespace)
-    chosen = select_pod(job, pods, claim)
+    record = _read_record(ctx, job)
+    found = record if isinstance(record, PtahResultRecord) else None
+    chosen = select_evidence(job, pods, claim, found)
     if isinstance(chosen, NoEvidence):
         return Harvest(None, chosen, chosen.pod_uids, chosen.may_still_write, _dispatcher(job))
-    log = _read_log(ctx, chosen)
-    read: Account | FrameError | SummaryRefused
-    try:
-        read = account_for(log, chosen.termination_message, ctx.info.runner_operation, operation.id)
-    except (FrameError, SummaryRefused) as error:
-        read = error
+    read: Account | RecordError | SummaryRefused
+    if isinstance(record, MalformedRecord):
+        read = record
+    else:
+        try:
+            read = account_for(
+                found,
+                chosen.termination_message,
+                ctx.info.runner_operation,
+                operation.id,
+                job_uid=str(_map(job.get("metadata")).get("uid") or ""),
+            )
+        except (RecordError, SummaryRefused) as error:
+            read = error
     judgement = judge(
         claim,
         read,

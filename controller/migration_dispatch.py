@@ -358,13 +358,13 @@ class MigrationFamily:
         # A History while a run is unresolved: migration_outcome records it, and
         # settles the run when it shows nothing pending on the same database.
         account = harvested.account
-        frame = account.frame if account else None
+        recorded = account.recorded if account else None
         return (
             migration_status_of(ctx).unresolved_run is not None
             and ctx.operation.type == "History"
             and harvested.outcome is Outcome.ACCOUNTED
-            and frame is not None
-            and frame.result.migration_history is not None
+            and recorded is not None
+            and recorded.result.migration_history is not None
         )
 
     def settle_record(self, ctx: PassContext) -> Stop | None:

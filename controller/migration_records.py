@@ -156,12 +156,12 @@ def run_outcome(account: Account) -> tuple[str, list[str]]:
 
     An uncertain account is Unknown whatever outcome it names; an account without a
     run section (a refusal before the child ran) applied nothing. The versions come
-    from the frame only: a summary names the first and last, never the ones between.
+    from the record only: a summary names the first and last, never the ones between.
     """
     summary = account.summary
     run = summary.migration
-    frame_run = account.frame.result.migration_run if account.frame else None
-    versions = list(frame_run.applied_versions) if frame_run else []
+    recorded_run = account.recorded.result.migration_run if account.recorded else None
+    versions = list(recorded_run.applied_versions) if recorded_run else []
     if summary.uncertain:
         return "Unknown", versions
     return (run.outcome if run else "Failed"), versions
@@ -204,9 +204,9 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
                 "phase": "VerifyingHistory",
             },
         )
-    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
+    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.recorded is None:
         return write_retry(ctx, harvest.reason or "the reading gave no account")
-    result = account.frame.result
+    result = account.recorded.result
     if ctx.operation.type == "History" and result.migration_history is not None:
         return settle_by_history(ctx, result)
     return retire_migration_claim(
@@ -248,7 +248,7 @@ def settle_by_history(ctx: PassContext, result: Any) -> Stop:
 
 
 def history_of(result: Any, observed_at: str) -> MigrationHistoryStatus:
-    """The status record of a History frame's reading. Pure."""
+    """The status record of a History record's reading. Pure."""
     section = result.migration_history
     return MigrationHistoryStatus(
         observed_at=observed_at,

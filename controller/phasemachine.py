@@ -9,7 +9,7 @@ or a phase must not change what is claimed. The phase is an output, for people a
 tools; the claim is the only output that acts.
 
 Both families walk the same ladder, each rung a reading with its own claim, Job,
-frame and harvest:
+record and harvest:
 
     Resolve -> Verify -> (schema) Observe -> Plan      -> approval -> Apply
                          (migration) History -> plan -> approval -> Apply

@@ -1,5 +1,5 @@
 """Publishing a plan from a reading's result: the PtahSchemaPlan and its chunks from a
-Plan Job's frame, the PtahMigrationPlan from a History Job's frame.
+Plan Job's record, the PtahMigrationPlan from a History Job's record.
 
 The objects are built by the same functions the webhook rebuilds them with
 (``jobclaim.build_schema_plan``, ``build_plan_chunk``, ``build_migration_plan``), so
@@ -14,13 +14,13 @@ from it.
 Durable order: the plan and its chunks are created while the claim is still live
 and before the status patch that records ``status.plan`` and retires the claim. A
 stop in between leaves the claim, whose next pass reads the same terminal Job's
-frame and finds the objects it published.
+record and finds the objects it published.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from controller.passcontext import PassContext, migration_of, schema_of
 from jobclaim import (
@@ -30,10 +30,8 @@ from jobclaim import (
     build_plan_chunk,
     build_schema_plan,
     manager_record_of,
-    plan_content,
-    privilege_changes_of,
     published_plan_problem,
-    sha256_digest,
+    reading_plan_content,
 )
 from jobclaim.api import (
     CurrentPlanStatus,
@@ -53,22 +51,9 @@ from jobclaim.errors import InvalidInput, PtahError
 from jobclaim.times import timestamp
 from runner.result import MigrationHistorySection, PlanSection
 
-CHUNK_BYTES: Final = 512 * 1024
-MAX_CHUNKS: Final = 16
-
 
 class PublishRefused(PtahError):
     """The reading cannot become a plan: its text, or an object under the plan's name."""
-
-
-def split_chunks(text: bytes) -> list[bytes]:
-    """The plan's bytes in chunks of at most 512 KiB. Pure."""
-    chunks = [text[i : i + CHUNK_BYTES] for i in range(0, len(text), CHUNK_BYTES)]
-    if not 1 <= len(chunks) <= MAX_CHUNKS:
-        raise PublishRefused(
-            f"a plan of {len(text)} bytes does not fit 1 to {MAX_CHUNKS} chunks of 512 KiB"
-        )
-    return chunks
 
 
 def _create_or_hold(
@@ -96,31 +81,23 @@ def _create_or_hold(
 def schema_plan_content(
     section: PlanSection, *, engine: str
 ) -> tuple[SchemaPlanContent, list[bytes]]:
-    """What only the Plan Job's reading knows, with the bytes it stores. Pure.
+    """What only the Plan Job's record knows, with the bytes it stores. Pure.
 
-    The plan text must be the content the frame's digest names: the digest is what
-    the Apply is later held to, so bytes that differ from it would be SQL nobody
-    reviewed under that name. What the plan records of its statements is the worse of
-    the runner's report and the engine's parser over those bytes
-    (``jobclaim.plan_content``): the webhook reads the same bytes with the same
-    parser, so a plan recorded here is never refused as understating itself.
-    """
-    text = section.stdout.encode("utf-8")
-    if sha256_digest(text) != section.plan_content_digest:
-        raise PublishRefused("the plan text is not the content its frame's digest names")
+    ``jobclaim.reading_plan_content``, the derivation the webhook judges the published
+    plan by from the same record, so a plan published here is never refused as
+    understating itself."""
     try:
-        reading = plan_content(text, engine=engine)
+        return reading_plan_content(
+            section.stdout.encode("utf-8"),
+            content_digest=section.plan_content_digest,
+            statement_count=section.statement_count,
+            reported_destructive=section.destructive,
+            engine=engine,
+        )
     except PlanUnreadable as error:
         raise PublishRefused(f"the plan text cannot be read as statements: {error}") from error
-    chunks = split_chunks(text)
-    content = SchemaPlanContent(
-        content_digest=section.plan_content_digest,
-        statement_count=section.statement_count,
-        destructive=section.destructive or bool(reading.destructive),
-        privilege_changes=tuple(privilege_changes_of(reading)),
-        chunks=tuple((sha256_digest(c), len(c)) for c in chunks),
-    )
-    return content, chunks
+    except InvalidInput as error:
+        raise PublishRefused(str(error)) from error
 
 
 def publish_schema_plan(ctx: PassContext, section: PlanSection, job: Object) -> CurrentPlanStatus:
@@ -173,7 +150,7 @@ def publish_schema_plan(ctx: PassContext, section: PlanSection, job: Object) -> 
 def publish_migration_plan(ctx: PassContext, section: MigrationHistorySection) -> ObjectReference:
     """Publish the plan the History reading recorded in status derives; its reference.
 
-    The sequence is the reading's pending list, which lives only in the frame; the
+    The sequence is the reading's pending list, which lives only in the record; the
     rest comes from ``status.history`` and ``status.artifact``, which the caller has
     made durable first (the webhook rebuilds the plan from them).
     """

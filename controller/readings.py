@@ -1,7 +1,7 @@
 """What a reading found, recorded: the harvest of Resolve, Verify, Observe, Plan and
 History claims that neither prove an Apply nor settle an unresolved run.
 
-Each reading is a claim with its own Job, frame and harvest; this module only turns
+Each reading is a claim with its own Job, record and harvest; this module only turns
 the account ``jobaccount.harvest`` read into status, in the patch that retires the
 claim (``retirement``), so a stop on either side leaves a live claim whose terminal
 Job is read again, or the record, never neither:
@@ -11,11 +11,11 @@ Job is read again, or the record, never neither:
 - Verify: ``status.verification``, after holding the runner's policy digest to the
   ConfigMap the spec names (read now, by UID and digest, as an Apply re-reads it).
 - Observe: ``status.observation``; drift below ``spec.policy.driftSeverity`` is none.
-- Plan: the plan is published (``publishing``) from the frame, then ``status.plan``
+- Plan: the plan is published (``publishing``) from the record, then ``status.plan``
   is written with the claim's retirement; a plan of no changes is an observation
   of no drift.
 - History: ``status.history`` is written first (the claim kept), then the plan is
-  published from it and the frame's pending list, then the claim retires with
+  published from it and the record's pending list, then the claim retires with
   ``status.plan``.
 
 A reading that failed (the executor's error, no readable account, a Job that did not
@@ -296,9 +296,9 @@ def record_reading(ctx: PassContext, harvested: Harvest, job: Object) -> Stop | 
     if recorder is None:
         return None
     account = harvested.account
-    if harvested.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
+    if harvested.outcome is not Outcome.ACCOUNTED or account is None or account.recorded is None:
         return fail(ctx, None, harvested.reason or "the reading gave no account")
-    result = account.frame.result
+    result = account.recorded.result
     if result.error is not None:
         return fail(ctx, result.error.code, result.error.message)
     if finished(job) != "Complete":

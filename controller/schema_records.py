@@ -146,10 +146,10 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
             dispatched_by=harvest.dispatched_by,
         )
     pending = schema_status_of(ctx).pending_observation
-    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.frame is None:
+    if harvest.outcome is not Outcome.ACCOUNTED or account is None or account.recorded is None:
         return _retry_unless_settled(ctx, pending, harvest.reason or "the reading gave no account")
     if pending is not None and info.serves_proof:
-        return _proof_reading(ctx, pending, account.frame.result)
+        return _proof_reading(ctx, pending, account.recorded.result)
     return retire_schema_claim(
         ctx,
         f"{ctx.operation.type} was read",

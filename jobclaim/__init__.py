@@ -62,6 +62,7 @@ from jobclaim.claim import (
 from jobclaim.envelope import (
     ANN_EPOCH,
     ANN_OPERATION_ID,
+    ANN_PLAN_CONTENT_DIGEST,
     ANN_SNAPSHOT_DIGEST,
     LABEL_MANAGED_BY,
     LABEL_OPERATION,
@@ -101,6 +102,7 @@ from jobclaim.plans import (
     build_plan_chunk,
     build_schema_plan,
     published_plan_problem,
+    reading_plan_content,
 )
 from jobclaim.projection import (
     LABEL_PLAN,
@@ -113,6 +115,17 @@ from jobclaim.projection import (
     projection_problem,
 )
 from jobclaim.recordedplan import migration_plan_problem, schema_plan_problem
+from jobclaim.recordpod import (
+    ENV_JOB_NAME,
+    ENV_JOB_UID,
+    ENV_POD_NAME,
+    ENV_POD_NAMESPACE,
+    ENV_POD_UID,
+    RECORD_CA_FILE,
+    RECORD_IDENTITY_ENV,
+    RECORD_TOKEN_DIR,
+    RECORD_TOKEN_FILE,
+)
 from jobclaim.semantic import quantity_value
 from jobclaim.stamps import (
     REQUEST_UID_FIELD,
@@ -147,10 +160,16 @@ from jobclaim.template import template_digest
 __all__ = [
     "ANN_EPOCH",
     "ANN_OPERATION_ID",
+    "ANN_PLAN_CONTENT_DIGEST",
     "ANN_SNAPSHOT_DIGEST",
     "CLEANUP_TTL_SECONDS",
     "CONSUMED",
     "DEFAULT_GRACE_SECONDS",
+    "ENV_JOB_NAME",
+    "ENV_JOB_UID",
+    "ENV_POD_NAME",
+    "ENV_POD_NAMESPACE",
+    "ENV_POD_UID",
     "INSTALL_CONTAINER",
     "LABEL_MANAGED_BY",
     "LABEL_OPERATION",
@@ -164,6 +183,10 @@ __all__ = [
     "MIGRATION_OPERATIONS",
     "PLAN_CONTRACT_VERSION",
     "PREFIX",
+    "RECORD_CA_FILE",
+    "RECORD_IDENTITY_ENV",
+    "RECORD_TOKEN_DIR",
+    "RECORD_TOKEN_FILE",
     "REQUEST_UID_FIELD",
     "RUNNER_CONTAINER",
     "SCHEMA_OPERATIONS",
@@ -241,6 +264,7 @@ __all__ = [
     "projection_problem",
     "published_plan_problem",
     "quantity_value",
+    "reading_plan_content",
     "recorded_content_problem",
     "runner_state",
     "schema_approval_problem",

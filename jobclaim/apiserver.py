@@ -153,6 +153,7 @@ PTAHMIGRATIONAPPROVALS: Final = _ptah("ptahmigrationapprovals", "PtahMigrationAp
 PTAHMIGRATIONRUNACKNOWLEDGMENTS: Final = _ptah(
     "ptahmigrationrunacknowledgments", "PtahMigrationRunAcknowledgment"
 )
+PTAHRESULTRECORDS: Final = _ptah("ptahresultrecords", "PtahResultRecord", has_status=False)
 
 PTAH_RESOURCES: Final = (
     PTAHSCHEMAS,
@@ -164,6 +165,7 @@ PTAH_RESOURCES: Final = (
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+    PTAHRESULTRECORDS,
 )
 BY_KIND: Final[Mapping[str, Resource]] = {
     r.kind: r
@@ -294,7 +296,3 @@ class ApiClient(ApiReader, Protocol):
     ) -> Iterator[WatchEvent]:
         """Change notifications; they only trigger work, decisions read uncached."""
         ...
-
-    def read_pod_log(
-        self, namespace: str, name: str, *, container: str, limit_bytes: int
-    ) -> str: ...

@@ -44,6 +44,7 @@ from jobclaim.errors import BuildRefused, InvalidInput
 from jobclaim.naming import job_name, projection_names
 from jobclaim.operations import operation_info
 from jobclaim.projection import CHUNK_KEY
+from jobclaim.recordpod import identity_env, token_mount, token_volume
 
 # The layout (docs/architecture.md, "The operation Job's layout"): the stock ptah
 # image runs the main container; the runner, a self-contained Python with its own
@@ -420,6 +421,7 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         _value("PTAH_RUNNER_PROTOCOL_VERSION", str(inputs.binding.runner_protocol_version)),
         _value("PTAH_RUNNER_WORK_DIR", WORK_DIR),
         _value("PTAH_VERSION", inputs.binding.ptah_version),
+        *identity_env(),
     ]
     if runner in ("resolve", "verify"):
         env.extend(_registry_env(inputs))
@@ -508,6 +510,10 @@ def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[d
         {"name": "runner", "mountPath": RUNNER_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": WORK_DIR},
     ]
+    # Every operation writes its result record under its own Pod's bound token; the
+    # mount is the runner container's alone (jobclaim.recordpod).
+    volumes.append(token_volume(inputs.execution.active_deadline_seconds, READ_ONLY_MODE))
+    mounts.append(token_mount())
     if runner in ("observe", "plan", "migration-history", "migration-apply"):
         volumes.append({"name": "source", "emptyDir": {}})
         mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})

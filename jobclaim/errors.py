@@ -30,13 +30,13 @@ drawing; a new exception class belongs in it):
      │    ├── PublishRefused       a reading that cannot become a plan
      │    └── ReadingUnrecordable  a reading's account the claim cannot record
      └── RunnerError               runner.errors: the Job's program and its result protocol
-          ├── FrameError           no result frame bound to the operation could be read
-          │    ├── FrameNotFound
-          │    ├── IncompleteFrame
-          │    ├── FrameTooLarge
-          │    └── MalformedFrame
-          │         └── ForeignFrame  the last good frame is another operation's
-          ├── SummaryRefused       a termination summary that cannot stand in for a frame
+          ├── RecordError          no result record bound to the attempt could be read
+          │    ├── RecordNotFound
+          │    ├── ResultTooLarge
+          │    └── MalformedRecord
+          │         └── ForeignRecord  the record is another operation's or attempt's
+          ├── RecordUnwritten      the runner could not create its result record
+          ├── SummaryRefused       a termination summary that cannot stand in for a record
           └── ConfigurationError   the Job's environment cannot be run from
 
 Outside the tree on purpose: the webhook's control flow (``webhook.rules``: ``Denied``

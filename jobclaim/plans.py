@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from jobclaim._canonical import digest_of
+from jobclaim._canonical import digest_of, sha256_digest
 from jobclaim.api._base import API_VERSION
 from jobclaim.api.common import DatabaseTargetSpec, ExecutionBindingStatus, ManagerRecord
 from jobclaim.api.meta import ObjectMeta, ObjectReference, OwnerReference
@@ -43,6 +43,7 @@ from jobclaim.errors import InvalidInput
 from jobclaim.naming import coordination_digest, migration_plan_name, plan_name, projection_names
 from jobclaim.projection import LABEL_PLAN, LABEL_SCHEMA, chunk_problem
 from jobclaim.semantic import json_equal
+from jobclaim.statements import plan_content, privilege_changes_of
 
 # Bumped when the fingerprinted fields change meaning: a plan fingerprinted under
 # another contract names a different plan even with equal fields.
@@ -76,6 +77,51 @@ class SchemaPlanContent:
             privilege_changes=tuple(spec.privilege_changes),
             chunks=tuple((c.digest, c.size) for c in sorted(spec.chunks, key=lambda c: c.index)),
         )
+
+
+CHUNK_BYTES: Final = 512 * 1024
+MAX_CHUNKS: Final = 16
+
+
+def split_chunks(text: bytes) -> list[bytes]:
+    """The plan's bytes in chunks of at most 512 KiB (``InvalidInput`` past 16)."""
+    chunks = [text[i : i + CHUNK_BYTES] for i in range(0, len(text), CHUNK_BYTES)]
+    if not 1 <= len(chunks) <= MAX_CHUNKS:
+        raise InvalidInput(
+            f"a plan of {len(text)} bytes does not fit 1 to {MAX_CHUNKS} chunks of 512 KiB"
+        )
+    return chunks
+
+
+def reading_plan_content(
+    text: bytes,
+    *,
+    content_digest: str,
+    statement_count: int,
+    reported_destructive: bool,
+    engine: str,
+) -> tuple[SchemaPlanContent, list[bytes]]:
+    """What a Plan reading's text makes of a plan, with the bytes it stores.
+
+    The one derivation the controller publishes by and the webhook judges by, both
+    from the Plan Pod's own record: the text must be the content its digest names
+    (the digest is what the Apply is later held to); destructiveness is the worse of
+    the executor's report and the engine's parser over the bytes, and the privilege
+    changes are the parser's. ``InvalidInput`` (or ``PlanUnreadable``) when the text
+    cannot be a plan.
+    """
+    if sha256_digest(text) != content_digest:
+        raise InvalidInput("the plan text is not the content its record's digest names")
+    reading = plan_content(text, engine=engine)
+    chunks = split_chunks(text)
+    content = SchemaPlanContent(
+        content_digest=content_digest,
+        statement_count=statement_count,
+        destructive=reported_destructive or bool(reading.destructive),
+        privilege_changes=tuple(privilege_changes_of(reading)),
+        chunks=tuple((sha256_digest(c), len(c)) for c in chunks),
+    )
+    return content, chunks
 
 
 def _owner_metadata(owner: Owner, name: str, label: str) -> ObjectMeta:

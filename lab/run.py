@@ -184,6 +184,9 @@ EXAMPLE_STATEMENTS: Final = b"CREATE TABLE orders (id bigint PRIMARY KEY);\n"
 # needs helm, which `make run` should not have to build; tests/realapi/
 # test_crds_and_chart.py holds these to the chart's rendered rules. Left out: the
 # chart's patch of its own webhook configurations, which only rotation uses.
+RESULT_WRITER_RULES: Final[list[Object]] = [
+    {"apiGroups": ["operator.ptah.run"], "resources": ["ptahresultrecords"], "verbs": ["create"]}
+]
 MANAGER_RULES: Final[list[Object]] = [
     {
         "apiGroups": ["operator.ptah.run"],
@@ -240,7 +243,11 @@ MANAGER_RULES: Final[list[Object]] = [
         "verbs": ["get", "list", "watch", "create", "patch"],
     },
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahresultrecords"],
+        "verbs": ["get", "list", "watch"],
+    },
     {
         "apiGroups": [""],
         "resources": ["configmaps"],
@@ -481,6 +488,28 @@ def grant_manager(plane: LocalControlPlane, *, lease_namespace: str = MANAGER_NA
             "metadata": leases,
             "roleRef": {**role_ref, "kind": "Role", "name": "ptah-operator-leases"},
             "subjects": [subject],
+        },
+        identity="admin",
+    )
+    # Every ServiceAccount may create result records; admission decides which Pod may
+    # speak for which Job (the chart's ptah-operator-result-writer).
+    writer = {"name": "ptah-operator-result-writer"}
+    apply(
+        plane, CLUSTER_ROLES, {"metadata": writer, "rules": RESULT_WRITER_RULES}, identity="admin"
+    )
+    apply(
+        plane,
+        CLUSTER_ROLE_BINDINGS,
+        {
+            "metadata": writer,
+            "roleRef": {**role_ref, "name": "ptah-operator-result-writer"},
+            "subjects": [
+                {
+                    "kind": "Group",
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "name": "system:serviceaccounts",
+                }
+            ],
         },
         identity="admin",
     )
@@ -813,6 +842,21 @@ def webhook_configurations(
                     spec_rules,
                     matchPolicy="Exact",
                     matchConditions=changed,
+                ),
+                hook(
+                    "records.decisions.operator.ptah.run",
+                    url,
+                    "/validate-records",
+                    [
+                        {
+                            "apiGroups": ["operator.ptah.run"],
+                            "apiVersions": ["v1alpha1"],
+                            "resources": ["ptahresultrecords"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    matchPolicy="Exact",
                 ),
             ],
         },

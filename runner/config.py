@@ -3,9 +3,9 @@
 Pure: every function takes the environment as a mapping and the time as a value, so
 what the runner decides from its inputs is tested without a process.
 
-Two kinds of problem are told apart. Without an operation and an operation ID no frame
+Two kinds of problem are told apart. Without an operation and an operation ID no result
 can be bound to anything, so the runner writes none (``ConfigurationError``). Any
-other problem is a ``StartRefusal``: a frame that says, before any child ran, why it did
+other problem is a ``StartRefusal``: a result that says, before any child ran, why it did
 not run; the controller then knows for certain that nothing changed.
 
 The names are the original runner's (``../shared/reference/ptah-cli.md``). Every
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
+from jobclaim import RECORD_IDENTITY_ENV
 from jobclaim.times import parse_time
 from runner.errors import ConfigurationError
 from runner.result import (
@@ -108,6 +109,8 @@ RUNNER_KEYS: Final = frozenset(
         ENV_TERMINATION_LOG,
         ENV_KILL_GRACE,
         ENV_DRAIN,
+        # The Pod's own identity, for its result record (jobclaim.recordpod).
+        *RECORD_IDENTITY_ENV,
     }
 )
 
@@ -142,7 +145,7 @@ _LIST_ITEM: Final = re.compile(r"^[A-Za-z0-9_.*\"$-]{1,256}$")
 
 @dataclass(frozen=True, slots=True)
 class StartRefusal:
-    """Why the runner will not start the executor; becomes a frame with exit code -1."""
+    """Why the runner will not start the executor; becomes a result with exit code -1."""
 
     code: str
     message: str
@@ -288,7 +291,7 @@ def _clean(value: str) -> bool:
 
 
 def bind(env: Mapping[str, str]) -> tuple[str, str]:
-    """The operation and operation ID every frame of this run is bound to."""
+    """The operation and operation ID every result of this run is bound to."""
     operation = env.get(ENV_OPERATION, "")
     if operation not in RUNNER_OPERATIONS:
         raise ConfigurationError(f"{ENV_OPERATION} must name one of {', '.join(RUNNER_OPERATIONS)}")

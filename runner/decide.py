@@ -1,9 +1,9 @@
 """From what ptah did to the account the runner gives: pure functions, one per operation.
 
-ptah prints its own documents (``documents``); the runner states everything a frame
+ptah prints its own documents (``documents``); the runner states everything a result
 carries that ptah does not: the protocol, the operation and attempt, the child's exit
 status, the database it opened (``targetIdentityDigest``, derived from the URL) and the
-realm. A frame says what ptah's documents and exit codes mean together:
+realm. A result says what ptah's documents and exit codes mean together:
 
 * exit 0 is success, 1 an expected negative (drift found, a verification finding), 2
   a usage or runtime error, 128+n a death by signal n (ptah's exit-code contract);
@@ -18,7 +18,7 @@ realm. A frame says what ptah's documents and exit codes mean together:
 
 Messages quote ptah's own error text only for the commands that cannot quote SQL:
 ``schema plan`` and ``schema apply`` put statements (and their row values) in errors,
-so their frames name a code and never ptah's sentence.
+so their results name a code and never ptah's sentence.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def exit_code(returncode: int | None) -> int:
 
 
 def one_line(text: str, redactor: Redactor, limit: int = MAX_MESSAGE) -> str:
-    """Redacted, on one line, and short enough for a frame."""
+    """Redacted, on one line, and short enough for a result."""
     text = _WHITESPACE.sub(" ", redactor.text(text)).strip() or "no message"
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
@@ -121,7 +121,7 @@ def canonical(value: object) -> bytes:
 
 
 def refused(operation: str, operation_id: str, refusal: StartRefusal) -> RunnerResult:
-    """The frame of a run that started nothing: certain that nothing changed."""
+    """The result of a run that started nothing: certain that nothing changed."""
     flag = False if MUTATING[operation] else None
     return RunnerResult(
         protocol_version=refusal.protocol_version,
@@ -152,11 +152,11 @@ def account(
     uncertain: bool = False,
     **section: Any,
 ) -> RunnerResult:
-    """A frame of this run: the runner's fields, the outcome, and the operation's section.
+    """A result of this run: the runner's fields, the outcome, and the operation's section.
 
-    A section built from ptah's values that a frame may not carry (a plan longer than
-    a frame holds, a version no frame can name) makes the account one of a report
-    that cannot be believed, never a runner that dies without a frame.
+    A section built from ptah's values that a result may not carry (a plan longer than
+    a record holds, a version no result can name) makes the account one of a report
+    that cannot be believed, never a runner that dies without a result.
     """
     flag = config.mutating
     fields: dict[str, Any] = {
@@ -173,7 +173,7 @@ def account(
     try:
         return RunnerResult(**fields, **section)
     except ValidationError as problem:
-        message = f"ptah's report cannot be framed: {first_problem(problem)}"
+        message = f"ptah's report cannot be recorded: {first_problem(problem)}"
         fields.update(
             error=ErrorReport(code=INVALID, message=one_line(message, config.redactor)),
             mutation_started=True if flag else None,
@@ -188,7 +188,7 @@ def failed(config: RunConfig, code: int, error: str, message: str, **section: An
 
 
 def unaccounted(config: RunConfig, code: int, error: str, message: str) -> RunnerResult:
-    """The frame of a run whose effect the runner cannot establish."""
+    """The result of a run whose effect the runner cannot establish."""
     if not config.mutating:
         return failed(config, code, error, message)
     return account(config, code, error=(error, message), started=True, uncertain=True)
@@ -567,7 +567,7 @@ def _key(version: int, records: Sequence[Any]) -> str:
 
 
 def history_section(doc: StatusDocument) -> dict[str, Any]:
-    """The frame's history section from ptah's status document."""
+    """The result's history section from ptah's status document."""
     records = doc.migrations
     pending = doc.versions_in("pending", "out-of-order")
     fingerprint = sha256_digest(canonical(doc.model_dump(mode="json")))
@@ -671,6 +671,6 @@ def migration_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:
 
 
 def too_large(config: RunConfig, result: RunnerResult) -> RunnerResult:
-    """The account that replaces one too large for a frame; it keeps no section."""
-    message = "the executor's result is larger than a result frame may carry"
+    """The account that replaces one too large for a record; it keeps no section."""
+    message = "the executor's result is larger than a result record may carry"
     return unaccounted(config, result.child_exit_code, "result_too_large", message)

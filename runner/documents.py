@@ -130,7 +130,7 @@ class InspectDocument(ResolveDocument):
     """``oci inspect --format json --no-referrers``: the descriptor and artifact type.
 
     Its annotations, layers and subjects are not read: only the immutable descriptor
-    and the artifact type reach a frame.
+    and the artifact type reach a result.
     """
 
     artifact_type: Word

@@ -1,24 +1,25 @@
-"""Harvest: which Pod's account may be read, and what the account read from it means.
+"""Harvest: whose account may be read, and what the account read means.
 
 Pure decisions over objects the caller read (uncached) from the API server:
 
-* ``select_pod``: the account comes from exactly one Pod owned by the Job, carrying
-  the claim's envelope, whose runner container actually terminated. A Pod still
-  running may still write; two Pods are two runs that one account cannot speak for;
-  a Pod that does not carry the claim's envelope ran something nobody admitted.
-* ``reread_at``: a frame that may still be arriving (the log was read before the
-  runtime flushed it) is read again every 2 s for 30 s after the Job finished, then
-  given up; a frame that is complete and wrong is never waited for.
+* ``select_evidence``: the account is the Job's result record, written by a Pod of the
+  Job under its own token (admission checked that when it was written), once every
+  Pod of the Job has stopped; the writing Pod itself may be gone since. Without a
+  record, the account can only be a migration Apply's termination summary, and comes
+  from exactly one Pod owned by the Job (``select_pod``), carrying the claim's
+  envelope, whose runner container actually terminated. A Pod still running may still
+  write; two Pods are two runs that one account cannot speak for; a Pod that does not
+  carry the claim's envelope ran something nobody admitted.
+* ``reread_at``: a record not found is read again every 2 s for 30 s after the Job
+  finished (a create whose answer the runner saw reaches every reader at once, but a
+  create still in flight when the Pod stopped may land late), then given up; a record
+  that is there and wrong is never waited for.
 * ``judge``: an account that reports another database than the claim's is uncertain
   for a mutation (it changed something, somewhere) and unusable for a read, never a
   failure; one that cannot be read is uncertain for a mutation and a retry for a read.
 
 The Job's own exit status and conditions take no part in any of it: a Job that
 "Completed" says nothing about what the database went through.
-
-Read the chosen Pod's ``ptah`` container log with ``limit_bytes=LOG_BUDGET_BYTES``:
-the runner keeps its whole log inside that budget (its relay is capped), so a read
-from the start of the log always reaches the frame written at its end.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from jobclaim import (
     pod_stopped,
     runner_state,
 )
+from jobclaim.api import PtahResultRecord
 from jobclaim.times import parse_time
-from runner.errors import FrameError, SummaryRefused
+from runner.errors import RecordError, SummaryRefused
 from runner.summary import Account
 
 REREAD_INTERVAL: Final = timedelta(seconds=2)
@@ -60,11 +62,13 @@ def _list(value: Any) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PodEvidence:
-    """The one Pod whose log (container ``ptah``) and termination message may be read."""
+    """The one Pod whose account may be read: from the Job's record when ``recorded``
+    (the Pod may be gone), else from its termination message."""
 
     name: str
     uid: str
     termination_message: str | None
+    recorded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +187,40 @@ def select_pod(
     return PodEvidence(str(_map(pod.get("metadata")).get("name", "")), uids[0], message)
 
 
+def select_evidence(
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    claim: Claim,
+    record: PtahResultRecord | None,
+) -> PodEvidence | NoEvidence:
+    """Whose account may be read: the record's Pod, once the Job's Pods all stopped, or
+    without a record of this Job the one Pod ``select_pod`` picks."""
+    job_uid = str(_map(job.get("metadata")).get("uid") or "")
+    if record is None or record.spec.job.uid != job_uid:
+        # A record of another Job under this name is refused by the account itself.
+        return select_pod(job, pods, claim)
+    if finished(job) is None:
+        return NoEvidence("the Job has not finished", may_still_write=True)
+    named = [p for p in pods if _names_job(p, job_uid)]
+    writer = record.spec.pod.uid
+    uids = tuple(str(_map(p.get("metadata")).get("uid", "")) for p in named)
+    if writer not in uids:
+        uids = (*uids, writer)
+    still = any(not pod_stopped(p) for p in named)
+    if still:
+        return NoEvidence("a Pod of the Job may still run", True, uids)
+    if any(not _owned_exactly(p, job) for p in named):
+        return NoEvidence("a Pod names the Job without being exactly owned by it", False, uids)
+    if len(uids) > 1:
+        reason = f"the Job has {len(uids)} Pods, and one account cannot speak for several runs"
+        return NoEvidence(reason, False, uids)
+    for pod in named:
+        problem = pod_envelope_problem(pod, job, claim)
+        if problem:
+            return NoEvidence(problem, False, uids)
+    return PodEvidence(record.spec.pod.name, writer, None, recorded=True)
+
+
 def terminal_since(job: Mapping[str, Any]) -> datetime | None:
     """When the Job's terminal condition was set, or None while it has none."""
     kind = finished(job)
@@ -195,8 +233,10 @@ def terminal_since(job: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def reread_at(error: FrameError, *, terminal_at: datetime | None, now: datetime) -> datetime | None:
-    """When to read the log again for a frame still arriving; None: stop waiting."""
+def reread_at(
+    error: RecordError, *, terminal_at: datetime | None, now: datetime
+) -> datetime | None:
+    """When to read again for a record still arriving; None: stop waiting."""
     if not error.may_still_arrive or terminal_at is None:
         return None
     give_up = terminal_at + REREAD_WINDOW
@@ -207,7 +247,7 @@ def reread_at(error: FrameError, *, terminal_at: datetime | None, now: datetime)
 
 class Outcome(enum.Enum):
     ACCOUNTED = "accounted"  # this attempt's account, about the claim's database
-    WAIT = "wait"  # read the log again at ``retry_at``
+    WAIT = "wait"  # read the record again at ``retry_at``
     UNCERTAIN = "uncertain"  # a mutation nobody can account for: record it unresolved
     UNUSABLE = "unusable"  # a read-only result that cannot be used: run it again
 
@@ -241,7 +281,7 @@ def database_problem(
 
 def judge(
     claim: Claim,
-    read: Account | FrameError | SummaryRefused,
+    read: Account | RecordError | SummaryRefused,
     *,
     terminal_at: datetime | None,
     now: datetime,
@@ -252,7 +292,7 @@ def judge(
     # Only a known read-only operation may simply run again; work of an unknown type is
     # not harmless, so its unreadable account is uncertain like a mutation's.
     unreadable = Outcome.UNUSABLE if claim.info.read_only else Outcome.UNCERTAIN
-    if isinstance(read, FrameError):
+    if isinstance(read, RecordError):
         retry = reread_at(read, terminal_at=terminal_at, now=now)
         if retry is not None:
             return Judgement(Outcome.WAIT, str(read), retry_at=retry)

@@ -1,14 +1,14 @@
-"""The runner's account of one operation: the payload of a result frame.
+"""The runner's account of one operation: the payload of a result record.
 
-One model, strictly validated, whichever way it arrives. A frame is the only thing
+One model, strictly validated, whichever way it arrives. A record is the only thing
 the controller believes about what a Job did, so a payload that contradicts itself
 (a successful Apply that never started its mutation, a read-only Plan that says it
 changed the database, a refusal that carries a plan) is refused as a whole rather
 than read in the most convenient way.
 
 The rules that a termination summary must obey too live in ``account_problem``,
-which both models call: a summary can then say less than its frame, never something
-the frame's own rules would have refused.
+which both models call: a summary can then say less than its record, never something
+the record's own rules would have refused.
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ from pydantic.alias_generators import to_camel
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
 from jobclaim.api import Severity
 
-# The frame's shape, bound into every execution binding. 6: an Observe frame lists its
-# drift findings (category, count, severity) with their count and truncation, which a
-# protocol-5 reader would refuse and a protocol-5 runner never writes; a Job of the
-# other version is refused by name ("runner protocol 5 is not 6"), never half read.
-RUNNER_PROTOCOL_VERSION: Final = 6
+# The result's shape and transport, bound into every execution binding. 7: the result
+# is a PtahResultRecord the Pod creates under its own token, and the log carries only
+# its name and digest; a protocol-6 runner writes its result into its log, which a
+# protocol-7 manager no longer reads. A Job of the other version is refused by name
+# ("runner protocol 6 is not 7"), never half read.
+RUNNER_PROTOCOL_VERSION: Final = 7
 PROTOCOL_MISMATCH: Final = "runner_protocol_mismatch"
 
 # The runner's operations and whether each may change the database, read from the
@@ -138,7 +139,7 @@ class VerifySection(Model):
 
 
 class DriftFinding(Model):
-    """One category of ptah's drift summary; the raw diff is never framed."""
+    """One category of ptah's drift summary; the raw diff is never recorded."""
 
     category: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
     count: Annotated[int, Field(ge=1, le=2**31 - 1)]
@@ -226,7 +227,7 @@ def migration_problem(
 ) -> str | None:
     """Why a migration run's outcome contradicts its flags, or None.
 
-    Shared by the frame and the summary, which carries only the count.
+    Shared by the record and the summary, which carries only the count.
     """
     if outcome in ("Applied", "UpToDate"):
         if error:
@@ -259,7 +260,7 @@ def account_problem(
 ) -> str | None:
     """Why an account of ``operation`` contradicts itself, or None.
 
-    The rules both a frame and a summary obey; each model adds what it alone carries.
+    The rules both a result and a summary obey; each model adds what it alone carries.
     """
     refusal = error_code == PROTOCOL_MISMATCH
     if protocol_version != RUNNER_PROTOCOL_VERSION and not refusal:
@@ -286,7 +287,7 @@ def account_problem(
 
 
 class RunnerResult(Model):
-    """The result frame's payload."""
+    """The result record's payload."""
 
     protocol_version: Annotated[int, Field(ge=1, le=2**31 - 1)]
     operation: RunnerOperation

@@ -4,16 +4,18 @@
 
 Reads the environment the Job builder writes (see ``config``), runs the executor
 under the claim's execution deadline (``supervise``), decides the account
-(``decide``), and writes it as a result frame on stdout (the Pod log the controller
-reads) and as a summary into the termination message (which outlives the log).
+(``decide``), creates it as a result record through the API server under the Pod's
+own token (``protocol``, ``recorder``: what the controller reads), and writes a
+summary into the termination message (which outlives an API server it could not
+reach). The Pod log gets one line naming the record and its digest, never the result.
 
-The exit status is never the outcome: the controller reads frames, and a Job's exit
+The exit status is never the outcome: the controller reads records, and a Job's exit
 code says nothing about what the database went through. It is still meaningful to a
 person reading ``kubectl get pods``:
 
-    0  a frame was written (whatever it says)
-    2  no frame could be bound: the operation or its ID is missing or invalid
-    3  a frame was decided and could not be written to stdout
+    0  the record was written (whatever it says)
+    2  no result could be bound: the operation or its ID is missing or invalid
+    3  a result was decided and no record of it could be written
 
 Nothing here prints an environment value: the database URL is in the environment,
 and a sentence that echoed "what was wrong with it" would publish it.
@@ -56,7 +58,7 @@ from runner.decide import (
     too_large,
     verify_account,
 )
-from runner.errors import ConfigurationError, FrameTooLarge, SummaryRefused
+from runner.errors import ConfigurationError, RecordUnwritten, ResultTooLarge, SummaryRefused
 from runner.planfile import (
     MAX_PLAN_BYTES,
     PlanRefused,
@@ -64,16 +66,24 @@ from runner.planfile import (
     reconstruct,
     write_private,
 )
-from runner.protocol import Frame, encode_frame
+from runner.protocol import (
+    DigestedResult,
+    EncodedResult,
+    encode_result,
+    pod_identity,
+    record_for,
+    record_line,
+)
+from runner.recorder import Recorder, api_recorder
 from runner.result import RunnerResult
 from runner.summary import encode_summary, summary_of, write_summary
 from runner.supervise import Limits, Relay, stop_signals, supervise, write_all
 
-EXIT_FRAME_WRITTEN: Final = 0
+EXIT_RECORDED: Final = 0
 EXIT_UNBOUND: Final = 2
-EXIT_FRAME_UNWRITTEN: Final = 3
+EXIT_UNRECORDED: Final = 3
 PREFIX: Final = "ptah-runner: "
-# What the runner echoes of an error to its own stderr (the frame carries less).
+# What the runner echoes of an error to its own stderr (the record carries less).
 MAX_ECHO: Final = 4096
 MAX_POLICY_BYTES: Final = 1024 * 1024
 
@@ -235,7 +245,7 @@ def run_child(config: RunConfig, env: Mapping[str, str], stderr_fd: int) -> Runn
 
 
 def describe(result: RunnerResult) -> str:
-    """One sentence for a person reading the log; the frame is what the controller reads."""
+    """One sentence for a person reading the log; the record is what the controller reads."""
     head = f"{result.operation} {result.operation_id}"
     if result.error is None:
         return f"{head} succeeded"
@@ -243,45 +253,83 @@ def describe(result: RunnerResult) -> str:
     return f"{head} {state} ({result.error.code}): {result.error.message}"
 
 
+def _record(
+    result: RunnerResult,
+    encoded: EncodedResult,
+    env: Mapping[str, str],
+    recorder: Recorder | None,
+) -> tuple[bytes | None, str | None]:
+    """Create the record: the log line naming it, or why there is none."""
+    identity = pod_identity(env)
+    if isinstance(identity, str):
+        return None, identity
+    if recorder is None:
+        made = api_recorder(env)
+        if isinstance(made, str):
+            return None, made
+        recorder = made
+    try:
+        record = record_for(identity, result, encoded)
+    except ValueError as error:
+        # The downward API's values are the kubelet's; a record they cannot name is
+        # still no reason to lose the summary.
+        return None, f"the result cannot be put in a record: {error}"
+    try:
+        recorder.create(record)
+    except RecordUnwritten as error:
+        return None, str(error)
+    return record_line(identity, encoded.digest), None
+
+
 def publish(
     result: RunnerResult,
     *,
     config: RunConfig | None,
+    env: Mapping[str, str],
+    recorder: Recorder | None,
     stdout_fd: int,
     summary_path: Path,
     say: Callable[[str], None],
 ) -> int:
-    """Write the frame, then the summary; the exit status the runner ends with."""
+    """Write the record, then the summary; the exit status the runner ends with."""
     try:
-        encoded = encode_frame(result)
-    except FrameTooLarge:
+        encoded = encode_result(result)
+    except ResultTooLarge:
         assert config is not None  # a refusal carries no section and always fits
         result = too_large(config, result)
-        encoded = encode_frame(result)
+        encoded = encode_result(result)
     say(describe(result))
+    line, problem = _record(result, encoded, env, recorder)
+    if line is not None:
+        with contextlib.suppress(OSError):
+            write_all(stdout_fd, line)
+    else:
+        say(f"no result record could be written: {problem}")
     try:
-        write_all(stdout_fd, encoded.data)
-    except OSError as error:
-        say(f"the result frame could not be written: {error.strerror or error}")
-        return EXIT_FRAME_UNWRITTEN
-    try:
-        write_summary(encode_summary(summary_of(Frame(result, encoded.digest))), summary_path)
+        summary = summary_of(DigestedResult(result, encoded.digest))
+        write_summary(encode_summary(summary), summary_path)
     except (OSError, SummaryRefused) as error:
-        # The frame stands; only the fallback for a lost log is missing.
+        # The record stands; only the fallback for an unwritten record is missing.
         reason = error.strerror if isinstance(error, OSError) else str(error)
         say(f"the termination summary could not be written to {summary_path}: {reason}")
-    return EXIT_FRAME_WRITTEN
+    return EXIT_RECORDED if line is not None else EXIT_UNRECORDED
 
 
 def main(
-    environ: Mapping[str, str] | None = None, *, stdout_fd: int = 1, stderr_fd: int = 2
+    environ: Mapping[str, str] | None = None,
+    *,
+    stdout_fd: int = 1,
+    stderr_fd: int = 2,
+    recorder: Recorder | None = None,
 ) -> int:
+    """Run the operation and publish its result. ``recorder`` is where records go (the
+    API server, as the Pod's own token, when None)."""
     env = dict(os.environ if environ is None else environ)
     say = _say(stderr_fd)
     try:
         operation, operation_id = bind(env)
     except ConfigurationError as error:
-        say(f"no result frame can be written: {error}")
+        say(f"no result can be bound to an attempt: {error}")
         return EXIT_UNBOUND
     prepared = prepare(env, operation, operation_id, now=datetime.now(UTC))
     config: RunConfig | None = None
@@ -293,6 +341,8 @@ def main(
     return publish(
         result,
         config=config,
+        env=env,
+        recorder=recorder,
         stdout_fd=stdout_fd,
         summary_path=termination_log(env),
         say=say,

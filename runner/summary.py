@@ -1,18 +1,18 @@
-"""The termination summary: the frame's gist in the Pod's termination message.
+"""The termination summary: the result's gist in the Pod's termination message.
 
     PTAH_RUNNER_SUMMARY_V1 <compact ASCII JSON>\\n        (at most 2 KiB)
 
-A log can be lost (rotated, the node gone, the read refused) while the Pod object,
-and with it the termination message, survives. For a migration Apply, whose account
-decides whether a database may be handed back and whether a run stays unresolved,
-that second copy is worth having, but only if it can never say more than the frame:
+A result record can fail to be written (the API server unreachable from the node, the
+node lost before the create) while the Pod object, and with it the termination
+message, survives. For a migration Apply, whose account decides whether a database
+may be handed back and whether a run stays unresolved, that second copy is worth
+having, but only if it can never say more than the record would have:
 
-* it is a projection of the frame (``summary_of``) and names the frame's digest;
-* it is validated by the frame's own rules and bound to the operation and attempt
+* it is a projection of the result (``summary_of``) and names the result's digest;
+* it is validated by the result's own rules and bound to the operation and attempt
   the same way (``account_problem``, ``binding_problem``);
-* it stands in only for a migration Apply, only when the log's frame may still be
-  arriving (not found, or cut off), and only when every frame header in the log names
-  the digest the summary names, all decided by the code that reads frames.
+* it stands in only for a migration Apply and only when the Job has no record at all:
+  a record that is there and refused is never overruled by a summary.
 
 The file is opened, never created: a runner that created ``/dev/termination-log``
 somewhere the kubelet does not read would report success to nobody.
@@ -27,14 +27,9 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from runner.errors import FrameError, FrameNotFound, SummaryRefused
-from runner.protocol import (
-    Frame,
-    FrameCandidate,
-    binding_problem,
-    frame_for,
-    scan_log,
-)
+from jobclaim.api import PtahResultRecord
+from runner.errors import RecordNotFound, SummaryRefused
+from runner.protocol import DigestedResult, binding_problem, result_of_record
 from runner.result import (
     MAX_VERSIONS,
     RUNNER_PROTOCOL_VERSION,
@@ -82,7 +77,7 @@ class Summary(Model):
     protocol_version: Annotated[int, Field(ge=1, le=2**31 - 1)]
     operation: RunnerOperation
     operation_id: OperationId
-    frame_digest: Digest
+    result_digest: Digest
     mutation_started: bool | None = None
     uncertain: bool | None = None
     error_code: ErrorCode | None = None
@@ -120,9 +115,9 @@ class Summary(Model):
         return self
 
 
-def summary_of(frame: Frame) -> Summary:
-    """The summary of a frame: what the frame says, less, and nothing else."""
-    result = frame.result
+def summary_of(recorded: DigestedResult) -> Summary:
+    """The summary of a result: what the result says, less, and nothing else."""
+    result = recorded.result
     run = result.migration_run
     migration = None
     if run is not None:
@@ -137,7 +132,7 @@ def summary_of(frame: Frame) -> Summary:
         protocol_version=result.protocol_version,
         operation=result.operation,
         operation_id=result.operation_id,
-        frame_digest=frame.digest,
+        result_digest=recorded.digest,
         mutation_started=result.mutation_started,
         uncertain=result.uncertain,
         error_code=result.error_code,
@@ -220,61 +215,38 @@ def parse_summary_for(
     return summary
 
 
-def stand_in_problem(
-    operation: str,
-    frame_error: FrameError,
-    candidates: tuple[FrameCandidate, ...],
-    summary: Summary,
-) -> str | None:
-    """Why a summary may not stand in for the frame the log failed to give, or None."""
-    if operation != "migration-apply":
-        return "only a migration apply is read from its termination summary"
-    if not frame_error.may_still_arrive:
-        # The log holds a frame that is complete and refused; a summary cannot overrule it.
-        return f"the log's frame was refused, not missing: {frame_error}"
-    if any(candidate.digest != summary.frame_digest for candidate in candidates):
-        return "the log holds a frame header that names another payload than the summary"
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Account:
-    """What a harvest may believe: the frame, or for a migration Apply its summary."""
+    """What a harvest may believe: the record, or for a migration Apply its summary."""
 
-    source: Literal["frame", "summary"]
+    source: Literal["record", "summary"]
     summary: Summary
-    frame: Frame | None = None
+    recorded: DigestedResult | None = None
 
 
 def account_for(
-    log: str | bytes | None,
+    record: PtahResultRecord | None,
     termination_message: str | bytes | None,
     operation: str,
     operation_id: str,
     *,
+    job_uid: str,
     protocol_version: int = RUNNER_PROTOCOL_VERSION,
 ) -> Account:
-    """The account of one attempt from its Pod's log and termination message.
+    """The account of one attempt from its Job's record, or its Pod's termination message.
 
-    Raises the frame's ``FrameError`` when no summary may stand in, and
-    ``SummaryRefused`` when one was offered and refused (the run is then unknown).
+    Raises ``MalformedRecord`` (or ``ForeignRecord``) for a record that is not this
+    attempt's, ``RecordNotFound`` when there is no record and no summary may stand in,
+    and ``SummaryRefused`` when one was offered and refused (the run is then unknown).
     """
-    candidates = scan_log(log) if log is not None else ()
-    try:
-        frame = frame_for(candidates, operation, operation_id, protocol_version=protocol_version)
-    except FrameError as error:
-        missing = FrameNotFound("the Pod's log is gone") if log is None else error
-        if (
-            operation != "migration-apply"
-            or termination_message is None
-            or not missing.may_still_arrive
-        ):
-            raise missing from None
-        summary = parse_summary_for(
-            termination_message, operation, operation_id, protocol_version=protocol_version
+    if record is not None:
+        recorded = result_of_record(
+            record, operation, operation_id, job_uid=job_uid, protocol_version=protocol_version
         )
-        problem = stand_in_problem(operation, missing, candidates, summary)
-        if problem:
-            raise SummaryRefused(f"the runner summary cannot stand in: {problem}") from None
-        return Account("summary", summary)
-    return Account("frame", summary_of(frame), frame)
+        return Account("record", summary_of(recorded), recorded)
+    if operation != "migration-apply" or termination_message is None:
+        raise RecordNotFound("the Job has no result record")
+    summary = parse_summary_for(
+        termination_message, operation, operation_id, protocol_version=protocol_version
+    )
+    return Account("summary", summary)

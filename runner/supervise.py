@@ -13,8 +13,8 @@ that is always the next instant something must happen.
 * Exit is noticed without reaping (``WNOWAIT``): the group is killed while its
   leader is still a zombie, so its process-group ID cannot have been reused.
 * The child's stderr is relayed line by line into the Pod log, every line prefixed,
-  so nothing the child prints can be a frame header (a header is a whole line that
-  starts with the marker), and redacted, so the database URL never reaches the log;
+  so nothing the child prints can pass for a line of the runner's own, and
+  redacted, so the database URL never reaches the log;
   or, with no relay (``schema plan``/``schema apply``, which quote SQL), discarded.
 * A descendant that holds the child's pipes open after the child exited is noticed
   (the pipes do not close within the drain window) and reported, because its output
@@ -39,8 +39,7 @@ from runner.decide import ChildOutcome, ChildStop
 
 RELAY_PREFIX: Final = b"[executor] "
 MAX_STDOUT: Final = 8 * 1024 * 1024
-# The relay stays far inside the frame reader's budget, so the frame written after
-# it is always within what the controller reads.
+# The relay is capped so a chatty executor cannot fill the node's log storage.
 MAX_RELAY: Final = 1024 * 1024
 MAX_RELAY_LINE: Final = 4096
 # Kept, never printed, to tell a usage error from a crash (``decide.usage_error``).

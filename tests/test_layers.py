@@ -36,10 +36,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Certificates; the webhook configurations it rotates are reached through the
     # jobclaim.apiserver protocol, never through a concrete client.
     "certs": frozenset({"jobclaim"}),
-    # The controller reads a Job's result through runner's frame/summary protocol.
+    # The controller reads a Job's result through runner's record/summary protocol.
     "controller": frozenset({"jobclaim", "runner", "kube"}),
-    # The webhook serves with certs' live TLS reload and reads through kube.client.
-    "webhook": frozenset({"jobclaim", "kube", "certs"}),
+    # The webhook serves with certs' live TLS reload and reads through kube.client; it
+    # judges result records (and takes them as evidence) through runner's protocol.
+    "webhook": frozenset({"jobclaim", "kube", "certs", "runner"}),
     # The kubectl plugin people review and decide with: the contract and the adapter,
     # nothing of the controller's or the webhook's internals.
     "kubectl_ptah": frozenset({"jobclaim", "kube"}),

@@ -29,11 +29,13 @@ from webhook.controllerwrite import judge_controller_write
 from webhook.decisions import judge_decision_write, judge_stamp
 from webhook.managerstate import judge_manager_state
 from webhook.objects import DEFECT, READ_FAILED, READS
+from webhook.records import judge_record_write
 from webhook.review import AdmissionRequest, parse_review, response
 from webhook.rules import (
     CONTROLLER_WRITE,
     DECISIONS,
     MANAGER_STATE,
+    RECORDS,
     STAMP,
     Decision,
     Denied,
@@ -75,6 +77,7 @@ JUDGES: Final[Mapping[str, Callable[[AdmissionRequest, Settings], Judgement]]] =
     MANAGER_STATE: judge_manager_state,
     STAMP: judge_stamp,
     DECISIONS: judge_decision_write,
+    RECORDS: judge_record_write,
 }
 # A schema Apply reads at most 16 projections in one batch.
 MAX_CONCURRENT_READS: Final = 16

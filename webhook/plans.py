@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 from typing import Final
 
 from jobclaim import (
     CLEANUP_TTL_SECONDS,
     BuildRefused,
     InvalidInput,
+    PlanUnreadable,
     SchemaPlanContent,
     build_job,
     build_migration_plan,
@@ -37,19 +39,23 @@ from jobclaim import (
     manager_record_of,
     match,
     published_plan_problem,
+    reading_plan_content,
     schema_claim,
     schema_job_inputs,
 )
 from jobclaim.api import (
     PtahMigration,
     PtahMigrationPlan,
+    PtahResultRecord,
     PtahSchema,
     PtahSchemaPlan,
     PtahSchemaPlanChunk,
 )
-from jobclaim.apiserver import JOBS, PTAHSCHEMAPLANS
-from webhook.objects import Candidate, owner_meta, read_owner_of_kind
-from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Trail, read, rule
+from jobclaim.apiserver import JOBS, PTAHRESULTRECORDS, PTAHSCHEMAPLANS
+from runner import decode_result
+from webhook.objects import Candidate, owner_meta, read_owner_of_kind, stored
+from webhook.records import result_problem
+from webhook.rules import CONTROLLER_WRITE, Judgement, Object, ReadKey, Reads, Trail, read, rule
 
 SCHEMA_PLAN_CREATE: Final = rule(
     "schema-plan-create",
@@ -89,6 +95,12 @@ SOURCE_REBUILD: Final = SCHEMA_PLAN_CREATE.refuses(
 )
 SOURCE_OUTSIDE: Final = SCHEMA_PLAN_CREATE.refuses(
     "the terminal Plan Job is outside its active Plan operation intent: {reason}"
+)
+SOURCE_UNRECORDED: Final = SCHEMA_PLAN_CREATE.refuses(
+    "the Plan Job {key} has no result record its Pod wrote"
+)
+SOURCE_RECORD_REFUSED: Final = SCHEMA_PLAN_CREATE.refuses(
+    "the Plan Job's result record is not its claim's result: {reason}"
 )
 SCHEMA_PLAN_NOT_REBUILT: Final = SCHEMA_PLAN_CREATE.refuses(
     "the PtahSchemaPlan is not the plan its Plan operation publishes: {reason}"
@@ -159,7 +171,7 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
     trail.enter(SCHEMA_PLAN_CREATE)
     if not isinstance(found.model, PtahSchemaPlan):
         raise TypeError("a PtahSchemaPlan candidate was decoded as another kind")
-    plan = found.model
+    found_plan = found.model
     schema = yield from read_owner_of_kind(
         found.meta, PtahSchema, what="PtahSchemaPlan", trail=trail
     )
@@ -202,10 +214,13 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
     if not verdict:
         raise trail.deny(SOURCE_OUTSIDE, reason=verdict.reason)
     trail.passed("jobclaim.match: the Plan Job is its claim's (stored, binding in force)")
+    recorded = yield from _recorded_content(schema, job, key, trail)
+    # The bytes are the record's, bound by its content digest; how they are cut into
+    # chunks is storage, held chunk by chunk to this plan and, at the Apply, whole to
+    # the digest by the runner, which refuses a plan that is not these bytes.
+    content = dataclasses.replace(recorded, chunks=SchemaPlanContent.of(found_plan.spec).chunks)
     try:
-        expected = build_schema_plan(
-            schema, binding=binding, dispatched_by=record, content=SchemaPlanContent.of(plan.spec)
-        )
+        expected = build_schema_plan(schema, binding=binding, dispatched_by=record, content=content)
     except InvalidInput as error:
         raise trail.deny(SCHEMA_PLAN_NOT_REBUILT, reason=str(error)) from error
     problem = published_plan_problem(found.raw, expected)
@@ -213,6 +228,35 @@ def judge_schema_plan_create(found: Candidate, trail: Trail) -> Judgement:
         raise trail.deny(SCHEMA_PLAN_NOT_REBUILT, reason=problem)
     trail.passed("equal to jobclaim.build_schema_plan's rebuild, name and fingerprint included")
     return trail.allow()
+
+
+def _recorded_content(
+    schema: PtahSchema, job: Object, key: ReadKey, trail: Trail
+) -> Reads[SchemaPlanContent]:
+    """The plan the Plan Pod recorded: what a published plan must be made of."""
+    record_key = ReadKey(PTAHRESULTRECORDS, key.namespace, key.name)
+    fetched = yield from read(record_key)
+    record = stored(fetched, record_key, PtahResultRecord, trail)
+    if record is None:
+        raise trail.deny(SOURCE_UNRECORDED, key=key)
+    why = result_problem(schema, job, record)
+    if why is not None:
+        raise trail.deny(SOURCE_RECORD_REFUSED, reason=why)
+    section = decode_result(record.spec.result).plan
+    if section is None:
+        raise trail.deny(SOURCE_RECORD_REFUSED, reason="it holds no plan")
+    try:
+        content, _ = reading_plan_content(
+            section.stdout.encode("utf-8"),
+            content_digest=section.plan_content_digest,
+            statement_count=section.statement_count,
+            reported_destructive=section.destructive,
+            engine=schema.spec.target.engine,
+        )
+    except (InvalidInput, PlanUnreadable) as error:
+        raise trail.deny(SOURCE_RECORD_REFUSED, reason=str(error)) from error
+    trail.passed(f"{record_key}: the Plan Pod's own record of the plan, its claim's result")
+    return content
 
 
 def judge_migration_plan_create(found: Candidate, trail: Trail) -> Judgement:

@@ -25,18 +25,21 @@ from pydantic import BaseModel, ValidationError
 
 from jobclaim.apiserver import Resource
 
-Endpoint = Literal["controller-write", "manager-state", "stamp", "decisions"]
+Endpoint = Literal["controller-write", "manager-state", "stamp", "decisions", "records"]
 CONTROLLER_WRITE: Final = "controller-write"
 MANAGER_STATE: Final = "manager-state"
 # The mutating endpoint: it stamps who made a person's decision object, and who last
 # changed a resource's spec. Its validating twin checks both.
 STAMP: Final = "stamp"
 DECISIONS: Final = "decisions"
+# Result records, written by operation Pods under their own tokens (webhook.records).
+RECORDS: Final = "records"
 ENDPOINT_PATHS: Final[Mapping[str, str]] = {
     CONTROLLER_WRITE: "/validate-controller-write",
     MANAGER_STATE: "/validate-manager-state",
     STAMP: "/mutate-stamp",
     DECISIONS: "/validate-decisions",
+    RECORDS: "/validate-records",
 }
 MUTATING_ENDPOINTS: Final = frozenset({STAMP})
 DEFAULT_MANAGER_USERNAME: Final = "system:serviceaccount:ptah-system:ptah-operator"

@@ -28,7 +28,6 @@ from jobclaim import (
     finished,
     lease_holder,
     lease_name,
-    match,
     operation_id_label_value,
     operation_info,
     owner_family,
@@ -39,6 +38,7 @@ from jobclaim.api import (
     ApprovalStatus,
     PtahMigration,
     PtahMigrationRunAcknowledgment,
+    PtahResultRecord,
     PtahSchema,
     PtahSchemaProofSettlement,
 )
@@ -47,9 +47,12 @@ from jobclaim.apiserver import (
     LEASES,
     PODS,
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,
+    PTAHRESULTRECORDS,
     PTAHSCHEMAPROOFSETTLEMENTS,
 )
+from runner import decode_result
 from webhook.objects import Candidate, stored
+from webhook.records import claim_job_problem, result_problem
 from webhook.rules import MANAGER_STATE, ReadKey, Reads, Settings, Trail, read, rule
 
 TRANSITIONS: Final = rule(
@@ -214,13 +217,15 @@ def _hold_records(before: Owner, after: Owner, trail: Trail, settings: Settings)
 
 
 def _reading_done(owner: Owner, types: Sequence[str]) -> Reads[str | None]:
-    """None when the old status's read-only claim of ``types`` has its Job Complete;
-    otherwise why it is no evidence."""
+    """None when the old status's read-only claim of ``types`` has its Job Complete
+    and its Pod's own record of a successful reading; otherwise why it is no evidence."""
     claim = _claim(owner)
     if claim is None or claim.type not in types or not claim.job_uid:
         return f"no {' or '.join(types)} reading of it was recorded"
-    key = ReadKey(JOBS, owner.metadata.namespace or "", claim.job_name)
-    fetched = yield from read(key)
+    namespace = owner.metadata.namespace or ""
+    key = ReadKey(JOBS, namespace, claim.job_name)
+    record_key = ReadKey(PTAHRESULTRECORDS, namespace, claim.job_name)
+    fetched = yield from read(key, record_key)
     found = fetched.get(key)
     job = found.tree() if found is not None else None
     if job is None or job.get("metadata", {}).get("uid") != claim.job_uid:
@@ -230,14 +235,23 @@ def _reading_done(owner: Owner, types: Sequence[str]) -> Reads[str | None]:
     # The claim is status, which the manager writes: it could name any finished Job
     # (a team's own, or the unaccounted Apply's). The Job must be the reading's by
     # jobclaim.match against what the claim fixes: owner, operation, epoch, images.
-    status = owner.status
-    binding = status.execution_binding if status else None
-    in_force = binding if binding and binding.epoch == claim.execution_binding_id else None
-    reading = owner_family(owner).claim(built=None, stored=True, binding=in_force)
-    verdict = match(job, reading) if reading is not None else None
-    if not verdict:
-        why = verdict.reason if verdict is not None else "no claim to hold it to"
+    why = claim_job_problem(owner, job)
+    if why is not None:
         return f"the reading's Job {key} is not its claim's: {why}"
+    # And a Complete Job says nothing of what it read: the reading's own Pod must have
+    # recorded a successful result of this attempt, about the claim's database.
+    stored_record = fetched.get(record_key)
+    if stored_record is None:
+        return f"the reading's Job {key} has no result record its Pod wrote"
+    try:
+        record = stored_record.decode(PtahResultRecord)
+    except ValueError as error:
+        return f"the reading's record {record_key} does not decode: {error}"
+    why = result_problem(owner, job, record)
+    if why is None and decode_result(record.spec.result).error is not None:
+        why = "it records a failed reading"
+    if why is not None:
+        return f"the reading's record {record_key} is no evidence: {why}"
     return None
 
 

@@ -46,6 +46,12 @@ from jobclaim.api.migration import (
     ResolvedMigrationRunStatus,
     UnresolvedMigrationRunStatus,
 )
+from jobclaim.api.record import (
+    MAX_RESULT_BYTES,
+    PtahResultRecord,
+    PtahResultRecordSpec,
+    RecordedObject,
+)
 from jobclaim.api.schema import (
     SCHEMA_FINALIZER,
     ActiveOperationStatus,
@@ -90,12 +96,14 @@ KINDS: Final[Mapping[str, type[WireModel]]] = {
     "PtahMigrationPlan": PtahMigrationPlan,
     "PtahMigrationApproval": PtahMigrationApproval,
     "PtahMigrationRunAcknowledgment": PtahMigrationRunAcknowledgment,
+    "PtahResultRecord": PtahResultRecord,
 }
 
 __all__ = [
     "API_VERSION",
     "GROUP",
     "KINDS",
+    "MAX_RESULT_BYTES",
     "MIGRATION_FINALIZER",
     "SCHEMA_FINALIZER",
     "SPEC_WRITER_ANNOTATION",
@@ -140,6 +148,8 @@ __all__ = [
     "PtahMigrationRunAcknowledgmentSpec",
     "PtahMigrationSpec",
     "PtahMigrationStatus",
+    "PtahResultRecord",
+    "PtahResultRecordSpec",
     "PtahSchema",
     "PtahSchemaApproval",
     "PtahSchemaApprovalSpec",
@@ -150,6 +160,7 @@ __all__ = [
     "PtahSchemaSpec",
     "PtahSchemaStatus",
     "ReadingFailureStatus",
+    "RecordedObject",
     "ResolvedMigrationRunStatus",
     "ResourceRequirements",
     "RetiredJobStatus",

@@ -32,7 +32,6 @@ Verb = Literal[
     "get",
     "list",
     "watch",
-    "read_pod_log",
     "create",
     "replace",
     "patch_metadata",

@@ -54,7 +54,6 @@ import orjson
 
 from jobclaim.apiserver import (
     JOBS,
-    PODS,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -98,7 +97,7 @@ _Objects = list[Object]
 _Events = list[WatchEvent]
 _Calls = list[Call]
 _T = TypeVar("_T")
-_READS: Final = frozenset({"get", "list", "watch", "read_pod_log"})
+_READS: Final = frozenset({"get", "list", "watch"})
 
 
 class InMemoryApi:
@@ -109,7 +108,6 @@ class InMemoryApi:
         self._lock = threading.RLock()
         self._objects: dict[_Key, Object] = {}
         self._history: list[tuple[_Key, WatchEvent]] = []
-        self._logs: dict[tuple[str, str, str | None], str] = {}
         self._faults: list[Fault] = []
         self._calls: list[Call] = []
         self._revision = 0
@@ -138,7 +136,7 @@ class InMemoryApi:
     def fail_read(
         self, when: Predicate, error: ApiError | None = None, *, times: int | None = 1
     ) -> Fault:
-        """Matching reads (get, list, watch, read_pod_log) raise ``error``."""
+        """Matching reads (get, list, watch) raise ``error``."""
         return self._add("read", when, error, times)
 
     def restart(self) -> None:
@@ -169,13 +167,6 @@ class InMemoryApi:
         with self._lock:
             found = self._objects.get(_key(resource, namespace, name))
             return copy.deepcopy(found) if found is not None else None
-
-    def set_pod_log(
-        self, namespace: str, name: str, text: str, *, container: str | None = None
-    ) -> None:
-        """What ``read_pod_log`` returns; without ``container``, for every container."""
-        with self._lock:
-            self._logs[(namespace, name, container)] = text
 
     # -- reads -----------------------------------------------------------------------
 
@@ -261,28 +252,6 @@ class InMemoryApi:
             index += 1
             if _in_collection(key, resource, namespace):
                 yield WatchEvent(event.type, copy.deepcopy(event.object))
-
-    def read_pod_log(self, namespace: str, name: str, *, container: str, limit_bytes: int) -> str:
-        request = Request("read_pod_log", PODS, namespace, name, {"container": container})
-
-        def run() -> str:
-            if limit_bytes <= 0:
-                raise ValueError("a log read needs a positive byte limit")
-            text = self._logs.get((namespace, name, container))
-            if text is None:
-                text = self._logs.get((namespace, name, None))
-            if text is None:
-                if (PODS.group, PODS.plural, namespace, name) in self._objects:
-                    raise Refused(
-                        f'container "{container}" in pod "{name}" is waiting to start',
-                        status=400,
-                        reason="BadRequest",
-                    )
-                raise NotFound(f'pods "{name}" not found', status=404, reason="NotFound")
-            # limitBytes counts bytes from the start and may cut a character in half.
-            return text.encode()[:limit_bytes].decode("utf-8", errors="replace")
-
-        return self._call(request, run)
 
     # -- writes ----------------------------------------------------------------------
 

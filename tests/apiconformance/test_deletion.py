@@ -122,10 +122,6 @@ MISSING: list[tuple[str, Callable[[ApiClient, str], object]]] = [
             WIDGETS, ns, widget("nothing", metadata={"name": "nothing", "resourceVersion": "1"})
         ),
     ),
-    (
-        "read_pod_log",
-        lambda api, ns: api.read_pod_log(ns, "nothing", container="runner", limit_bytes=100),
-    ),
 ]
 
 

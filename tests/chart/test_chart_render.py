@@ -114,6 +114,10 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-manager-metadata-only"),
         ("ValidatingAdmissionPolicy", "ptah-operator-apply-always-groups"),
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-apply-always-groups"),
+        ("ValidatingAdmissionPolicy", "ptah-operator-result-records"),
+        ("ValidatingAdmissionPolicyBinding", "ptah-operator-result-records"),
+        ("ClusterRole", "ptah-operator-result-writer"),
+        ("ClusterRoleBinding", "ptah-operator-result-writer"),
         *ROTATOR_OBJECTS,
     }
 
@@ -499,7 +503,7 @@ def test_every_webhook_fails_closed_with_an_explicit_timeout(
 ) -> None:
     objects: list[Object] = request.getfixturevalue(render)
     hooks = webhooks(objects)
-    assert len(hooks) == 7
+    assert len(hooks) == 8
     for hook in hooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -565,7 +569,7 @@ def test_manager_state_sees_every_status_write_and_the_annotation(
     (condition,) = annotation["matchConditions"]
     assert UNRESOLVED_RUN_ANNOTATION in condition["expression"]
     custom = webhooks(custom_render)
-    assert sorted(h["timeoutSeconds"] for h in custom) == [5, 5, 5, 5, 5, 5, 20]
+    assert sorted(h["timeoutSeconds"] for h in custom) == [5, 5, 5, 5, 5, 5, 5, 20]
 
 
 def rule_set(hook: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -605,9 +609,9 @@ def test_the_decisions_webhook_checks_what_the_stamp_webhook_writes(
     default_render: list[Object],
 ) -> None:
     stamp = only(default_render, "MutatingWebhookConfiguration", STAMP_CONFIG)["webhooks"]
-    decisions, writer = only(default_render, "ValidatingWebhookConfiguration", WEBHOOK_CONFIGS[2])[
-        "webhooks"
-    ]
+    decisions, writer, records = only(
+        default_render, "ValidatingWebhookConfiguration", WEBHOOK_CONFIGS[2]
+    )["webhooks"]
     group = "operator.ptah.run"
     assert rule_set(decisions) == {
         (group, p, op) for p in DECISION_PLURALS for op in ("CREATE", "UPDATE")
@@ -618,6 +622,11 @@ def test_the_decisions_webhook_checks_what_the_stamp_webhook_writes(
     assert rule_set(writer) == rule_set(stamp[1])
     for hook in (decisions, writer):
         assert hook["clientConfig"]["service"]["path"] == "/validate-decisions"
+    # Result records: anyone's create or change is judged (the writer is an operation
+    # Pod, never the manager), on their own path.
+    assert rule_set(records) == {(group, "ptahresultrecords", op) for op in ("CREATE", "UPDATE")}
+    assert "matchConditions" not in records
+    assert records["clientConfig"]["service"]["path"] == "/validate-records"
 
 
 def test_the_annotation_rule_is_one_expression_in_both_places(default_render: list[Object]) -> None:

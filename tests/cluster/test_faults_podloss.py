@@ -12,6 +12,10 @@ manager and real SQL on the lab's PostgreSQL:
   is not settled by a History reading that still finds its migration pending, and is
   settled by a person's acknowledgment, after which one fresh approval applies the
   migration exactly once;
+- the Apply Pod deleted after it finished and wrote its result record, before the
+  manager harvested it (the Job controller held paused meanwhile, so the Job cannot
+  be terminal yet): the Pod and its log are gone, and the outcome is still read, from
+  the record the Pod wrote under its own token: the Apply succeeded, once;
 - the node's kubelet stopped mid-run, then restarted: nothing on the API server
   changes for the claim while the node is silent (no second Pod, no record, the
   realm's Lease still renewed under the same tenure), and the restarted kubelet takes
@@ -33,7 +37,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Final
 
 import psycopg
@@ -47,6 +51,7 @@ from jobclaim.apiserver import (
     LEASES,
     PODS,
     PTAHMIGRATIONS,
+    PTAHRESULTRECORDS,
     PTAHSCHEMAS,
     SECRETS,
     NotFound,
@@ -61,6 +66,7 @@ from lab.executor.migrations import SUM_FILE, sum_text
 from lab.executor.oci import push_artifact
 from lab.progress import FAILED, failure_of, phase_of
 from tests.cluster.conftest import poll, recovery
+from tests.cluster.managers import paused
 from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
@@ -363,6 +369,7 @@ def subjects(lab_run: LabRun) -> dict[str, Subject]:
             (PTAHMIGRATIONS, "podloss-mig"),
             (PTAHSCHEMAS, "podloss-schema"),
             (PTAHMIGRATIONS, "podloss-node"),
+            (PTAHSCHEMAS, "podloss-after"),
         )
     }
     for subject in made.values():
@@ -599,6 +606,70 @@ def _schema_pod_deleted(subject: Subject) -> None:
     lease = lease_of(run, epoch)
     print(f"# the realm's Lease once InSync: {lease and lease.get('spec')}")
     assert lease is None or not lease["spec"].get("holderIdentity")
+
+
+# -- the Apply Pod gone after it wrote its record ----------------------------------------
+
+
+def test_an_apply_pod_gone_after_its_record_is_read_from_the_record(
+    subjects: dict[str, Subject],
+) -> None:
+    subject = subjects["podloss-after"]
+    with explained(subject):
+        _pod_gone_after_its_record(subject)
+
+
+def _pod_gone_after_its_record(subject: Subject) -> None:
+    run = subject.run
+    approved_plan = subject.awaiting_approval()["plan"]
+    gate = ExitStack()
+    gate.enter_context(gate_held(subject))
+    with gate:
+        print(f"# {subject.ptah('approve')['name']} approved")
+        job, pod = subject.running_apply()
+        name, pod_name = job["metadata"]["name"], pod["metadata"]["name"]
+        # The Job controller held: however the Pod ends, the Job stays active, so the
+        # manager cannot harvest it until the Pod is gone.
+        with paused([run.lab.pids()["kube-controller-manager"]]):
+            gate.close()  # the ALTER proceeds; the runner records and exits
+
+            def recorded() -> Object | None:
+                try:
+                    return run.admin.get(PTAHRESULTRECORDS, NAMESPACE, name)
+                except NotFound:
+                    return None
+
+            record = poll(f"{name}'s result record", recorded, timeout=PLAN_DEADLINE)
+            poll(
+                f"{pod_name} stopped",
+                lambda: (
+                    (run.admin.get(PODS, NAMESPACE, pod_name).get("status") or {}).get("phase")
+                    in ("Succeeded", "Failed")
+                    or None
+                ),
+            )
+            run.admin.delete(PODS, NAMESPACE, pod_name)
+            struck = time.monotonic()
+        subject.until_phase("InSync")
+        recovery(
+            f"{subject.name}: Apply Pod gone after its record -> InSync "
+            f"{time.monotonic() - struck:.1f}s"
+        )
+    # The record is the Pod's: its bound token named it, and it names the Job.
+    assert record["spec"]["pod"]["uid"] == pod["metadata"]["uid"]
+    assert record["spec"]["job"]["uid"] == job["metadata"]["uid"]
+    assert not [
+        p
+        for p in run.admin.list(PODS, NAMESPACE)
+        if any(
+            r.get("uid") == job["metadata"]["uid"] for r in p["metadata"].get("ownerReferences", [])
+        )
+    ], "the Apply's Pod is gone"
+    status = subject.status()
+    assert not status.get("pendingObservation") and not subject.events("ApplyOutcomeUnknown")
+    assert (status.get("applied") or {}).get("uid") == approved_plan["uid"]
+    assert subject.ddl() == [("ALTER TABLE", "public.gate")]
+    _one_executor(subject, job)
 
 
 # -- the node's kubelet stopped mid-run, then restarted ---------------------------------

@@ -18,16 +18,18 @@ import time
 
 import pytest
 
-from jobclaim.apiserver import PODS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from jobclaim.apiserver import PODS, PTAHRESULTRECORDS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from lab import install
 from lab.clusterrun import (
     EXAMPLES,
     MANAGER_IMAGE,
     MANAGER_NAMESPACE,
+    NAMESPACE,
     Follow,
     LabRun,
 )
 from lab.progress import DONE
+from lab.run import CLUSTER_ROLES
 
 pytestmark = pytest.mark.cluster
 
@@ -109,3 +111,30 @@ def test_both_examples_reach_in_sync_and_the_databases_hold_them(lab_run: LabRun
     )
     assert ("status", "'open'::text") in invoices
     assert [name for name, _ in invoices] == ["amount", "customer", "id", "status"]
+
+
+def test_no_operation_pod_log_holds_sql_and_the_manager_reads_no_log(lab_run: LabRun) -> None:
+    """The results are records the Pods wrote; their logs name a record and a digest.
+
+    Runs after the examples converged (tests run in file order): every operation Pod
+    still on the API server is read as a person with ``pods/log`` would read it."""
+    role = lab_run.admin.get(CLUSTER_ROLES, None, "ptah-operator-manager")
+    granted = {r for rule in role["rules"] for r in rule.get("resources", [])}
+    assert "pods/log" not in granted and "ptahresultrecords" in granted
+    records = lab_run.admin.list(PTAHRESULTRECORDS, NAMESPACE)
+    assert records, "the operation Pods recorded their results"
+    sql_lines = ("CREATE TABLE", "ALTER TABLE", "CREATE INDEX", "INSERT INTO", "DROP ")
+    pods = [
+        p
+        for p in lab_run.admin.list(PODS, NAMESPACE)
+        if any(r.get("kind") == "Job" for r in p["metadata"].get("ownerReferences", []))
+    ]
+    assert pods, "no operation Pod is left to read"
+    for pod in pods:
+        log = lab_run.admin.read_pod_log(
+            NAMESPACE, pod["metadata"]["name"], container="ptah", limit_bytes=1 << 20
+        )
+        found = [line for line in log.splitlines() if any(s in line for s in sql_lines)]
+        assert found == [], f"{pod['metadata']['name']} logs SQL: {found[:3]}"
+        assert "PTAH_RUNNER_RESULT" not in log
+        print(f"# {pod['metadata']['name']}: {log.strip().splitlines()[-1:]}")

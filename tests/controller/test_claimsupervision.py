@@ -142,8 +142,8 @@ def test_a_finished_job_waits_for_the_harvest_and_keeps_renewing() -> None:
     key = add_schema(rig)
     rig.settle(key)
     name = rig.claim(key)["jobName"]
-    # A Pod that terminated before its log was flushed: the frame may still arrive.
-    start_pod(rig, rig.api.get(JOBS, NS, name), log="starting\n")
+    # A Pod that terminated before its record landed: the record may still arrive.
+    start_pod(rig, rig.api.get(JOBS, NS, name))
     finish_job(rig, name)
     before = rig.leases()[0]["spec"]["renewTime"]
     rig.clocks.advance(5)

@@ -31,7 +31,7 @@ from jobclaim.builder import (
 )
 from lab.executor import IDENTITY
 from runner import config, result
-from runner.protocol import parse_result_for
+from runner.summary import parse_summary_for
 from tests.images import runc
 from tests.images.oci import Archive, read_archive, unpack
 from tests.images.runc import Mount
@@ -207,10 +207,10 @@ def test_the_runner_from_the_manager_image_runs_ptah_in_the_executor_image(
             Mount(summary, "/dev/termination-log"),
         ),
     )
-    assert main.returncode == 0, main.stderr
-    frame = parse_result_for(main.stdout, "resolve", "op-images")
-    assert frame.result.error is None, frame.result.error
-    assert frame.result.child_exit_code == 0
-    assert frame.result.resolve is not None
-    assert frame.result.resolve.resolved_digest == manager.manifest_digest
-    assert summary.read_text().startswith("PTAH_RUNNER_SUMMARY_V1 ")
+    # No API server here: the runner resolves, cannot create its record (the cluster
+    # scenarios read records from these same images), and leaves its summary.
+    assert main.returncode == 3, main.stderr
+    assert "resolve op-images succeeded" in main.stderr
+    assert "no result record could be written" in main.stderr
+    resolved = parse_summary_for(summary.read_text(), "resolve", "op-images")
+    assert resolved.error_code is None and resolved.result_digest.startswith("sha256:")

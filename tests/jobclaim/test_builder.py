@@ -111,7 +111,7 @@ def test_the_envelope_annotations(world: Any, count: int, marked: bool) -> None:
 
 def test_an_apply_mounts_its_projections() -> None:
     volumes = pod(schema_world("Apply").built)["volumes"]
-    (projected,) = [v["projected"] for v in volumes if "projected" in v]
+    (projected,) = [v["projected"] for v in volumes if v["name"] == "plan"]
     plan = schema_world("Apply").resource.status.plan  # type: ignore[union-attr]
     assert plan is not None
     assert projected["defaultMode"] == 0o440
@@ -124,6 +124,36 @@ def test_an_apply_mounts_its_projections() -> None:
         }
         for i in range(2)
     ]
+
+
+def test_only_the_runner_holds_the_pods_short_lived_token() -> None:
+    """The bound token the runner writes its record with: projected into the runner's
+    container alone, expiring soon after the Job's deadline, never under the floor."""
+    built = pod(schema_world("Apply").built)
+    (volume,) = [v for v in built["volumes"] if v["name"] == "record-token"]
+    token, ca = volume["projected"]["sources"]
+    deadline = schema_world("Apply").built["spec"]["activeDeadlineSeconds"]
+    assert token == {
+        "serviceAccountToken": {"expirationSeconds": max(600, deadline + 300), "path": "token"}
+    }
+    assert ca["configMap"]["name"] == "kube-root-ca.crt"
+    mounted = [
+        c["name"]
+        for c in built["containers"] + built["initContainers"]
+        if any(m["name"] == "record-token" for m in c.get("volumeMounts", []))
+    ]
+    assert mounted == ["ptah"]
+    assert built["automountServiceAccountToken"] is False
+    env = {e["name"]: e for e in built["containers"][0]["env"]}
+    assert env["PTAH_POD_UID"]["valueFrom"] == {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}
+    }
+    assert env["PTAH_JOB_UID"]["valueFrom"] == {
+        "fieldRef": {
+            "apiVersion": "v1",
+            "fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']",
+        }
+    }
 
 
 def test_the_database_url_comes_from_its_secret_only() -> None:

@@ -1,4 +1,4 @@
-"""The double's test surface: injected faults, the call log, pod logs and its clock.
+"""The double's test surface: injected faults, the call log and its clock.
 
 These exist only on the double, so they are tested here rather than in the
 conformance suite. Each fault is checked for what the caller sees and, separately,
@@ -124,9 +124,8 @@ def test_a_fault_fires_as_many_times_as_asked(times: int | None, failures: int) 
         lambda a: a.get(PODS, NS, "p"),
         lambda a: a.list(PODS, NS),
         lambda a: a.watch(PODS, NS),
-        lambda a: a.read_pod_log(NS, "p", container="c", limit_bytes=10),
     ],
-    ids=["get", "list", "watch", "read_pod_log"],
+    ids=["get", "list", "watch"],
 )
 def test_every_read_verb_can_fail(read: Callable[[InMemoryApi], object]) -> None:
     api = InMemoryApi()
@@ -176,36 +175,6 @@ def test_a_predicate_sees_the_whole_request() -> None:
         "c",
     )
     assert request.body["data"] == {"k": "v"}
-
-
-@pytest.mark.parametrize(
-    ("logs", "container", "limit", "expected"),
-    [
-        # Control row: the whole log of the container asked for.
-        ({"runner": "done\n"}, "runner", 100, "done\n"),
-        ({None: "any container\n"}, "runner", 100, "any container\n"),
-        ({"runner": "mine", None: "any"}, "runner", 100, "mine"),
-        # limitBytes counts bytes from the start, and may cut a character.
-        ({"runner": "café latte"}, "runner", 4, "caf\ufffd"),
-    ],
-    ids=["container", "any-container", "container-wins", "cut-character"],
-)
-def test_a_pod_log_is_read_from_the_store(
-    logs: dict[str | None, str], container: str, limit: int, expected: str
-) -> None:
-    api = InMemoryApi()
-    for name, text in logs.items():
-        api.set_pod_log(NS, "p", text, container=name)
-    assert api.read_pod_log(NS, "p", container=container, limit_bytes=limit) == expected
-
-
-def test_a_pod_without_a_log_is_refused_and_a_missing_pod_not_found() -> None:
-    api = InMemoryApi()
-    api.create(PODS, NS, {"metadata": {"name": "p"}, "spec": {}})
-    with pytest.raises(Refused, match="waiting to start"):
-        api.read_pod_log(NS, "p", container="runner", limit_bytes=10)
-    with pytest.raises(NotFound):
-        api.read_pod_log(NS, "q", container="runner", limit_bytes=10)
 
 
 def test_a_watch_ends_once_it_has_caught_up() -> None:

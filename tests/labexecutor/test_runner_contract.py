@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobclaim.api import PtahSchema
+from jobclaim.api import PtahResultRecord, PtahSchema
 from jobclaim.operations import operation_info
 from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
 from lab.executor.migrations import sum_text
@@ -27,10 +27,10 @@ from runner.decide import NO_DEV_DATABASE
 from runner.result import RUNNER_OPERATIONS
 from runner.summary import account_for
 from tests.labexecutor.conftest import REPO, Lab
-from tests.runner.support import CONTRACT, SCHEMA_SQL, finish, start_runner
+from tests.runner.support import CONTRACT, JOB_UID, SCHEMA_SQL, finish, start_runner
 from tests.runner.test_built_job_e2e import WORLDS, built_job, family_of, kubelet_env
 from tests.runner.test_built_job_e2e import (
-    test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts as built_job_row,
+    test_any_executor_the_built_job_yields_a_record_the_harvest_accepts as built_job_row,
 )
 from tests.runner.test_runner_e2e import (
     test_any_executor_every_operation_succeeds as operation_row,
@@ -83,7 +83,7 @@ def test_every_operation_succeeds_with_the_lab_executor(
 
 
 @pytest.mark.parametrize("name", WORLDS)
-def test_the_built_job_with_the_lab_executor_yields_a_frame_the_harvest_accepts(
+def test_the_built_job_with_the_lab_executor_yields_a_record_the_harvest_accepts(
     lab_contract: None, tmp_path: Path, name: str
 ) -> None:
     built_job_row(tmp_path, name)
@@ -104,8 +104,10 @@ def test_a_schema_without_a_dev_database_is_told_where_to_name_one(
     run = finish(start_runner(env), env)
     assert run.returncode == 0, run.stderr
     operation = operation_info(world.family, world.operation).runner_operation
-    account = account_for(run.stdout, run.summary, operation, env["PTAH_OPERATION_ID"])
-    assert account.frame is not None
-    result = account.frame.result
+    assert run.record is not None, run.stderr
+    record = PtahResultRecord.model_validate(run.record)
+    account = account_for(record, run.summary, operation, env["PTAH_OPERATION_ID"], job_uid=JOB_UID)
+    assert account.recorded is not None
+    result = account.recorded.result
     assert result.child_exit_code == 2 and result.error is not None
     assert result.error.message.endswith(NO_DEV_DATABASE), result.error

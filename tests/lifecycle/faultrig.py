@@ -256,7 +256,7 @@ class StepApi:
             self.log.append(StepCall(seq, None, verb, resource.plural, name, False, False))
             raise Unavailable("the process stopped; call restart()")
         step = self.step_of(verb, resource, namespace, name, body)
-        is_write = verb not in ("get", "list", "watch", "read_pod_log")
+        is_write = verb not in ("get", "list", "watch")
         label = step.value if step is not None else None
         if label is None and is_write:
             label = self.write_label(verb, resource, namespace, name, body)
@@ -515,19 +515,6 @@ class StepApi:
                 namespace,
                 resource_version=resource_version,
                 timeout_seconds=timeout_seconds,
-            ),
-        )
-        return result
-
-    def read_pod_log(self, namespace: str, name: str, *, container: str, limit_bytes: int) -> str:
-        result: str = self._call(
-            "read_pod_log",
-            JOBS,
-            namespace,
-            name,
-            {},
-            lambda: self.inner.read_pod_log(
-                namespace, name, container=container, limit_bytes=limit_bytes
             ),
         )
         return result

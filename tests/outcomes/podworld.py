@@ -2,10 +2,10 @@
 
 The in-memory API server runs no Pods, so a test plays the Job controller and the
 kubelet itself: it creates the Pod a Job would start (owned by the Job, carrying its
-template), writes the runner container's state, the log the runner would print
-(``set_pod_log``) and its termination message, and sets the Job's terminal
-condition. Frames and summaries come from the runner's own encoders, so what a
-harvest reads is byte for byte what a real runner writes.
+template), the result record the runner would create from inside it
+(``write_record``), the runner container's state and its termination message, and
+sets the Job's terminal condition. Records and summaries come from the runner's own
+encoders, so what a harvest reads is byte for byte what a real runner writes.
 """
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jobclaim.apiserver import JOBS, PODS, Object
+from jobclaim.apiserver import JOBS, PODS, PTAHRESULTRECORDS, Object
 from jobclaim.times import timestamp
-from runner import RUNNER_PROTOCOL_VERSION, encode_frame, encode_summary, summary_of
-from runner.protocol import Frame
+from runner import (
+    RUNNER_PROTOCOL_VERSION,
+    DigestedResult,
+    PodIdentity,
+    encode_result,
+    encode_summary,
+    record_for,
+    summary_of,
+)
 from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
 
@@ -35,9 +42,10 @@ def start_pod(
     suffix: str = "a",
     terminated: bool = True,
     message: str | None = None,
-    log: str | None = None,
+    result: RunnerResult | None = None,
 ) -> Object:
-    """The Pod the Job controller would start for ``job``, as the kubelet leaves it."""
+    """The Pod the Job controller would start for ``job``, as the kubelet leaves it,
+    with the record its runner created of ``result`` (none when None)."""
     template = copy.deepcopy(job["spec"]["template"])
     meta = job["metadata"]
     name = f"{meta['name'][:50]}-{suffix}"
@@ -75,9 +83,24 @@ def start_pod(
     stored = rig.api.patch_status(
         PODS, NS, name, status, resource_version=pod["metadata"]["resourceVersion"]
     )
-    if log is not None:
-        rig.api.set_pod_log(NS, name, log)
+    if result is not None:
+        write_record(rig, stored, result)
     return stored
+
+
+def write_record(rig: Rig, pod: Object, result: RunnerResult) -> Object:
+    """The result record the Pod's runner creates under its own token."""
+    meta = pod["metadata"]
+    owner = meta["ownerReferences"][0]
+    identity = PodIdentity(
+        namespace=NS,
+        pod_name=meta["name"],
+        pod_uid=meta["uid"],
+        job_name=owner["name"],
+        job_uid=owner["uid"],
+    )
+    record = record_for(identity, result, encode_result(result))
+    return rig.api.create(PTAHRESULTRECORDS, NS, record)
 
 
 def stop_pod(rig: Rig, name: str) -> None:
@@ -109,13 +132,9 @@ def finish_job(rig: Rig, name: str, kind: str = "Complete") -> None:
     )
 
 
-def frame_log(result: RunnerResult, *, before: str = "starting\n") -> str:
-    return before + encode_frame(result).data.decode("ascii")
-
-
 def summary_message(result: RunnerResult) -> str:
-    encoded = encode_frame(result)
-    return encode_summary(summary_of(Frame(result, encoded.digest))).decode("ascii")
+    encoded = encode_result(result)
+    return encode_summary(summary_of(DigestedResult(result, encoded.digest))).decode("ascii")
 
 
 def result_for(rig: Rig, key: Any, runner_op: str, **fields: Any) -> RunnerResult:
@@ -175,11 +194,10 @@ def history(pending: int = 0, **extra: Any) -> dict[str, Any]:
 def harvest_with(
     rig: Rig, key: Any, runner_op: str, fields: dict[str, Any], *, summary: bool = False
 ) -> Object:
-    """Run the claim's Job to its end with a Pod whose log carries ``fields``' frame."""
+    """Run the claim's Job to its end with a Pod that recorded ``fields``' result."""
     job = job_of(rig, key)
     result = result_for(rig, key, runner_op, **fields)
-    log = frame_log(result)
     message = summary_message(result) if summary else None
-    pod = start_pod(rig, job, log=log, message=message)
+    pod = start_pod(rig, job, result=result, message=message)
     finish_job(rig, job["metadata"]["name"])
     return pod

@@ -1,5 +1,5 @@
 """A scripted node for the API double: every operation Job becomes a Pod that ran, with
-the result frame its runner would have written, from a tiny model of the database.
+the result record its runner would have written, from a tiny model of the database.
 
 The double runs no Pods, so this plays the Job controller, the kubelet and the
 executor together. ``run_jobs`` finds each Job that has no Pod yet, reads what it
@@ -7,8 +7,8 @@ is asked to do the way the runner does (``PTAH_OPERATION`` in its container's
 environment, its operation ID from the claim that names it), and answers from
 ``Database``: a schema's drift, a migration's pending versions. An Apply changes the
 model as a real one changes the database, so the readings after it see the change.
-Frames are encoded by the runner's own protocol module (``podworld.frame_log``), so
-they follow whatever the runner writes.
+Records are encoded by the runner's own protocol module (``podworld.write_record``),
+so they follow whatever the runner writes.
 
 ``fail`` makes the next Job of an operation report the executor's error instead,
 which is how a reading fails on a real node.
@@ -25,7 +25,7 @@ from jobclaim.apiserver import CONFIGMAPS, PODS, Object
 from runner import RUNNER_PROTOCOL_VERSION
 from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig
-from tests.outcomes.podworld import TARGET, finish_job, frame_log, start_pod
+from tests.outcomes.podworld import TARGET, finish_job, start_pod
 
 ARTIFACT = "sha256:" + "7" * 64
 POLICY = '{"requireSignature": true}'
@@ -68,7 +68,7 @@ class ScriptedNode:
             if job["metadata"]["uid"] in owners or job.get("status", {}).get("conditions"):
                 continue
             result = self._result(job)
-            start_pod(self.rig, job, log=frame_log(result))
+            start_pod(self.rig, job, result=result)
             finish_job(self.rig, job["metadata"]["name"])
             self.ran.append(result.operation)
             count += 1

@@ -4,8 +4,8 @@ Spec: "after dispatch it latches continuity loss, and the run becomes unreadable
 rather than retryable". Each row dispatches a claim, then changes the realm's Lease
 under its running Job one way (deleted; taken by another holder; its epoch changed
 under the same holder), then leaves the Job succeeded, failed or still running, and
-says what the next passes record. The Job's Pod always carries a good frame: a row
-that reads it would record a success, so a row passing proves the frame was not read.
+says what the next passes record. The Job's Pod always wrote a good record: a row
+that reads it would record a success, so a row passing proves the record was not read.
 
 - a mutating claim (both families' Apply): a schema records an unknown outcome as its
   pending observation, with no Apply attributed; a migration records an unresolved
@@ -33,7 +33,6 @@ from tests.outcomes.podworld import (
     APPLIED,
     OBSERVED,
     finish_job,
-    frame_log,
     harvest_with,
     job_of,
     result_for,
@@ -78,7 +77,7 @@ def epoch_changed(rig: Rig, key: Any) -> None:
 def _ended(kind: str) -> JobState:
     def end(rig: Rig, key: Any, runner_op: str, fields: dict[str, Any]) -> None:
         job = job_of(rig, key)
-        start_pod(rig, job, log=frame_log(result_for(rig, key, runner_op, **fields)))
+        start_pod(rig, job, result=(result_for(rig, key, runner_op, **fields)))
         finish_job(rig, job["metadata"]["name"], kind=kind)
 
     return end
@@ -103,7 +102,7 @@ JOB_STATES: list[tuple[str, JobState]] = [
 # (id, loss, Job state, what the account is: succeeded, live or unknown)
 ROWS: list[tuple[str, Loss, JobState, str]] = [
     ("control: Job succeeded", unchanged, _ended("Complete"), "succeeded"),
-    ("control: Job failed, frame good", unchanged, _ended("Failed"), "succeeded"),
+    ("control: Job failed, record good", unchanged, _ended("Failed"), "succeeded"),
     ("control: Job still running", unchanged, running, "live"),
 ] + [
     (f"{loss_id}, {state_id}", loss, state, "unknown")
@@ -112,8 +111,12 @@ ROWS: list[tuple[str, Loss, JobState, str]] = [
 ]
 
 
-def _log_reads(rig: Rig) -> int:
-    return sum(1 for call in rig.api.calls if call.verb == "read_pod_log")
+def _record_reads(rig: Rig) -> int:
+    return sum(
+        1
+        for call in rig.api.calls
+        if call.verb == "get" and call.resource.plural == "ptahresultrecords"
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=str)
@@ -134,7 +137,7 @@ def test_a_mutating_run_whose_realm_changed_hands_is_never_read(
     status = status_of(rig, key)
     if expected != "unknown":
         return
-    assert _log_reads(rig) == 0, "the run's result was read"
+    assert _record_reads(rig) == 0, "the run's result was read"
     notes = [record.note for regarding, record in rig.sink.records if regarding.name == key.name]
     assert any(LEASE_CHANGED_HANDS in note for note in notes)
     if family.name == "schema":
@@ -185,7 +188,7 @@ def test_a_read_only_reading_whose_realm_changed_hands_runs_again(
         assert pending["outcome"] == "ApplySucceeded" and pending["planRequired"] is True
         assert rig.claim(key)["type"] == "Plan"
         return
-    assert _log_reads(rig) == 0, "the reading's result was read"
+    assert _record_reads(rig) == 0, "the reading's result was read"
     # Someone else may have written since the Apply: it is no longer attributed.
     assert pending["outcome"] == "OutcomeUnknown", row
     assert pending.get("planRequired") is not True

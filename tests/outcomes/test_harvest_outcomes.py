@@ -1,10 +1,11 @@
-"""A terminal Job is not an outcome: the account comes from its one Pod's frame.
+"""A terminal Job is not an outcome: the account comes from its Pod's own record.
 
-Each row sets up what the kubelet left behind for an Apply's Job and says what the
-next passes conclude, for both families: ``succeeded`` when the frame was read and
-bound to this attempt and this database, ``unknown`` otherwise. A Job's exit status
-and conditions never decide: a Failed Job with a good frame is accounted, a Complete
-Job with no frame is not.
+Each row sets up what the kubelet and the runner left behind for an Apply's Job and
+says what the next passes conclude, for both families: ``succeeded`` when the record
+was read and bound to this attempt and this database, ``unknown`` otherwise. A Job's
+exit status and conditions never decide: a Failed Job with a good record is
+accounted, a Complete Job with no record is not; a Pod gone after it wrote its record
+takes nothing with it.
 """
 
 from __future__ import annotations
@@ -17,22 +18,23 @@ import pytest
 from controller.claimsupervision import HARVEST_PENDING
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PODS
+from runner.result import RunnerResult
 from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
 from tests.outcomes.podworld import (
     finish_job,
-    frame_log,
     job_of,
     result_for,
     start_pod,
     summary_message,
+    write_record,
 )
 from tests.outcomes.support import FAMILIES, FamilyCase, account, lease_holder_of, status_of
 
 OTHER = "sha256:" + "9" * 64
 
 
-def _good(rig: Rig, key: Any, family: FamilyCase, **override: Any) -> str:
-    return frame_log(result_for(rig, key, family.apply_op, **{**family.applied, **override}))
+def _good(rig: Rig, key: Any, family: FamilyCase, **override: Any) -> RunnerResult:
+    return result_for(rig, key, family.apply_op, **{**family.applied, **override})
 
 
 Setup = Callable[[Rig, Any, FamilyCase], None]
@@ -41,7 +43,7 @@ Setup = Callable[[Rig, Any, FamilyCase], None]
 def one_pod(**override: Any) -> Setup:
     def setup(rig: Rig, key: Any, family: FamilyCase) -> None:
         job = job_of(rig, key)
-        start_pod(rig, job, log=_good(rig, key, family, **override))
+        start_pod(rig, job, result=_good(rig, key, family, **override))
         finish_job(rig, job["metadata"]["name"])
 
     return setup
@@ -56,14 +58,22 @@ def suspended_while_it_ran(rig: Rig, key: Any, family: FamilyCase) -> None:
 
 def two_pods(rig: Rig, key: Any, family: FamilyCase) -> None:
     job = job_of(rig, key)
-    start_pod(rig, job, suffix="a", log=_good(rig, key, family))
-    start_pod(rig, job, suffix="b", log=_good(rig, key, family))
+    # The second Pod's create of the Job's record would be refused: it exists.
+    start_pod(rig, job, suffix="a", result=_good(rig, key, family))
+    start_pod(rig, job, suffix="b")
     finish_job(rig, job["metadata"]["name"])
 
 
-def failed_job_good_frame(rig: Rig, key: Any, family: FamilyCase) -> None:
+def pod_gone_after_its_record(rig: Rig, key: Any, family: FamilyCase) -> None:
     job = job_of(rig, key)
-    start_pod(rig, job, log=_good(rig, key, family))
+    pod = start_pod(rig, job, result=_good(rig, key, family))
+    rig.api.delete(PODS, NS, pod["metadata"]["name"])
+    finish_job(rig, job["metadata"]["name"])
+
+
+def failed_job_good_record(rig: Rig, key: Any, family: FamilyCase) -> None:
+    job = job_of(rig, key)
+    start_pod(rig, job, result=_good(rig, key, family))
     finish_job(rig, job["metadata"]["name"], kind="Failed")
 
 
@@ -73,7 +83,7 @@ def complete_job_no_pod(rig: Rig, key: Any, family: FamilyCase) -> None:
 
 def foreign_envelope(rig: Rig, key: Any, family: FamilyCase) -> None:
     job = job_of(rig, key)
-    pod = start_pod(rig, job, log=_good(rig, key, family))
+    pod = start_pod(rig, job, result=_good(rig, key, family))
     annotations = dict(pod["metadata"]["annotations"])
     annotations["operator.ptah.run/operation-id"] = OTHER
     rig.api.patch_metadata(PODS, NS, pod["metadata"]["name"], {"annotations": annotations})
@@ -82,13 +92,14 @@ def foreign_envelope(rig: Rig, key: Any, family: FamilyCase) -> None:
 
 # (id, setup, what the account is)
 ROWS: list[tuple[str, Setup, str]] = [
-    ("control: one Pod, its frame", one_pod(), "succeeded"),
-    ("a frame of another attempt", one_pod(operationId=OTHER), "unknown"),
-    ("a frame about another realm", one_pod(coordinationDigest=OTHER), "unknown"),
+    ("control: one Pod, its record", one_pod(), "succeeded"),
+    ("a record of another attempt", one_pod(operationId=OTHER), "unknown"),
+    ("a record about another realm", one_pod(coordinationDigest=OTHER), "unknown"),
     ("two Pods: two runs", two_pods, "unknown"),
     ("a Pod outside the envelope", foreign_envelope, "unknown"),
-    ("a Failed Job whose frame reports success", failed_job_good_frame, "succeeded"),
+    ("a Failed Job whose record reports success", failed_job_good_record, "succeeded"),
     ("a Complete Job with no Pod", complete_job_no_pod, "unknown"),
+    ("the Pod deleted after it wrote its record", pod_gone_after_its_record, "succeeded"),
     ("suspended while it ran", suspended_while_it_ran, "unknown"),
 ]
 
@@ -115,24 +126,24 @@ def test_what_a_terminal_job_accounts_for(
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=str)
-def test_a_frame_still_arriving_is_read_again_then_given_up(family: FamilyCase) -> None:
+def test_a_record_still_arriving_is_read_again_then_given_up(family: FamilyCase) -> None:
     rig = make_rig()
     key = family.add(rig)
     rig.settle(key)
     job = job_of(rig, key)
-    pod = start_pod(rig, job, log="starting\n")  # flushed nothing yet
+    pod = start_pod(rig, job)  # its create not landed yet
     finish_job(rig, job["metadata"]["name"])
     assert rig.reconcile(key).reason == HARVEST_PENDING
     assert account(rig, key) == "live"
-    # The frame arrives within the window: it is read.
+    # The record lands within the window: it is read.
     rig.clocks.advance(10)
-    rig.api.set_pod_log(NS, pod["metadata"]["name"], _good(rig, key, family))
+    write_record(rig, pod, _good(rig, key, family))
     rig.settle(key)
     assert account(rig, key) == "succeeded"
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=str)
-def test_a_frame_that_never_arrives_is_unknown_unless_a_summary_stands_in(
+def test_a_record_that_never_arrives_is_unknown_unless_a_summary_stands_in(
     family: FamilyCase,
 ) -> None:
     for with_summary in (False, True):
@@ -142,7 +153,7 @@ def test_a_frame_that_never_arrives_is_unknown_unless_a_summary_stands_in(
         job = job_of(rig, key)
         result = result_for(rig, key, family.apply_op, **family.applied)
         message = summary_message(result) if with_summary else None
-        start_pod(rig, job, log="starting\n", message=message)
+        start_pod(rig, job, message=message)
         finish_job(rig, job["metadata"]["name"])
         rig.settle(key)
         rig.clocks.advance(31)
@@ -159,11 +170,11 @@ def test_a_migration_that_may_still_write_leaves_its_lease_to_expire() -> None:
         key = add_migration(rig)
         rig.settle(key)
         job = job_of(rig, key)
-        start_pod(rig, job, suffix="a", log="x\n")
+        start_pod(rig, job, suffix="a")
         if running:
             start_pod(rig, job, suffix="b", terminated=False)
         else:
-            start_pod(rig, job, suffix="b", log="x\n")
+            start_pod(rig, job, suffix="b")
         finish_job(rig, job["metadata"]["name"])
         rig.settle(key)
         status = status_of(rig, key)

@@ -22,8 +22,7 @@ from jobclaim.apiserver import (
 )
 from jobclaim.stamps import stamp_time
 from kube.fake.inmemory import matching
-from runner import RUNNER_PROTOCOL_VERSION, encode_frame, summary_of
-from runner.protocol import Frame
+from runner import RUNNER_PROTOCOL_VERSION, DigestedResult, encode_result, summary_of
 from runner.result import RunnerResult
 from runner.summary import Account
 from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
@@ -305,7 +304,7 @@ def test_an_undispatched_apply_is_retired_when_a_record_comes_back_under_it() ->
     assert [j for j in rig.jobs() if "-apply-" in j["metadata"]["name"]] == []
 
 
-# (id, the run's frame fields, the outcome read, the versions recorded)
+# (id, the run's record fields, the outcome read, the versions recorded)
 RUN_ROWS: list[tuple[str, dict[str, Any], str, list[str]]] = [
     ("control: applied", MIGRATED, "Applied", ["20260101000000"]),
     (
@@ -352,6 +351,5 @@ def test_what_a_read_migration_run_did(
             **fields,
         }
     )
-    encoded = encode_frame(result)
-    frame = Frame(result, encoded.digest)
-    assert run_outcome(Account("frame", summary_of(frame), frame)) == (outcome, versions)
+    recorded = DigestedResult(result, encode_result(result).digest)
+    assert run_outcome(Account("record", summary_of(recorded), recorded)) == (outcome, versions)

@@ -20,7 +20,6 @@ from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, Rig, make_rig
 from tests.outcomes.podworld import (
     finish_job,
-    frame_log,
     harvest_with,
     job_of,
     result_for,
@@ -108,7 +107,7 @@ def _applied(family: FamilyCase) -> Retire:
 
 def _still_writing(rig: Rig, key: Any) -> None:
     job = job_of(rig, key)
-    start_pod(rig, job, suffix="a", log="x\n")
+    start_pod(rig, job, suffix="a")
     start_pod(rig, job, suffix="b", terminated=False)
     finish_job(rig, job["metadata"]["name"])
 
@@ -118,7 +117,7 @@ def _uncertain_but_stopped(rig: Rig, key: Any) -> None:
     start_pod(
         rig,
         job,
-        log=frame_log(
+        result=(
             result_for(
                 rig, key, "migration-apply", operationId="sha256:" + "9" * 64, **MIGRATION.applied
             )

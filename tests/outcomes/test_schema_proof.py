@@ -19,7 +19,6 @@ from tests.outcomes.podworld import (
     NO_CHANGES,
     OBSERVED,
     finish_job,
-    frame_log,
     harvest_with,
     job_of,
     result_for,
@@ -113,7 +112,7 @@ def test_the_proof_waits_while_an_apply_pod_runs_and_two_pods_force_unknown() ->
     key = add_schema(rig)
     rig.settle(key)
     job = job_of(rig, key)
-    start_pod(rig, job, suffix="a", log=frame_log(result_for(rig, key, "apply", **APPLIED)))
+    start_pod(rig, job, suffix="a", result=(result_for(rig, key, "apply", **APPLIED)))
     late = start_pod(rig, job, suffix="b", terminated=False)
     finish_job(rig, job["metadata"]["name"])
     rig.settle(key)

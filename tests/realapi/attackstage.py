@@ -38,6 +38,7 @@ POLICIES: Final = (
     "ptah-operator-unresolved-run-annotation",
     "ptah-operator-manager-metadata-only",
     "ptah-operator-apply-always-groups",
+    "ptah-operator-result-records",
 )
 # The stage's person is the admin, who sets policy.apply: Always for the rows whose
 # policy waives the approval; the platform lets its group do so.

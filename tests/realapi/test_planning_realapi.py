@@ -3,13 +3,13 @@ Jobs are admitted, its plan is published through the webhook, and an approval le
 to the Apply Job.
 
 No kubelet runs here, so each reading's Job is run by a stand-in node: the Pod the
-real Job controller created for it is marked Succeeded with its runner container
-terminated (an admin's write to ``pods/status``, as a kubelet's would be), the real
-Job controller then completes the Job, and the Pod's log, which only a kubelet can
-serve, is answered for the manager by ``NodeLogs`` with the frame the runner would
-have written (encoded by the runner's own protocol module). Everything else is the
-product: the chart's CRDs and RBAC, the webhook served over TLS and registered, the
-controller's passes as the manager.
+real Job controller created for it creates its result record under its own bound
+token (a TokenRequest for that Pod, used by the runner's own recorder, judged by the
+real admission chain), is then marked Succeeded with its runner container terminated
+(an admin's write to ``pods/status``, as a kubelet's would be), and the real Job
+controller completes the Job. Everything else is the product: the chart's CRDs and
+RBAC, the webhook served over TLS and registered, the controller's passes as the
+manager, which reads the records.
 
 While the controller publishes, the same manager identity tries what must be
 refused: a plan before its Plan Job is harvested, a plan naming another Job's
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,14 +45,13 @@ from jobclaim.apiserver import (
 )
 from kube.client import KubeApi
 from lab import run as localrun
-from runner import LOG_BUDGET_BYTES
-from tests.outcomes.podworld import frame_log
 from tests.outcomes.scriptednode import POLICY, Database, result_for_job
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     operator,
     registered_webhook,
 )
+from tests.realapi.podtoken import record_as_pod
 
 pytestmark = pytest.mark.controlplane
 
@@ -63,17 +63,12 @@ OTHER_RECORD = {
 
 
 class NodeLogs(KubeApi):
-    """The manager's adapter, with Pod logs answered by the stand-in node and the
-    publication of a plan shadowed by the attempts the webhook must refuse."""
+    """The manager's adapter, with the publication of a plan shadowed by the attempts
+    the webhook must refuse."""
 
-    logs: dict[str, str]
     refused: list[str]
     shadow: bool
-
-    def read_pod_log(self, namespace: str, name: str, *, container: str, limit_bytes: int) -> str:
-        if name in self.logs:
-            return self.logs[name][-limit_bytes:]
-        return super().read_pod_log(namespace, name, container=container, limit_bytes=limit_bytes)
+    records: Path
 
     def create(self, resource: Resource, namespace: str | None, obj: Object) -> Object:
         if self.shadow and resource == PTAHSCHEMAPLANS:
@@ -96,9 +91,13 @@ class NodeLogs(KubeApi):
 
 
 @pytest.fixture
-def node_logs(operator: Operator) -> Iterator[NodeLogs]:  # noqa: F811
+def node_logs(
+    operator: Operator,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[NodeLogs]:
     api = NodeLogs.from_kubeconfig(operator.plane.kubeconfig("manager"))
-    api.logs, api.refused, api.shadow = {}, [], True
+    api.refused, api.shadow = [], True
+    api.records = tmp_path_factory.mktemp("records")
     with api:
         yield api
 
@@ -114,7 +113,7 @@ def _run_on_stand_in_node(
     claim: dict[str, Any],
     db: Database,
 ) -> None:
-    """Run the claim's recorded Job: its Pod succeeds with the runner's frame."""
+    """Run the claim's recorded Job: its Pod records its result, then succeeds."""
     admin = operator.admin
     job = admin.get(JOBS, namespace, claim["jobName"])
 
@@ -129,8 +128,8 @@ def _run_on_stand_in_node(
     started = pod()
     assert started is not None
     name = started["metadata"]["name"]
-    logs.logs[name] = frame_log(result_for_job(job, claim, db, policy=POLICY))
-    assert len(logs.logs[name]) < LOG_BUDGET_BYTES
+    result = result_for_job(job, claim, db, policy=POLICY)
+    record_as_pod(operator.plane, started, result, logs.records / name)
     admin.patch_status(
         PODS,
         namespace,

@@ -1,4 +1,4 @@
-"""Shared builders for the runner tests: valid results, frames, and a runner to run."""
+"""Shared builders for the runner tests: valid results, records, and a runner to run."""
 
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobclaim.api import PtahResultRecord
 from lab.executor.migrations import sum_text
-from runner import RUNNER_PROTOCOL_VERSION
+from runner import (
+    RUNNER_PROTOCOL_VERSION,
+    DigestedResult,
+    PodIdentity,
+    encode_result,
+    record_for,
+    result_of_record,
+)
 from runner.result import RunnerResult
 from tests.runner.ptah_standin import plan_file
 
@@ -25,6 +33,16 @@ TARGET = "sha256:" + "a" * 64
 COORD = "sha256:" + "b" * 64
 DIGEST = "sha256:" + "c" * 64
 PLAN_DIGEST = "sha256:" + "e" * 64
+JOB_UID = "0b1c2d3e-0000-4000-8000-00000000a10b"
+POD_UID = "0b1c2d3e-0000-4000-8000-00000000b0d0"
+# What the downward API gives the runner in a Job's Pod.
+POD_IDENTITY_ENV = {
+    "PTAH_POD_NAMESPACE": "shop",
+    "PTAH_POD_NAME": "ptah-op-1-abcde",
+    "PTAH_POD_UID": POD_UID,
+    "PTAH_JOB_NAME": "ptah-op-1",
+    "PTAH_JOB_UID": JOB_UID,
+}
 SECRET_URL = "postgres://ptah:s3cret-Pa55word@db.internal:5432/orders?sslmode=require"
 DEV_SECRET_URL = "postgres://dev:devpass-1@dev.internal:5432/scratch"
 
@@ -121,6 +139,7 @@ class RunnerRun:
     stdout: str
     stderr: str
     summary: str
+    record: dict[str, Any] | None = None
 
 
 FAMILIES = ("schema", "migrations")
@@ -281,6 +300,8 @@ def runner_env(
         "PTAH_KILL_GRACE_SECONDS": "0.5",
         "PTAH_DRAIN_SECONDS": "0.5",
         "STANDIN_SCRIPT": json.dumps(script),
+        "TEST_RECORD_FILE": str(tmp_path / "record.json"),
+        **POD_IDENTITY_ENV,
     }
     if operation == "resolve":
         env["PTAH_REQUESTED_REFERENCE"] = CONTRACT.requested("schema")
@@ -321,7 +342,7 @@ def runner_env(
 
 def start_runner(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "runner"],
+        [sys.executable, "-m", "tests.runner.recording"],
         env=env,
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -338,7 +359,39 @@ def finish(proc: subprocess.Popen[str], env: dict[str, str]) -> RunnerRun:
     summary = ""
     if summary_path and Path(summary_path).exists():
         summary = Path(summary_path).read_text()
-    return RunnerRun(proc.returncode, stdout, stderr, summary)
+    record_path = Path(env.get("TEST_RECORD_FILE") or "/nonexistent")
+    record = json.loads(record_path.read_text()) if record_path.is_file() else None
+    return RunnerRun(proc.returncode, stdout, stderr, summary, record)
+
+
+IDENTITY = PodIdentity(
+    namespace=POD_IDENTITY_ENV["PTAH_POD_NAMESPACE"],
+    pod_name=POD_IDENTITY_ENV["PTAH_POD_NAME"],
+    pod_uid=POD_UID,
+    job_name=POD_IDENTITY_ENV["PTAH_JOB_NAME"],
+    job_uid=JOB_UID,
+)
+
+
+def record_of(result: RunnerResult, identity: PodIdentity = IDENTITY) -> PtahResultRecord:
+    """The record the runner of ``identity``'s Pod would create for ``result``."""
+    wire = record_for(identity, result, encode_result(result))
+    return PtahResultRecord.model_validate(wire)
+
+
+def recorded_result(
+    run: RunnerRun,
+    operation: str,
+    operation_id: str = OP_ID,
+    *,
+    protocol_version: int = RUNNER_PROTOCOL_VERSION,
+) -> DigestedResult:
+    """The result the run recorded, read as the controller reads a record."""
+    assert run.record is not None, f"the runner wrote no record: {run.stderr}"
+    record = PtahResultRecord.model_validate(run.record)
+    return result_of_record(
+        record, operation, operation_id, job_uid=JOB_UID, protocol_version=protocol_version
+    )
 
 
 def run_runner(

@@ -2,8 +2,9 @@
 
 The runner is started with the environment the builder wrote into the Job's main
 container (its Secret and paths filled in the way the kubelet would), drives ptah
-(the stand-in, or ``PTAH_CONTRACT_EXECUTOR``) and writes its frame; the frame and the
-summary are then read and judged by the controller's own harvest code. So the
+(the stand-in, or ``PTAH_CONTRACT_EXECUTOR``) and creates its record (into a file,
+``tests.runner.recording``); the record and the summary are then read and judged by
+the controller's own harvest code. So the
 builder, the runner and the harvest are held to one contract, not three.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from controller.migration_records import run_outcome
+from jobclaim.api import PtahResultRecord
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.builder import (
     PTAH_BINARY,
@@ -30,6 +32,8 @@ from runner.summary import account_for
 from tests.jobclaim.world import EVERY_OPERATION, SEQUENCE, World, job_inputs
 from tests.runner.support import (
     CONTRACT,
+    JOB_UID,
+    POD_IDENTITY_ENV,
     SCHEMA_SQL,
     VERIFICATION_POLICY,
     approved_plan,
@@ -82,7 +86,10 @@ def kubelet_env(
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env: dict[str, str] = {}
     for item in container["env"]:
-        if "valueFrom" in item:
+        if "fieldRef" in item.get("valueFrom", {}):
+            # The downward API: the Pod and the Job the Job controller made it for.
+            env[item["name"]] = POD_IDENTITY_ENV[item["name"]]
+        elif "valueFrom" in item:
             value = secret_value(item["name"])
             if value is not None:
                 env[item["name"]] = value
@@ -129,12 +136,13 @@ def kubelet_env(
         PATH=os.environ.get("PATH", "/usr/bin:/bin"),
         PTAH_TERMINATION_LOG=str(summary),
         STANDIN_SCRIPT=json.dumps(script),
+        TEST_RECORD_FILE=str(tmp_path / "record.json"),
     )
     return env
 
 
 @pytest.mark.parametrize("name", WORLDS)
-def test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts(
+def test_any_executor_the_built_job_yields_a_record_the_harvest_accepts(
     tmp_path: Path, name: str
 ) -> None:
     world = WORLDS[name]()
@@ -146,9 +154,11 @@ def test_any_executor_the_built_job_yields_a_frame_the_harvest_accepts(
     env = kubelet_env(built_job(world), family_of(world), tmp_path, {"artifact_type": artifact})
     run = finish(start_runner(env), env)
     assert run.returncode == 0, run.stderr
-    account = account_for(run.stdout, run.summary, operation, claim.operation_id)
-    assert account.source == "frame" and account.frame is not None
-    result = account.frame.result
+    assert run.record is not None, run.stderr
+    record = PtahResultRecord.model_validate(run.record)
+    account = account_for(record, run.summary, operation, claim.operation_id, job_uid=JOB_UID)
+    assert account.source == "record" and account.recorded is not None
+    result = account.recorded.result
     assert result.succeeded, result.error
     url = contract_db_url()
     target = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,10 +13,9 @@ import pytest
 from jobclaim import Claim
 from jobclaim.envelope import ANN_OPERATION_ID, LABEL_OPERATION_ID
 from runner.errors import (
-    FrameError,
-    FrameNotFound,
-    IncompleteFrame,
-    MalformedFrame,
+    MalformedRecord,
+    RecordError,
+    RecordNotFound,
     SummaryRefused,
 )
 from runner.harvest import (
@@ -30,11 +28,11 @@ from runner.harvest import (
     select_pod,
     terminal_since,
 )
-from runner.protocol import FOOTER, MARKER, encode_frame
+from runner.protocol import sha256_of
 from runner.result import RUNNER_PROTOCOL_VERSION, encode_json
 from runner.summary import account_for
 from tests.jobclaim.world import World, migration_world, schema_world
-from tests.runner.support import COORD, TARGET, result, wire
+from tests.runner.support import COORD, JOB_UID, TARGET, record_of, result, wire
 
 Pod = dict[str, Any]
 FINISHED_AT = "2026-12-02T12:05:00Z"
@@ -223,10 +221,10 @@ def test_terminal_since_reads_the_terminal_condition() -> None:
 @pytest.mark.parametrize(
     ("error", "after", "expected"),
     [
-        (FrameNotFound("x"), timedelta(0), T0 + timedelta(seconds=2)),
-        (IncompleteFrame("x"), timedelta(seconds=29), T0 + REREAD_WINDOW),
-        (IncompleteFrame("x"), REREAD_WINDOW, None),
-        (MalformedFrame("x"), timedelta(0), None),
+        (RecordNotFound("x"), timedelta(0), T0 + timedelta(seconds=2)),
+        (RecordNotFound("x"), timedelta(seconds=29), T0 + REREAD_WINDOW),
+        (RecordNotFound("x"), REREAD_WINDOW, None),
+        (MalformedRecord("x"), timedelta(0), None),
     ],
     ids=["not found", "capped at the window", "window over", "malformed never waits"],
 )
@@ -237,8 +235,8 @@ def test_reread_at(error: Any, after: timedelta, expected: datetime | None) -> N
 
 def test_an_account_about_the_claims_database_is_accounted() -> None:
     claim = world_parts(migration_world())[1]
-    frame = encode_frame(result("migration-apply", operationId=claim.operation_id))
-    account = account_for(frame.data, None, "migration-apply", claim.operation_id)
+    record = record_of(result("migration-apply", operationId=claim.operation_id))
+    account = account_for(record, None, "migration-apply", claim.operation_id, job_uid=JOB_UID)
     judged = judge(
         claim,
         account,
@@ -260,8 +258,8 @@ def test_an_account_about_another_database_is_uncertain_never_failed(
     world = migration_world() if family == "migration" else schema_world("Plan")
     claim = world_parts(world)[1]
     op = "migration-apply" if family == "migration" else "plan"
-    frame = encode_frame(result(op, operationId=claim.operation_id))
-    account = account_for(frame.data, None, op, claim.operation_id)
+    record = record_of(result(op, operationId=claim.operation_id))
+    account = account_for(record, None, op, claim.operation_id, job_uid=JOB_UID)
     other = "sha256:" + "9" * 64
     for digests in ({"target_identity_digest": other}, {"coordination_digest": other}):
         judged = judge(claim, account, terminal_at=T0, now=T0, **digests)
@@ -272,9 +270,9 @@ def test_an_account_about_another_database_is_uncertain_never_failed(
 @pytest.mark.parametrize(
     ("read", "now", "mutating_outcome", "read_only_outcome"),
     [
-        (FrameNotFound("the log holds no result frame"), T0, Outcome.WAIT, Outcome.WAIT),
-        (FrameNotFound("gone"), T0 + REREAD_WINDOW, Outcome.UNCERTAIN, Outcome.UNUSABLE),
-        (MalformedFrame("bad"), T0, Outcome.UNCERTAIN, Outcome.UNUSABLE),
+        (RecordNotFound("the Job has no result record"), T0, Outcome.WAIT, Outcome.WAIT),
+        (RecordNotFound("gone"), T0 + REREAD_WINDOW, Outcome.UNCERTAIN, Outcome.UNUSABLE),
+        (MalformedRecord("bad"), T0, Outcome.UNCERTAIN, Outcome.UNUSABLE),
         (SummaryRefused("foreign"), T0, Outcome.UNCERTAIN, Outcome.UNUSABLE),
     ],
     ids=["still arriving", "given up", "malformed", "summary refused"],
@@ -292,16 +290,18 @@ def test_what_cannot_be_read(
 def test_an_unknown_operation_type_is_never_judged_read_only() -> None:
     claim = replace(world_parts(migration_world())[1], operation="Rollback")
     assert not claim.mutating  # the table's zero value: neither mutating nor read-only
-    judged = judge(claim, MalformedFrame("bad"), terminal_at=T0, now=T0)
+    judged = judge(claim, MalformedRecord("bad"), terminal_at=T0, now=T0)
     assert judged.outcome is Outcome.UNCERTAIN
 
 
-def _previous_protocol_frame(operation: str, operation_id: str) -> bytes:
-    """A frame exactly as a protocol-5 runner (an older runner image) writes it."""
-    payload = encode_json(wire(operation, operationId=operation_id, protocolVersion=5))
-    digest = hashlib.sha256(payload).hexdigest().encode("ascii")
-    header = MARKER + b" %d " % len(payload) + digest
-    return b"starting\n" + header + b"\n" + payload + b"\n" + FOOTER + b"\n"
+def _previous_protocol_record(operation: str, operation_id: str) -> Any:
+    """A record whose result is exactly what a protocol-6 runner (an older image) says."""
+    record = record_of(result(operation, operationId=operation_id))
+    payload = encode_json(wire(operation, operationId=operation_id, protocolVersion=6))
+    spec = record.spec.model_copy(
+        update={"result": payload.decode(), "result_digest": sha256_of(payload)}
+    )
+    return record.model_copy(update={"spec": spec})
 
 
 @pytest.mark.parametrize(
@@ -312,18 +312,18 @@ def _previous_protocol_frame(operation: str, operation_id: str) -> bytes:
     ],
     ids=["migration Apply", "schema Observe"],
 )
-def test_a_frame_of_the_previous_protocol_is_refused_by_name(
+def test_a_result_of_the_previous_protocol_is_refused_by_name(
     world: Callable[[], World], operation: str, expected: Outcome
 ) -> None:
-    # A Job whose runner speaks protocol 5 (the drift findings' old shape) is not read
-    # half-way: the controller says which protocol it met, and trusts none of it.
-    assert RUNNER_PROTOCOL_VERSION == 6
+    # A Job whose runner speaks protocol 6 (results in the log) is not read half-way:
+    # the controller says which protocol it met, and trusts none of it.
+    assert RUNNER_PROTOCOL_VERSION == 7
     claim = world_parts(world())[1]
-    log = _previous_protocol_frame(operation, claim.operation_id)
+    record = _previous_protocol_record(operation, claim.operation_id)
     try:
-        read: Any = account_for(log, None, operation, claim.operation_id)
-    except FrameError as error:
+        read: Any = account_for(record, None, operation, claim.operation_id, job_uid=JOB_UID)
+    except RecordError as error:
         read = error
     judged = judge(claim, read, terminal_at=T0, now=T0 + REREAD_WINDOW)
     assert judged.outcome is expected
-    assert "runner protocol 5 is not 6" in judged.reason, judged.reason
+    assert "runner protocol 6 is not 7" in judged.reason, judged.reason

@@ -3,7 +3,9 @@
 The operation Pod's main container is the stock ptah image, which may hold nothing
 but ptah. So the runner the install container copies must run from its directory
 alone, through its own loader; this test gives it a root holding only that
-directory (a new user and mount namespace, ``unshare --root``) and reads its frame.
+directory (a new user and mount namespace, ``unshare --root``) and reads its summary.
+There is no API server in that root, so the runner (its HTTPS client and TLS included)
+starts, says why no record could be written, and leaves the termination summary.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from pathlib import Path
 from jobclaim.builder import INSTALL_COMMAND, RUNNER_COMMAND, RUNNER_DIR
 from runner import RUNNER_PROTOCOL_VERSION
 from runner.install import mapped_objects, names_of
-from runner.protocol import parse_result_for
+from runner.summary import parse_summary_for
+from tests.runner.support import POD_IDENTITY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_installed_runner_writes_its_frame_in_an_empty_root(tmp_path: Path) -> None:
+def test_the_installed_runner_accounts_in_an_empty_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     installer = [sys.executable, *INSTALL_COMMAND[1:-1], str(root / RUNNER_DIR.lstrip("/"))]
     subprocess.run(installer, check=True, cwd=ROOT, timeout=300)
@@ -37,6 +40,7 @@ def test_the_installed_runner_writes_its_frame_in_an_empty_root(tmp_path: Path) 
         "PTAH_VERSION": "v0.4.0",
         "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
         "PTAH_REQUESTED_REFERENCE": "registry.example/a:v1",
+        **POD_IDENTITY_ENV,
     }
     unshare = shutil.which("unshare")
     assert unshare, "util-linux unshare is required"
@@ -47,12 +51,11 @@ def test_the_installed_runner_writes_its_frame_in_an_empty_root(tmp_path: Path) 
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    frame = parse_result_for(done.stdout, "resolve", "op-1")
+    assert done.returncode == 3, done.stderr
+    assert b"no result record could be written: the kubelet gave no API server" in done.stderr
+    summary = parse_summary_for((root / "dev" / "termination-log").read_text(), "resolve", "op-1")
     # The root holds no ptah: the runner ran, and says the executor could not start.
-    assert frame.result.error_code == "executor_unavailable"
-    assert frame.result.child_exit_code == -1
-    assert (root / "dev" / "termination-log").read_text().startswith("PTAH_RUNNER_SUMMARY_V1 ")
+    assert summary.error_code == "executor_unavailable"
 
 
 def test_the_libraries_are_read_from_the_process_maps(tmp_path: Path) -> None:

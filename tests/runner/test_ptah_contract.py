@@ -6,7 +6,7 @@
    truncation, a second document, garbage), the account the runner gives. The
    documents are hand-written literals (``tests/runner/ptah_documents.py``).
 
-Every account row is also encoded as a frame and read back the way the controller
+Every account row is also put in a record and read back the way the controller
 reads it, so no row can describe an account the controller would refuse.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from runner import RUNNER_PROTOCOL_VERSION, ptahcli
+from runner import RUNNER_PROTOCOL_VERSION, ptahcli, result_of_record
 from runner.config import RunConfig, prepare, target_identity_digest
 from runner.decide import (
     NO_DEV_DATABASE,
@@ -38,10 +38,17 @@ from runner.decide import (
     verify_account,
 )
 from runner.documents import APPLY_OUTCOMES, PLAN_OUTCOMES, RUN_OUTCOMES
-from runner.protocol import encode_frame, parse_result_for
 from runner.result import RunnerResult
 from tests.runner import ptah_documents as docs
-from tests.runner.support import COORD, OP_ID, SECRET_URL, SEQUENCE_DIGEST, SEQUENCE_DOCUMENT
+from tests.runner.support import (
+    COORD,
+    JOB_UID,
+    OP_ID,
+    SECRET_URL,
+    SEQUENCE_DIGEST,
+    SEQUENCE_DOCUMENT,
+    record_of,
+)
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 PLAN_DIGEST = "sha256:" + hashlib.sha256(docs.PLAN_FILE).hexdigest()
@@ -767,9 +774,9 @@ def test_each_document_has_one_account(row: Row) -> None:
         found = getattr(result, section).model_dump()
         assert {k: found[k] for k in fields} == fields
     # The controller reads this account back, bound to this attempt.
-    frame = encode_frame(result)
-    assert parse_result_for(frame.data, row.operation, OP_ID).result == result
-    text = frame.data.decode()
+    record = record_of(result)
+    assert result_of_record(record, row.operation, OP_ID, job_uid=JOB_UID).result == result
+    text = record.spec.result
     assert all(secret not in text for secret in row.withheld)
     if result.target_identity_digest is not None:
         assert result.target_identity_digest == target_identity_digest("PostgreSQL", SECRET_URL)
@@ -795,7 +802,7 @@ def test_every_outcome_of_every_document_has_a_row() -> None:
             )
 
 
-def test_a_plan_larger_than_a_frame_holds_is_an_account_not_a_crash() -> None:
+def test_a_plan_larger_than_a_record_holds_is_an_account_not_a_crash() -> None:
     statement = {"sql": "INSERT INTO t VALUES ('" + "x" * 2_000_000 + "');", "severity": "safe"}
     first_statement = json.dumps({**statement, "reason": "r"}).encode() + b","
     big = docs.PLAN_FILE.replace(b'"statements": [', b'"statements": [' + first_statement)
@@ -805,7 +812,7 @@ def test_a_plan_larger_than_a_frame_holds_is_an_account_not_a_crash() -> None:
     )
     result = plan_account(config_for("plan"), first, second, child(docs.APPLY_DRY_RUN % digest))
     assert result.error_code == "executor_report_invalid" and result.plan is None
-    assert result.error is not None and "cannot be framed" in result.error.message
+    assert result.error is not None and "cannot be recorded" in result.error.message
 
 
 # Each row: the operation, whether the Job named a dev database, what ptah did (its

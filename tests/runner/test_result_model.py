@@ -91,9 +91,9 @@ ROWS: list[tuple[str, dict[str, Any], str | None]] = [
     ("python field name", {**wire("plan"), "operation_id": "x"}, "extra inputs"),
     ("bool as a number", wire("apply", mutationStarted=1), "valid boolean"),
     ("number as a string", wire("plan", childExitCode="0"), "valid integer"),
-    ("another protocol", wire("plan", protocolVersion=4), "runner protocol 4 is not 6"),
+    ("another protocol", wire("plan", protocolVersion=4), "runner protocol 4 is not 7"),
     # The protocol before the drift findings' shape changed: refused by name.
-    ("the previous protocol", wire("observe", protocolVersion=5), "runner protocol 5 is not 6"),
+    ("the previous protocol", wire("observe", protocolVersion=6), "runner protocol 6 is not 7"),
     (
         "another protocol in the refusal shape",
         failed_wire(

@@ -2,8 +2,9 @@
 
 The ptah here is the test stand-in (``ptah_standin.py``), a real subprocess that
 checks its argv and environment as ptah would and prints ptah's documents. Each run
-is read back the way the controller reads it: the frame from stdout, the summary from
-the termination log.
+is read back the way the controller reads it: the record the runner created (here
+into a file, ``tests.runner.recording``), the summary from the termination log; and
+its log is checked to carry the record's name and digest only.
 
 Set ``PTAH_CONTRACT_EXECUTOR`` (and ``PTAH_CONTRACT_DB_URL``) to run the rows marked
 "any executor" against another ptah-compatible binary (``tests/labexecutor/
@@ -30,7 +31,8 @@ from typing import Any
 import pytest
 
 from runner.config import RunConfig, prepare, target_identity_digest
-from runner.protocol import Frame, parse_result_for
+from runner.planfile import decode_plan
+from runner.protocol import RECORD_MARKER, DigestedResult
 from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
 from runner.run import run_child
 from runner.summary import parse_summary_for
@@ -43,6 +45,7 @@ from tests.runner.support import (
     contract_db_url,
     deadline_in,
     finish,
+    recorded_result,
     run_runner,
     runner_env,
     standin_plan,
@@ -54,17 +57,21 @@ from tests.runner.support import (
 PASSWORD = "s3cret-Pa55word"
 
 
-def read_back(run: RunnerRun, operation: str, protocol: int = RUNNER_PROTOCOL_VERSION) -> Frame:
-    """The frame and summary as the controller reads them; they must agree."""
-    for text in (run.stdout, run.stderr, run.summary):
+def read_back(
+    run: RunnerRun, operation: str, protocol: int = RUNNER_PROTOCOL_VERSION
+) -> DigestedResult:
+    """The record and summary as the controller reads them; they must agree, and the
+    log names the record and its digest, and says nothing of the result."""
+    for text in (run.stdout, run.stderr, run.summary, json.dumps(run.record)):
         assert SECRET_URL not in text and PASSWORD not in text
     assert run.returncode == 0, run.stderr
-    frame = parse_result_for(run.stdout, operation, OP_ID, protocol_version=protocol)
+    recorded = recorded_result(run, operation, protocol_version=protocol)
     summary = parse_summary_for(run.summary, operation, OP_ID, protocol_version=protocol)
-    assert summary.frame_digest == frame.digest
-    assert summary.error_code == frame.result.error_code
-    assert summary.uncertain == frame.result.uncertain
-    return frame
+    assert summary.result_digest == recorded.digest
+    assert summary.error_code == recorded.result.error_code
+    assert summary.uncertain == recorded.result.uncertain
+    assert run.stdout == f"{RECORD_MARKER} shop/ptah-op-1 {recorded.digest}\n"
+    return recorded
 
 
 def scripted(
@@ -232,7 +239,7 @@ def test_a_deadline_that_passes_before_exec_starts_nothing(tmp_path: Path) -> No
         ),
     ],
 )
-def test_what_ptah_reports_is_what_the_frame_says(
+def test_what_ptah_reports_is_what_the_record_says(
     tmp_path: Path, operation: str, script: dict[str, Any], expected: tuple[Any, ...]
 ) -> None:
     result = read_back(scripted(tmp_path, operation, script), operation).result
@@ -377,18 +384,42 @@ def test_a_protocol_mismatch_is_answered_in_the_jobs_version(tmp_path: Path) -> 
     assert (result.error_code, result.child_exit_code) == ("runner_protocol_mismatch", -1)
 
 
-def test_without_an_operation_no_frame_is_written(tmp_path: Path) -> None:
+def test_without_an_operation_no_result_is_recorded(tmp_path: Path) -> None:
     run = scripted(tmp_path, "apply", {}, PTAH_OPERATION=None)
     assert run.returncode == 2
-    assert run.stdout == "" and run.summary == ""
-    assert "no result frame can be written" in run.stderr
+    assert run.stdout == "" and run.summary == "" and run.record is None
+    assert "no result can be bound to an attempt" in run.stderr
 
 
-def test_a_missing_termination_log_is_not_created_and_the_frame_stands(tmp_path: Path) -> None:
+def test_a_record_that_cannot_be_written_leaves_the_summary_and_says_why(tmp_path: Path) -> None:
+    run = scripted(tmp_path, "plan", {}, TEST_RECORD_FILE=str(tmp_path / "unwritable"))
+    assert run.returncode == 3 and run.record is None and run.stdout == ""
+    assert "no result record could be written: the API server refused the record" in run.stderr
+    assert parse_summary_for(run.summary, "plan", OP_ID).error_code is None
+
+
+def test_a_runner_outside_a_pod_writes_no_record_and_says_so(tmp_path: Path) -> None:
+    run = scripted(tmp_path, "plan", {}, PTAH_POD_UID=None)
+    assert run.returncode == 3 and run.record is None
+    assert "does not name the Pod and its Job (PTAH_POD_UID unset)" in run.stderr
+
+
+def test_a_plans_statements_reach_the_record_and_never_the_log(tmp_path: Path) -> None:
+    run = scripted(tmp_path, "plan", {})
+    plan = read_back(run, "plan").result.plan
+    assert plan is not None
+    statements = decode_plan(plan.stdout.encode(), "PostgreSQL").statements
+    assert statements
+    for statement in statements:
+        assert statement.sql in json.dumps(run.record)
+        assert statement.sql not in run.stdout + run.stderr + run.summary
+
+
+def test_a_missing_termination_log_is_not_created_and_the_record_stands(tmp_path: Path) -> None:
     absent = tmp_path / "no-such-dir" / "termination-log"
     run = scripted(tmp_path, "plan", {}, PTAH_TERMINATION_LOG=str(absent))
     assert run.returncode == 0
-    assert parse_result_for(run.stdout, "plan", OP_ID).result.succeeded
+    assert recorded_result(run, "plan").result.succeeded
     assert "the termination summary could not be written" in run.stderr
     assert not absent.exists()
 

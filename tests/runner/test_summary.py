@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
+from jobclaim.api import PtahResultRecord
 from runner.errors import (
-    ForeignFrame,
-    FrameError,
-    FrameNotFound,
-    MalformedFrame,
+    ForeignRecord,
+    MalformedRecord,
+    RecordNotFound,
     SummaryRefused,
 )
-from runner.protocol import MARKER, encode_frame, parse_result_for, scan_log
+from runner.protocol import DigestedResult, encode_result
 from runner.result import RunnerResult, encode_json
 from runner.summary import (
     MAX_SUMMARY_BYTES,
@@ -23,26 +23,24 @@ from runner.summary import (
     account_for,
     encode_summary,
     parse_summary_for,
-    stand_in_problem,
     summary_of,
     write_summary,
 )
-from tests.runner.support import OP_ID, OTHER_ID, failed_wire, result
+from tests.runner.support import JOB_UID, OP_ID, OTHER_ID, failed_wire, record_of, result
 
-MIGRATION = encode_frame(result("migration-apply"))
-PARTIAL = encode_frame(
-    RunnerResult.from_wire(
-        failed_wire(
-            "migration-apply",
-            mutationStarted=True,
-            migrationRun={"outcome": "Partial", "appliedVersions": ["004"]},
-        )
+MIGRATION_RESULT = result("migration-apply")
+MIGRATION = encode_result(MIGRATION_RESULT)
+PARTIAL_RESULT = RunnerResult.from_wire(
+    failed_wire(
+        "migration-apply",
+        mutationStarted=True,
+        migrationRun={"outcome": "Partial", "appliedVersions": ["004"]},
     )
 )
 
 
-def summary_wire(frame_data: bytes = MIGRATION.data, op: str = "migration-apply") -> dict[str, Any]:
-    return summary_of(parse_result_for(frame_data, op, OP_ID)).to_wire()
+def summary_wire(of: RunnerResult = MIGRATION_RESULT) -> dict[str, Any]:
+    return summary_of(DigestedResult(of, encode_result(of).digest)).to_wire()
 
 
 def message(data: dict[str, Any], before: str = "") -> str:
@@ -50,8 +48,8 @@ def message(data: dict[str, Any], before: str = "") -> str:
 
 
 def test_the_summary_of_a_migration_run_counts_and_names_its_ends() -> None:
-    summary = summary_of(parse_result_for(MIGRATION.data, "migration-apply", OP_ID))
-    assert summary.frame_digest == MIGRATION.digest
+    summary = summary_of(DigestedResult(MIGRATION_RESULT, MIGRATION.digest))
+    assert summary.result_digest == MIGRATION.digest
     assert summary.migration is not None
     assert (summary.migration.applied_count, summary.migration.first_applied) == (2, "004")
     assert summary.migration.last_applied == "005"
@@ -60,11 +58,11 @@ def test_the_summary_of_a_migration_run_counts_and_names_its_ends() -> None:
 
 def test_the_encoded_summary_is_one_line_within_2_kib_and_parses_back() -> None:
     longest = result("migration-apply", operationId="o" * 253)
-    frame = encode_frame(longest)
-    line = encode_summary(summary_of(parse_result_for(frame.data, "migration-apply", "o" * 253)))
+    encoded = encode_result(longest)
+    line = encode_summary(summary_of(DigestedResult(longest, encoded.digest)))
     assert len(line) <= MAX_SUMMARY_BYTES and line.count(b"\n") == 1 and line.endswith(b"\n")
     parsed = parse_summary_for(line, "migration-apply", "o" * 253)
-    assert parsed.frame_digest == frame.digest
+    assert parsed.result_digest == encoded.digest
 
 
 def test_the_summary_is_written_into_an_existing_file_and_never_creates_one(
@@ -81,7 +79,7 @@ def test_the_summary_is_written_into_an_existing_file_and_never_creates_one(
 
 
 GOOD = summary_wire()
-PLAN_SUMMARY = summary_wire(encode_frame(result("plan")).data, "plan")
+PLAN_SUMMARY = summary_wire(result("plan"))
 ROWS: list[tuple[str, str | bytes, str | None]] = [
     ("control: the summary alone", message(GOOD), None),
     ("runtime text before the marker", message(GOOD, before="runtime: oom\nnote "), None),
@@ -123,11 +121,11 @@ ROWS: list[tuple[str, str | bytes, str | None]] = [
         "carries its run",
     ),
     ("uncertain without an error", message({**GOOD, "uncertain": True}), "uncertain outcome"),
-    ("another protocol", message({**GOOD, "protocolVersion": 4}), "runner protocol 4 is not 6"),
+    ("another protocol", message({**GOOD, "protocolVersion": 4}), "runner protocol 4 is not 7"),
     (
         "the previous protocol",
-        message({**GOOD, "protocolVersion": 5}),
-        "runner protocol 5 is not 6",
+        message({**GOOD, "protocolVersion": 6}),
+        "runner protocol 6 is not 7",
     ),
 ]
 
@@ -142,106 +140,70 @@ def test_summary_parser(name: str, text: str | bytes, problem: str | None) -> No
         parse_summary_for(text, "migration-apply", OP_ID)
 
 
-# Stand-in: when the termination summary may speak for a migration Apply.
+# Stand-in: when the termination summary may speak for a migration Apply. Only when
+# the Job has no record at all: a record that is there and refused is never overruled.
 SUMMARY_TEXT = message(GOOD)
-OTHER_SUMMARY = message(summary_wire(PARTIAL.data))
-HEADER_ONLY = MIGRATION.data.split(b"\n")[0] + b"\n"
-STAND_IN: list[tuple[str, str, bytes | None, str | None, str]] = [
-    ("control: the frame itself", "migration-apply", MIGRATION.data, SUMMARY_TEXT, "frame"),
-    ("no frame in the log", "migration-apply", b"runner started\n", SUMMARY_TEXT, "summary"),
-    ("the log is gone", "migration-apply", None, SUMMARY_TEXT, "summary"),
+
+
+def _tampered(record: PtahResultRecord) -> PtahResultRecord:
+    spec = record.spec.model_copy(update={"result": record.spec.result.replace("005", "006")})
+    return record.model_copy(update={"spec": spec})
+
+
+RECORD = record_of(MIGRATION_RESULT)
+STAND_IN: list[tuple[str, str, PtahResultRecord | None, str | None, str]] = [
+    ("control: the record itself", "migration-apply", RECORD, SUMMARY_TEXT, "record"),
+    ("no record, a summary", "migration-apply", None, SUMMARY_TEXT, "summary"),
+    ("a record that is refused", "migration-apply", _tampered(RECORD), SUMMARY_TEXT, "Malformed"),
     (
-        "a frame cut off whose header agrees",
+        "a foreign record",
         "migration-apply",
-        HEADER_ONLY,
+        record_of(result("migration-apply", operationId=OTHER_ID)),
         SUMMARY_TEXT,
-        "summary",
+        "Foreign",
     ),
+    ("no record, no termination message", "migration-apply", None, None, "NotFound"),
     (
-        "a frame cut off whose header disagrees",
-        "migration-apply",
-        HEADER_ONLY,
-        OTHER_SUMMARY,
-        "SummaryRefused",
-    ),
-    (
-        "a broken header beside a cut-off frame",
-        "migration-apply",
-        MARKER + b" broken\n" + HEADER_ONLY,
-        SUMMARY_TEXT,
-        "SummaryRefused",
-    ),
-    (
-        "a complete frame that is refused",
-        "migration-apply",
-        MIGRATION.data.replace(b"005", b"006"),
-        SUMMARY_TEXT,
-        "MalformedFrame",
-    ),
-    (
-        "a foreign frame",
-        "migration-apply",
-        encode_frame(result("migration-apply", operationId=OTHER_ID)).data,
-        SUMMARY_TEXT,
-        "ForeignFrame",
-    ),
-    ("no termination message", "migration-apply", b"", None, "FrameNotFound"),
-    (
-        "a summary of another attempt",
-        "migration-apply",
-        b"",
-        message({**GOOD, "operationId": OTHER_ID}),
-        "SummaryRefused",
-    ),
-    (
-        "a schema apply never reads its summary",
+        "no record, and not a migration apply",
         "apply",
-        b"",
-        message(summary_wire(encode_frame(result("apply")).data, "apply")),
-        "FrameNotFound",
+        None,
+        message(summary_wire(result("apply"))),
+        "NotFound",
     ),
 ]
 ERRORS: dict[str, type[Exception]] = {
-    "SummaryRefused": SummaryRefused,
-    "MalformedFrame": MalformedFrame,
-    "ForeignFrame": ForeignFrame,
-    "FrameNotFound": FrameNotFound,
+    "Malformed": MalformedRecord,
+    "Foreign": ForeignRecord,
+    "NotFound": RecordNotFound,
 }
 
 
 @pytest.mark.parametrize(
-    ("name", "operation", "log", "text", "expected"), STAND_IN, ids=[r[0] for r in STAND_IN]
+    ("operation", "record", "text", "expected"),
+    [row[1:] for row in STAND_IN],
+    ids=[row[0] for row in STAND_IN],
 )
 def test_when_a_summary_stands_in(
-    name: str, operation: str, log: bytes | None, text: str | None, expected: str
+    operation: str, record: PtahResultRecord | None, text: str | None, expected: str
 ) -> None:
-    if expected in ("frame", "summary"):
-        account = account_for(log, text, operation, OP_ID)
+    if expected in ("record", "summary"):
+        account = account_for(record, text, operation, OP_ID, job_uid=JOB_UID)
         assert account.source == expected
-        assert account.summary.frame_digest == MIGRATION.digest
-        assert (account.frame is not None) == (expected == "frame")
+        assert account.summary.result_digest == MIGRATION.digest
+        assert (account.recorded is not None) == (expected == "record")
         return
-    with pytest.raises(ERRORS[expected]) as caught:
-        account_for(log, text, operation, OP_ID)
-    assert type(caught.value) is ERRORS[expected]
+    with pytest.raises(ERRORS[expected]):
+        account_for(record, text, operation, OP_ID, job_uid=JOB_UID)
 
 
-@pytest.mark.parametrize("frame", [MIGRATION, PARTIAL], ids=["applied", "partial"])
-def test_the_summary_concludes_exactly_what_its_frame_concludes(frame: Any) -> None:
-    from_frame = account_for(frame.data, None, "migration-apply", OP_ID)
-    summary_line = encode_summary(from_frame.summary)
-    from_summary = account_for(b"", summary_line, "migration-apply", OP_ID)
-    assert from_summary.summary == from_frame.summary
+def test_a_record_of_another_job_is_refused() -> None:
+    with pytest.raises(MalformedRecord, match="speaks for Job UID"):
+        account_for(RECORD, None, "migration-apply", OP_ID, job_uid="another-uid")
 
 
-def test_the_stand_in_rule_is_one_pure_decision() -> None:
-    summary = parse_summary_for(SUMMARY_TEXT, "migration-apply", OP_ID)
-    not_found: FrameError = FrameNotFound("none")
-    assert stand_in_problem("migration-apply", not_found, (), summary) is None
-    assert "only a migration apply" in str(stand_in_problem("apply", not_found, (), summary))
-    refused = stand_in_problem("migration-apply", MalformedFrame("bad"), (), summary)
-    assert "refused, not missing" in str(refused)
-    disagreeing = scan_log(encode_frame(result("migration-apply", operationId=OTHER_ID)).data)
-    assert "another payload" in str(
-        stand_in_problem("migration-apply", not_found, disagreeing, summary)
-    )
+@pytest.mark.parametrize("of", [MIGRATION_RESULT, PARTIAL_RESULT], ids=["applied", "partial"])
+def test_the_summary_concludes_exactly_what_its_record_concludes(of: RunnerResult) -> None:
+    from_record = account_for(record_of(of), None, "migration-apply", OP_ID, job_uid=JOB_UID)
+    summary_line = encode_summary(from_record.summary)
+    from_summary = account_for(None, summary_line, "migration-apply", OP_ID, job_uid=JOB_UID)
+    assert from_summary.summary == from_record.summary

@@ -76,6 +76,13 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
+from runner import (
+    RUNNER_PROTOCOL_VERSION,
+    PodIdentity,
+    RunnerResult,
+    encode_result,
+    record_for,
+)
 from tests.jobclaim.world import (
     BINDING,
     EPOCH,
@@ -91,6 +98,7 @@ from tests.jobclaim.world import (
     plan_for,
     snapshot_for,
 )
+from tests.outcomes.podworld import OBSERVED, TARGET, history
 from webhook import DEFAULT_MANAGER_USERNAME, Engine, Outcome, Settings, StateReader
 from webhook.rules import ImagePins
 
@@ -198,6 +206,58 @@ def stored_object(model: Any, uid: str | None = None) -> Obj:
     return wire
 
 
+# -- result records --------------------------------------------------------------------
+
+RUNNER_OPS: Final = {
+    "Observe": "observe",
+    "Plan": "plan",
+    "History": "migration-history",
+    "Resolve": "resolve",
+    "Verify": "verify",
+}
+PLAN_TEXT: Final = b"".join(CHUNKS)
+
+
+def reading_result(claim: Obj, runner_op: str) -> RunnerResult:
+    """A successful result of ``claim``'s reading, about its database."""
+    wire: Obj = {
+        "protocolVersion": RUNNER_PROTOCOL_VERSION,
+        "operation": runner_op,
+        "operationId": claim["id"],
+        "childExitCode": 0,
+        "coordinationDigest": claim.get("coordinationDigest"),
+        "targetIdentityDigest": claim.get("targetIdentityDigest") or TARGET,
+    }
+    if runner_op == "plan":
+        wire["plan"] = {
+            "planOutcome": "Changes",
+            "planContentDigest": sha256_digest(PLAN_TEXT),
+            "statementCount": 2,
+            "stdout": PLAN_TEXT.decode(),
+        }
+    elif runner_op == "observe":
+        wire.update(OBSERVED)
+    elif runner_op == "migration-history":
+        wire.update(history())
+    return RunnerResult.from_wire({k: v for k, v in wire.items() if v is not None})
+
+
+def pod_record(job: Obj, result: RunnerResult) -> Obj:
+    """The PtahResultRecord the Job's Pod created of ``result``, as a read returns it."""
+    meta = job["metadata"]
+    identity = PodIdentity(
+        namespace=meta["namespace"],
+        pod_name=f"{meta['name'][:50]}-x7k2q",
+        pod_uid=f"pod-of-{meta['uid']}",
+        job_name=meta["name"],
+        job_uid=meta["uid"],
+    )
+    wire: Obj = record_for(identity, result, encode_result(result))
+    wire["metadata"].update(uid=f"record-of-{meta['uid']}", resourceVersion="78")
+    wire["metadata"]["creationTimestamp"] = NOW
+    return wire
+
+
 def admitted(obj: Obj, uid: str, *, generation: bool = True) -> Obj:
     """What the API server adds to a created object before validating admission sees it."""
     out = copy.deepcopy(obj)
@@ -231,6 +291,8 @@ class Scene:
     now: datetime | None = None
     # The webhook's four-eyes setting (the chart's approvals.requireDistinctApprover).
     require_distinct_approver: bool = False
+    # userInfo.extra, when not the manager's Pod-bound token's.
+    user_extra: dict[str, list[str]] | None = None
 
     def copy(self) -> Scene:
         return copy.deepcopy(self)
@@ -265,7 +327,9 @@ class Scene:
                 "username": self.username,
                 "uid": "9a1e0f4c-0000-4000-8000-00000000000a",
                 "groups": list(self.groups),
-                "extra": {
+                "extra": self.user_extra
+                if self.user_extra is not None
+                else {
                     "authentication.kubernetes.io/credential-id": ["JTI=secret-token-id-1"],
                     "authentication.kubernetes.io/pod-name": ["ptah-operator-7d9f-abcde"],
                 },
@@ -596,7 +660,9 @@ def schema_plan_create() -> Scene:
     job = terminal(world.stored)
     job["spec"]["ttlSecondsAfterFinished"] = CLEANUP_TTL_SECONDS
     plan = build_schema_plan(schema, binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT)
-    objects = [stored_object(schema, schema.metadata.uid), job]
+    owner = stored_object(schema, schema.metadata.uid)
+    record = pod_record(job, reading_result(owner["status"]["activeOperation"], "plan"))
+    objects = [owner, job, record]
     return Scene(PTAHSCHEMAPLANS, "CREATE", admitted(plan, "new-plan-uid"), objects)
 
 

@@ -4,6 +4,7 @@ Apply can still be dispatched, a plan only as its claim recomputes it."""
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from tests.webhook.scenes import (
 )
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import objects, plans, projections
+
+FORGED_SQL = b"UPDATE accounts SET owner = 'mallory';\n"
 
 
 def candidate(scene: Scene) -> Obj:
@@ -288,6 +291,34 @@ SCHEMA_PLAN_ROWS = [
         lambda s: candidate(s)["metadata"]["labels"].update(extra="1"),
         plans.SCHEMA_PLAN_NOT_REBUILT,
         "metadata",
+    ),
+    Row(
+        "no record of the Plan Pod's",
+        remove("PtahResultRecord"),
+        plans.SOURCE_UNRECORDED,
+    ),
+    Row(
+        "a record of another Job under the name",
+        stored("PtahResultRecord", lambda r: r["spec"]["job"].update(uid="another-job-uid")),
+        plans.SOURCE_RECORD_REFUSED,
+        "speaks for Job UID another-job-uid",
+    ),
+    Row(
+        "a record whose plan text is not its digest's",
+        stored(
+            "PtahResultRecord",
+            lambda r: r["spec"].update(result=r["spec"]["result"].replace("TABLE a", "TABLE b")),
+        ),
+        plans.SOURCE_RECORD_REFUSED,
+        "does not cover its result",
+    ),
+    Row(
+        "statements nobody computed: UPDATE accounts, as the plan's content",
+        lambda s: candidate(s)["spec"].update(
+            contentDigest="sha256:" + hashlib.sha256(FORGED_SQL).hexdigest()
+        ),
+        plans.SCHEMA_PLAN_NOT_REBUILT,
+        "spec.contentDigest",
     ),
     Row("a schema being deleted", stored("PtahSchema", deleting), objects.OWNER_DELETING),
     Row(

@@ -27,13 +27,17 @@ from jobclaim import (
 from jobclaim.api import DatabaseTargetSpec
 from jobclaim.apiserver import BY_KIND, PTAHSCHEMAAPPROVALS
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
+from runner import RunnerResult
 from tests.jobclaim.world import JOB_UID, NOW
 from tests.webhook.scenes import (
     MANAGER_USERNAME,
     OWNER_UIDS,
+    RUNNER_OPS,
     Obj,
     Scene,
     owner_world,
+    pod_record,
+    reading_result,
     stored_object,
     terminal,
 )
@@ -120,10 +124,31 @@ def _family(obj: Obj) -> str:
 
 
 def reading_completed(scene: Scene) -> None:
-    """The reading the claim names ran to completion: the builder's Job for that claim."""
+    """The reading the claim names ran to completion: the builder's Job for that claim,
+    and the record its Pod wrote of a successful reading."""
     assert scene.old is not None
     claim = claim_of(scene.old)
-    scene.objects.append(terminal(owner_world(_family(scene.old), claim["type"]).stored))
+    job = terminal(owner_world(_family(scene.old), claim["type"]).stored)
+    scene.objects.append(job)
+    scene.objects.append(pod_record(job, reading_result(claim, RUNNER_OPS[claim["type"]])))
+
+
+def reading_completed_unrecorded(scene: Scene) -> None:
+    """The claim's reading Job completed, and no record of its Pod's exists."""
+    reading_completed(scene)
+    scene.objects = [o for o in scene.objects if o["kind"] != "PtahResultRecord"]
+
+
+def reading_recorded_a_failure(scene: Scene) -> None:
+    """The reading's Pod recorded that it failed: a Complete Job read nothing."""
+    assert scene.old is not None
+    claim = claim_of(scene.old)
+    job = terminal(owner_world(_family(scene.old), claim["type"]).stored)
+    failed = reading_result(claim, RUNNER_OPS[claim["type"]]).to_wire()
+    for section in ("plan", "observe", "migrationHistory"):
+        failed.pop(section, None)
+    failed.update(childExitCode=1, error={"code": "executor_failed", "message": "it failed"})
+    scene.objects += [job, pod_record(job, RunnerResult.from_wire(failed))]
 
 
 def an_unrelated_job_named(scene: Scene) -> None:
@@ -289,6 +314,18 @@ def proved(obj: Obj) -> None:
 PENDING = status_update("schema", "Plan", with_pending_and_plan_claim)
 PENDING_ROWS = [
     Row("the proof's Plan reading completed", both(new(proved), reading_completed), None),
+    Row(
+        "the proof's Plan Job completed, and its Pod recorded nothing",
+        both(new(proved), reading_completed_unrecorded),
+        t.RECORD_DROPPED,
+        "has no result record its Pod wrote",
+    ),
+    Row(
+        "the proof's Plan Pod recorded a failed reading",
+        both(new(proved), reading_recorded_a_failure),
+        t.RECORD_DROPPED,
+        "it records a failed reading",
+    ),
     Row(
         "a team's unrelated finished Job named as the proof's reading",
         both(new(proved), an_unrelated_job_named),
@@ -495,6 +532,12 @@ def unresolved_with_history_claim(status: Obj) -> None:
 
 UNRESOLVED_READING_ROWS = [
     Row("the run's History reading completed", both(new(history_read), reading_completed), None),
+    Row(
+        "the run's History Job completed, and its Pod recorded nothing",
+        both(new(history_read), reading_completed_unrecorded),
+        t.RECORD_DROPPED,
+        "has no result record its Pod wrote",
+    ),
     Row(
         "a team's unrelated finished Job named as the History reading",
         both(new(history_read), an_unrelated_job_named),

@@ -54,7 +54,9 @@ class ObjectReference(WireModel):
     """An exact object: a name alone can be reused by a replacement, a UID cannot."""
 
     name: str
+    """The object's name, in the same namespace."""
     uid: str
+    """The object's UID: the one object of that name this reference means."""
 
 
 class NamedReference(WireModel):
@@ -81,9 +83,17 @@ class ConfigMapKeySelector(WireModel):
 
 
 class Condition(WireModel):
+    """A kstatus condition, as kubectl wait and GitOps tools read one."""
+
     type: str
+    """What the condition is about (Ready, ApprovalRequired, Consumed, Stale, ...)."""
     status: str
+    """True, False or Unknown."""
     reason: str | None = None
+    """Why, in one CamelCase word."""
     message: str | None = None
+    """Why, in a sentence for a person."""
     last_transition_time: Timestamp | None = None
+    """When the status last changed."""
     observed_generation: int | None = None
+    """The metadata.generation the condition was set from."""

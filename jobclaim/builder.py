@@ -463,6 +463,9 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         digest = "sha256:" + hashlib.sha256(document.encode()).hexdigest()
         env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE", document))
         env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST", digest))
+    if runner in ("apply", "migration-apply"):
+        # The policy's transactionMode reaches ptah's --tx-mode (ptah-cli.md) through
+        # the runner; the child's PTAH_TX_MODE stays all, the mode nothing else uses.
         env.append(_value("PTAH_TRANSACTION_MODE", inputs.transaction_mode))
     return sorted(env, key=lambda item: str(item["name"]))
 

@@ -269,6 +269,45 @@ def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:
     )
 
 
+def _with_transaction_mode(mode: str) -> PtahSchema:
+    schema = schema_world("Apply").resource
+    assert isinstance(schema, PtahSchema)
+    policy = schema.spec.policy.model_copy(update={"transaction_mode": mode})
+    spec = schema.spec.model_copy(update={"policy": policy})
+    return schema.model_copy(update={"spec": spec})
+
+
+@pytest.mark.parametrize("mode", ["all", "file", "none"])
+def test_a_schema_apply_carries_the_policys_transaction_mode(mode: str) -> None:
+    job = build_job(
+        schema_job_inputs(_with_transaction_mode(mode), binding=BINDING, manager=MANAGER)
+    )
+    env = {e["name"]: e.get("value") for e in pod(job)["containers"][0]["env"]}
+    assert env["PTAH_TRANSACTION_MODE"] == mode
+    # ptah's own variable stays all; the runner turns the mode into --tx-mode.
+    assert env["PTAH_TX_MODE"] == "all"
+
+
+@pytest.mark.parametrize("mode", ["rebuild-submitted", "rebuild-stored", "envelope"])
+def test_a_job_with_another_transaction_mode_is_not_its_claims(mode: str) -> None:
+    # The mode is the spec's and the Pod template the claim's snapshot pins carries
+    # it, so a Job that would run the plan outside one transaction is refused.
+    world = schema_world("Apply")
+    job = world.job(mode)
+    for item in pod(job)["containers"][0]["env"]:
+        if item["name"] == "PTAH_TRANSACTION_MODE":
+            item["value"] = "none"
+    verdict = match(job, world.claim(mode))
+    assert not verdict
+    assert "Pod template" in verdict.reason or "spec is not the one" in verdict.reason
+
+
+def test_only_the_writes_carry_a_transaction_mode() -> None:
+    for name, world in WORLDS.items():
+        env = {e["name"] for e in pod(world().built)["containers"][0]["env"]}
+        assert ("PTAH_TRANSACTION_MODE" in env) == name.endswith("Apply"), name
+
+
 def test_building_is_deterministic() -> None:
     builds = [schema_world().built for _ in range(8)]
     assert all(b == builds[0] for b in builds)

@@ -138,8 +138,8 @@ def steps(config: RunConfig, env: Mapping[str, str]) -> tuple[Step, ...]:
         return (Step("status", (ptah, "migrations", "status", *directory), base, True),)
     if operation == "migration-apply":
         expect = ("--expect-sequence", work_path(config, SEQUENCE_FILE))
-        argv = (ptah, "migrations", "up", *directory, *_tx_mode(config), *expect)
-        return (Step("up", argv, base, True),)
+        up = (ptah, "migrations", "up", *directory, *_tx_mode(config), *expect)
+        return (Step("up", up, base, True),)
     raise ValueError(f"{operation!r} is not a runner operation")
 
 

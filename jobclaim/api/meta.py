@@ -6,9 +6,9 @@ server sends all of these.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from jobclaim.api._base import Timestamp, WireModel
 
@@ -50,33 +50,40 @@ class ObjectMeta(WireModel):
     managed_fields: list[ManagedFieldsEntry] | None = None
 
 
+# Kubernetes' own limits: a name is a DNS subdomain, a Secret or ConfigMap key at most
+# 253 characters, a UID at most 128. Bounded here so the CRD's CEL rules that compare
+# them are priced by these lengths, not by the largest request.
+_Name = Annotated[str, StringConstraints(max_length=253)]
+_Uid = Annotated[str, StringConstraints(max_length=128)]
+
+
 class ObjectReference(WireModel):
     """An exact object: a name alone can be reused by a replacement, a UID cannot."""
 
-    name: str
+    name: _Name
     """The object's name, in the same namespace."""
-    uid: str
+    uid: _Uid
     """The object's UID: the one object of that name this reference means."""
 
 
 class NamedReference(WireModel):
-    name: str
+    name: _Name
     """The referenced object's name."""
 
 
 class SecretKeySelector(WireModel):
-    name: str
+    name: _Name
     """The Secret's name, in the resource's namespace."""
-    key: str
+    key: _Name
     """The key within the Secret."""
     optional: bool | None = None
     """Kubernetes' optional flag; the operator treats a missing key as an error."""
 
 
 class ConfigMapKeySelector(WireModel):
-    name: str
+    name: _Name
     """The ConfigMap's name, in the resource's namespace."""
-    key: str
+    key: _Name
     """The key within the ConfigMap."""
     optional: bool | None = None
     """Kubernetes' optional flag; the operator treats a missing key as an error."""

@@ -318,3 +318,24 @@ def test_kubectl_explain_describes_every_field_of_every_kind(
     # And kubectl explain prints one of them, from the same document.
     explained = _kubectl(operator, "explain", "ptahschemas.status.plan.fingerprint")
     assert "what an approval names" in explained
+
+
+def test_kubectl_get_by_short_name_and_category_prints_the_kinds_columns(
+    operator: Operator,  # noqa: F811
+) -> None:
+    namespace = _unjudged_namespace(operator)
+    approval = _approval(namespace)
+    approval["spec"]["approver"] = {"username": "alice@example.com"}
+    operator.admin.create(PTAHSCHEMAAPPROVALS, namespace, approval)
+    operator.admin.create(
+        PTAHSCHEMAS, namespace, {"metadata": {"name": "orders"}, "spec": MINIMAL["PtahSchema"]}
+    )
+    header, row = _kubectl(operator, "get", "ptsapproval", "-n", namespace).splitlines()
+    assert header.split() == ["NAME", "SCHEMA", "PLAN", "APPROVER", "CONSUMED", "STALE", "AGE"]
+    assert row.split()[:4] == ["approve-orders", "orders", "ptah-plan-0", "alice@example.com"]
+    # The category lists every kind of the group at once: the schema and its approval.
+    listed = _kubectl(operator, "get", "ptah", "-n", namespace, "-o", "name").split()
+    assert sorted(listed) == [
+        "ptahschema.operator.ptah.run/orders",
+        "ptahschemaapproval.operator.ptah.run/approve-orders",
+    ]

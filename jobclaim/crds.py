@@ -65,6 +65,7 @@ from jobclaim.api import (
     VERSION,
     DatabaseTargetSpec,
     ExecutionSpec,
+    OCIArtifactSourceSpec,
     PtahMigrationApprovalSpec,
     PtahMigrationRunAcknowledgmentSpec,
     PtahSchemaApprovalSpec,
@@ -72,7 +73,7 @@ from jobclaim.api import (
     PtahSchemaSpec,
 )
 from jobclaim.api._values import DURATION_PATTERN_CEL, VALIDATIONS
-from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE
+from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.api.schema import DEV_IS_TARGET
 from jobclaim.apiserver import BY_KIND, Resource
 from jobclaim.errors import PtahError
@@ -217,6 +218,15 @@ CROSS_FIELD_RULES: Final[Mapping[type[BaseModel], tuple[ValidationRule, ...]]] =
                 " || self.dev.urlFrom.key != self.target.urlFrom.key"
             ),
             message=DEV_IS_TARGET,
+        ),
+    ),
+    OCIArtifactSourceSpec: (
+        ValidationRule(
+            rule=(
+                "!has(self.transport) || !has(self.transport.plainHTTP)"
+                " || !self.transport.plainHTTP || !has(self.registryAuthFrom)"
+            ),
+            message=CREDENTIAL_IN_CLEAR,
         ),
     ),
     ExecutionSpec: (

@@ -18,6 +18,7 @@ from jobclaim.api.common import (
     OCIArtifactSourceSpec,
     PodMetadataSpec,
     ReadingFailureStatus,
+    RegistryTransportSpec,
     ResourceRequirements,
     TargetLockReleaseStatus,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "PtahSchemaSpec",
     "PtahSchemaStatus",
     "ReadingFailureStatus",
+    "RegistryTransportSpec",
     "ResolvedMigrationRunStatus",
     "ResourceRequirements",
     "RetiredJobStatus",

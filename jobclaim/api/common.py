@@ -65,6 +65,23 @@ MaybeObjectName = Annotated[str, StringConstraints(max_length=253)]
 CONNECT_OUTLASTS_DEADLINE: Final = "connectTimeout must be shorter than activeDeadlineSeconds"
 
 
+# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
+CREDENTIAL_IN_CLEAR: Final = (
+    "transport.plainHTTP cannot be combined with registryAuthFrom: "
+    "the registry credential would cross the network in clear text"
+)
+
+
+class RegistryTransportSpec(WireModel):
+    """How the Pods that reach the registry talk to it."""
+
+    # HTTP in capitals, as Kubernetes spells an initialism (to_wire_name knows only IDs).
+    plain_http: bool = Field(default=False, alias="plainHTTP")
+    """Talk plain HTTP to the registry (a registry on a private network without TLS); reaches
+    ptah as PTAH_PLAIN_HTTP in the Resolve, Verify and fetch steps only. Refused together with
+    registryAuthFrom."""
+
+
 class OCIArtifactSourceSpec(WireModel):
     """Where an artifact comes from, and how it is verified."""
 
@@ -79,6 +96,15 @@ class OCIArtifactSourceSpec(WireModel):
     verification_policy_from: ConfigMapKeySelector | None = None
     """The ConfigMap key holding the verification policy the Verify reading checks the artifact
     against; a plan is bound to its UID and digest."""
+    # Absent (not a default object) so a source that never names it is written as before.
+    transport: RegistryTransportSpec | None = None
+    """How the registry is reached: transport.plainHTTP for a registry without TLS."""
+
+    @model_validator(mode="after")
+    def _no_credential_in_clear(self) -> OCIArtifactSourceSpec:
+        if self.transport is not None and self.transport.plain_http and self.registry_auth_from:
+            raise ValueError(CREDENTIAL_IN_CLEAR)
+        return self
 
 
 class ResourceRequirements(WireModel):

@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION, WireModel
-from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE
+from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.apiserver import BY_KIND
 from jobclaim.crds import (
     CROSS_FIELD_RULES,
@@ -457,6 +457,23 @@ def test_a_connect_timeout_must_fit_in_the_deadline() -> None:
     _set("spec.execution.connectTimeout", "1m")(document)
     with pytest.raises(ValidationError, match=CONNECT_OUTLASTS_DEADLINE):
         MODELS["PtahSchema"].model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("PtahSchema", "desired"), ("PtahMigration", "artifact")]
+)
+def test_plain_http_never_carries_a_registry_credential(kind: str, field: str) -> None:
+    rules = at(schema_of(kind), f".spec.{field}")["x-kubernetes-validations"]
+    assert [r["message"] for r in rules] == [CREDENTIAL_IN_CLEAR]
+    document = example(kind)
+    document["spec"][field].pop("registryAuthFrom", None)
+    _set(f"spec.{field}.transport.plainHTTP", True)(document)
+    # The control: plain HTTP alone is accepted, and defaults to off.
+    assert MODELS[kind].model_validate(document)
+    assert at(schema_of(kind), f".spec.{field}.transport.plainHTTP")["default"] is False
+    _set(f"spec.{field}.registryAuthFrom", {"name": "registry-credentials"})(document)
+    with pytest.raises(ValidationError, match=re.escape(CREDENTIAL_IN_CLEAR)):
+        MODELS[kind].model_validate(document)
 
 
 DECISION_KINDS = [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from jobclaim import (
     match,
     schema_job_inputs,
 )
-from jobclaim.api import PodMetadataSpec, PtahSchema
+from jobclaim.api import PodMetadataSpec, PtahSchema, RegistryTransportSpec
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
@@ -254,6 +256,35 @@ def test_the_registry_credential_reaches_only_the_containers_that_reach_the_regi
         "Apply": ["fetch-migrations"] if name.startswith("migration") else [],
     }
     assert holders == expected[name.split()[1]]
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_plain_http_reaches_only_the_containers_that_reach_the_registry(name: str) -> None:
+    world = WORLDS[name]()
+    resource: Any = world.resource
+    field = "desired" if isinstance(resource, PtahSchema) else "artifact"
+    source = getattr(resource.spec, field).model_copy(
+        update={"registry_auth_from": None, "transport": RegistryTransportSpec(plain_http=True)}
+    )
+    spec = resource.spec.model_copy(update={field: source})
+    plain = dataclasses.replace(world, resource=resource.model_copy(update={"spec": spec}))
+    built = pod(build_job(job_inputs(plain)))
+    told = [
+        c["name"]
+        for c in [*built["initContainers"], *built["containers"]]
+        if {"name": "PTAH_PLAIN_HTTP", "value": "true"} in c.get("env", [])
+    ]
+    expected = {
+        "Resolve": ["ptah"],
+        "Verify": ["ptah"],
+        "Observe": ["fetch-schema"],
+        "Plan": ["fetch-schema"],
+        "History": ["fetch-migrations"],
+        "Apply": ["fetch-migrations"] if name.startswith("migration") else [],
+    }
+    assert told == expected[name.split()[1]]
+    # The control: without the transport no container is told.
+    assert "PTAH_PLAIN_HTTP" not in json.dumps(pod(world.built))
 
 
 def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:

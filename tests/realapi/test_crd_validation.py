@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from jobclaim.api import KINDS
-from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE
+from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.apiserver import (
     PTAHMIGRATIONS,
     PTAHSCHEMAAPPROVALS,
@@ -151,6 +151,15 @@ INVALID = [
         _set("spec.policy.exclude", [f"t{i}" for i in range(65)]),
         "spec.policy.exclude",
         "must have at most 64 items",
+    ),
+    (
+        "PtahSchema",
+        _both(
+            _set("spec.desired.transport.plainHTTP", True),
+            _set("spec.desired.registryAuthFrom", {"name": "registry-credentials"}),
+        ),
+        "spec.desired",
+        CREDENTIAL_IN_CLEAR,
     ),
     (
         "PtahSchema",

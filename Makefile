@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images wheelhouse
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -64,7 +64,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm controlplane crane node-packages images
+unit: setup helm controlplane crane node-packages images wheelhouse
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -77,7 +77,7 @@ test: lint typecheck unit
 # depends on the virtualenv alone, so it never starts a Go build or an image build.
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
-CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry \
+CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
 	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
 
 check: $(STAMP)
@@ -156,6 +156,14 @@ $(CRANE_BUILD):
 	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
 		go install -trimpath -ldflags='-s -w' \
 		github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+# The wheels kubectl ptah's install tests (tests/kubectl_ptah/test_pythons.py) install
+# from on Python 3.11, 3.12 and 3.13 with pip --no-index: each version's pinned
+# dependencies and the build backend, from PyPI once (lab/wheelhouse.py).
+wheelhouse: $(STAMP)
+	@$(PHASE) wheelhouse "downloading the wheels for Python 3.11, 3.12 and 3.13 (cold: ~20 s)" \
+		--cached-if 'test -f build/wheelhouse/3.13/.complete -a -f build/wheelhouse/backend/.complete' \
+		-- $(PY) -m lab.wheelhouse
 
 # The lab node's container runtime, from Debian's packages: containerd 1.6,
 # runc, the CNI plugins (bridge, host-local, loopback, portmap in /usr/lib/cni),

@@ -38,7 +38,7 @@ from controller.mutationlifecycle import Disposition, Stop
 from controller.passcontext import PassContext, migration_of, migration_status_of, schema_of
 from controller.planpolicy import approval_required, policy_digest
 from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
-from controller.standing import parse_duration, standing_update
+from controller.standing import standing_update
 from jobclaim import finished
 from jobclaim.api import (
     ArtifactVerificationStatus,
@@ -49,7 +49,7 @@ from jobclaim.api import (
 )
 from jobclaim.apiserver import CONFIGMAPS, NotFound, Object
 from jobclaim.errors import PtahError
-from jobclaim.times import timestamp
+from jobclaim.times import parse_duration, timestamp
 from runner.harvest import Outcome
 from runner.result import RunnerResult
 

@@ -11,7 +11,6 @@ nothing. Nothing here reads the API.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -19,22 +18,12 @@ from typing import Any, Final
 from controller.conditions import conditions_for
 from controller.passcontext import PassContext, Status
 from controller.phasemachine import Decision, Event, Facts, Wait, decide
-from jobclaim.times import parse_time, timestamp
+from jobclaim.times import parse_duration, parse_time, timestamp
 
 DEFAULT_INTERVAL: Final = 600.0
 # Events whose claim the family re-reads first (the plan and its approvals): a
 # decision on one of them is never published without that re-read.
 PLAN_EVENTS: Final = frozenset({Event.AWAITING_APPROVAL, Event.APPROVED, Event.NEEDS_NO_APPROVAL})
-_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNITS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-style duration (``30s``, ``10m``, ``1h30m``). Pure."""
-    value = text.strip()
-    if not value or _DURATION.sub("", value):
-        raise ValueError(f"{text!r} is not a duration such as 30s, 10m or 1h")
-    return float(sum(float(n) * _UNITS[unit] for n, unit in _DURATION.findall(value)))
 
 
 def _at(value: str | None) -> datetime | None:

@@ -408,6 +408,15 @@ def _registry_env(inputs: JobInputs) -> list[dict[str, Any]]:
     return env
 
 
+def _transport_env(inputs: JobInputs) -> list[dict[str, Any]]:
+    """The spec's registry transport, for a container that reaches the registry: ptah's
+    ``--plain-http`` through its ``PTAH_PLAIN_HTTP`` twin (the runner passes it through)."""
+    transport = inputs.source.transport if inputs.source else None
+    if transport is None or not transport.plain_http:
+        return []
+    return [_value("PTAH_PLAIN_HTTP", "true")]
+
+
 def _env(inputs: JobInputs) -> list[dict[str, Any]]:
     family = inputs.owner.family or ""
     info = operation_info(family, inputs.operation)
@@ -425,6 +434,7 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
     ]
     if runner in ("resolve", "verify"):
         env.extend(_registry_env(inputs))
+        env.extend(_transport_env(inputs))
     if runner == "resolve":
         env.append(_value("PTAH_REQUESTED_REFERENCE", requested))
     elif runner == "verify":
@@ -465,6 +475,9 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         digest = "sha256:" + hashlib.sha256(document.encode()).hexdigest()
         env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE", document))
         env.append(_value("PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST", digest))
+    if runner in ("apply", "migration-apply"):
+        # The policy's transactionMode reaches ptah's --tx-mode (ptah-cli.md) through
+        # the runner; the child's PTAH_TX_MODE stays all, the mode nothing else uses.
         env.append(_value("PTAH_TRANSACTION_MODE", inputs.transaction_mode))
     return sorted(env, key=lambda item: str(item["name"]))
 
@@ -480,13 +493,13 @@ def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, 
     else:
         return None
     # The fetch step is the one that holds the registry credential: the process that
-    # runs SQL next never does.
-    credential = _registry_env(inputs)
+    # runs SQL next never does. It reaches the registry, so it gets the transport too.
+    registry = _registry_env(inputs) + _transport_env(inputs)
     return {
         "name": name,
         "image": inputs.binding.executor_image,
         "command": [PTAH_BINARY, noun, "pull", resolved, "--out", out],
-        **({"env": sorted(credential, key=lambda item: str(item["name"]))} if credential else {}),
+        **({"env": sorted(registry, key=lambda item: str(item["name"]))} if registry else {}),
         "resources": resources,
         "securityContext": _hardened_container_security(),
         "volumeMounts": [

@@ -25,12 +25,18 @@ JSON Schema pydantic emits. The translation:
   Kubernetes forbids it and gets the same effect from the schema itself, since a
   field the schema does not list is refused under strict field validation and
   pruned otherwise.
-- Defaults are dropped. The models apply them when they decode, so the API server
-  stores exactly what its writer sent and a digest over the object read back equals
-  one over the object written.
+- Defaults are the models' own, ``default_factory`` ones included (called once, and
+  written as the wire form of what they return), so the API server stores what the
+  controller would have read anyway and ``kubectl get -o yaml`` shows every one. A
+  default of None is absence, and absence needs no default.
+- A value type whose rule pydantic checks and CEL states (``jobclaim.api._values``)
+  brings its ``x-kubernetes-validations`` in its own JSON Schema; they are copied.
 - A rule a model enforces in a ``model_validator`` has no JSON Schema form; its CEL
   twin is declared in ``CROSS_FIELD_RULES`` (a test requires one for every
   validator), so the API server refuses what the controller would refuse.
+- A person's decision is never edited (the webhook refuses it, and so does the API
+  server, without it): the spec of every kind in ``DECISIONS`` carries
+  ``self == oldSelf``.
 
 Any JSON Schema keyword not listed here is an error rather than silently dropped:
 a new constraint in a model must reach the CRD, or the generator must be taught
@@ -50,8 +56,24 @@ from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
 
-from jobclaim.api import GROUP, KINDS, VERSION, DatabaseTargetSpec, PtahSchemaSpec
+from jobclaim.api import (
+    GROUP,
+    KINDS,
+    VERSION,
+    DatabaseTargetSpec,
+    ExecutionSpec,
+    OCIArtifactSourceSpec,
+    PtahMigrationApprovalSpec,
+    PtahMigrationRunAcknowledgmentSpec,
+    PtahSchemaApprovalSpec,
+    PtahSchemaProofSettlementSpec,
+    PtahSchemaSpec,
+)
+from jobclaim.api._values import DURATION_PATTERN_CEL, VALIDATIONS
+from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.api.schema import DEV_IS_TARGET
 from jobclaim.apiserver import BY_KIND, Resource
 from jobclaim.errors import PtahError
@@ -80,17 +102,93 @@ HEADER: Final = (
     "# Do not edit: a test fails when this file differs from what the models generate.\n"
 )
 
-# Every CRD is listed under this category, so `kubectl get ptah -A` shows them all.
+# Every CRD is listed under this category, so `kubectl get ptah -A` shows them all,
+# and under its family's, so `kubectl get ptah-schema` shows a schema and its satellites.
 CATEGORY: Final = "ptah"
+FAMILY_CATEGORY: Final = {"PtahSchema": "ptah-schema", "PtahMigration": "ptah-migration"}
+
+# What a person types instead of the plural: `kubectl get pts`, `kubectl get ptsapproval`.
+SHORT_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "PtahSchema": ("pts",),
+    "PtahSchemaPlan": ("ptsplan",),
+    "PtahSchemaPlanChunk": ("ptschunk",),
+    "PtahSchemaApproval": ("ptsapproval",),
+    "PtahSchemaProofSettlement": ("ptssettlement",),
+    "PtahMigration": ("ptm",),
+    "PtahMigrationPlan": ("ptmplan",),
+    "PtahMigrationApproval": ("ptmapproval",),
+    "PtahMigrationRunAcknowledgment": ("ptmack",),
+    "PtahResultRecord": ("ptrecord",),
+}
+
+
+def _column(name: str, kind: str, path: str) -> Schema:
+    return {"name": name, "type": kind, "jsonPath": path}
+
+
+def _condition(name: str, kind: str) -> Schema:
+    return _column(name, "string", f'.status.conditions[?(@.type=="{kind}")].status')
+
+
+# The columns a kind prints before Age, beyond what its status implies (below): who
+# decided and what, for a decision; what a plan holds, for a plan. A decision's
+# Consumed and Stale say whether it was spent or outlived by its plan.
+_DECISION_STATE: Final = (_condition("Consumed", "Consumed"), _condition("Stale", "Stale"))
+KIND_COLUMNS: Final[Mapping[str, tuple[Schema, ...]]] = {
+    "PtahSchemaPlan": (
+        _column("Schema", "string", ".spec.schemaRef.name"),
+        _column("Statements", "integer", ".spec.statementCount"),
+        _column("Destructive", "boolean", ".spec.destructive"),
+    ),
+    "PtahSchemaPlanChunk": (
+        _column("Plan", "string", ".spec.planRef.name"),
+        _column("Index", "integer", ".spec.index"),
+        _column("Size", "integer", ".spec.size"),
+    ),
+    "PtahSchemaApproval": (
+        _column("Schema", "string", ".spec.schemaRef.name"),
+        _column("Plan", "string", ".spec.planRef.name"),
+        _column("Approver", "string", ".spec.approver.username"),
+        *_DECISION_STATE,
+    ),
+    "PtahSchemaProofSettlement": (
+        _column("Schema", "string", ".spec.schemaRef.name"),
+        _column("Operation", "string", ".spec.applyOperationID"),
+        _column("Settled By", "string", ".spec.settledBy.username"),
+        *_DECISION_STATE,
+    ),
+    "PtahMigrationPlan": (
+        _column("Migration", "string", ".spec.migrationRef.name"),
+        _column("From", "string", ".spec.currentVersion"),
+    ),
+    "PtahMigrationApproval": (
+        _column("Migration", "string", ".spec.migrationRef.name"),
+        _column("Plan", "string", ".spec.planRef.name"),
+        _column("Approver", "string", ".spec.approver.username"),
+        *_DECISION_STATE,
+    ),
+    "PtahMigrationRunAcknowledgment": (
+        _column("Migration", "string", ".spec.migrationRef.name"),
+        _column("Operation", "string", ".spec.operationID"),
+        _column("Acknowledged By", "string", ".spec.acknowledgedBy.username"),
+        *_DECISION_STATE,
+    ),
+    "PtahResultRecord": (
+        _column("Operation", "string", ".spec.operation"),
+        _column("Job", "string", ".spec.job.name"),
+        _column("Pod", "string", ".spec.pod.name"),
+        _column("Digest", "string", ".spec.resultDigest"),
+    ),
+}
 
 _TYPES: Final = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 # Keywords that describe a value and are copied as they are.
 _COPIED: Final = frozenset(
     {"description", "pattern", "minLength", "maxLength", "minItems", "maxItems"}
-    | {"minProperties", "maxProperties", "minimum", "maximum", "enum"}
+    | {"minProperties", "maxProperties", "minimum", "maximum", "enum", VALIDATIONS}
 )
 # Keywords that only document pydantic's view, or that Kubernetes must not see.
-_DROPPED: Final = frozenset({"title", "default"})
+_DROPPED: Final = frozenset({"title"})
 
 # Regular-expression features Go's RE2 (which the API server validates `pattern`
 # with) lacks. pydantic's default engine refuses them too, but a model that opts
@@ -129,7 +227,43 @@ CROSS_FIELD_RULES: Final[Mapping[type[BaseModel], tuple[ValidationRule, ...]]] =
             message=DEV_IS_TARGET,
         ),
     ),
+    OCIArtifactSourceSpec: (
+        ValidationRule(
+            rule=(
+                "!has(self.transport) || !has(self.transport.plainHTTP)"
+                " || !self.transport.plainHTTP || !has(self.registryAuthFrom)"
+            ),
+            message=CREDENTIAL_IN_CLEAR,
+        ),
+    ),
+    ExecutionSpec: (
+        ValidationRule(
+            # A malformed timeout is refused by its own rule; this one says nothing of it.
+            rule=(
+                "!has(self.connectTimeout) || !has(self.activeDeadlineSeconds)"
+                f" || !self.connectTimeout.matches({DURATION_PATTERN_CEL})"
+                # getSeconds(), not duration(string(...)): the API server prices a
+                # string built at run time as unbounded, and refuses the rule's cost.
+                " || duration(self.connectTimeout).getSeconds() < self.activeDeadlineSeconds"
+            ),
+            message=CONNECT_OUTLASTS_DEADLINE,
+        ),
+    ),
 }
+
+# The specs of a person's decisions: an approval, an acknowledgment, a settlement.
+# Each is worth exactly what it said when it was made, so none is ever edited; the
+# decisions webhook refuses an edit too, and this rule holds without it.
+DECISIONS: Final[tuple[type[BaseModel], ...]] = (
+    PtahSchemaApprovalSpec,
+    PtahMigrationApprovalSpec,
+    PtahMigrationRunAcknowledgmentSpec,
+    PtahSchemaProofSettlementSpec,
+)
+IMMUTABLE: Final = ValidationRule(
+    rule="self == oldSelf",
+    message="a decision is never edited: delete it and create a new one",
+)
 
 _API_VERSION_DESCRIPTION: Final = (
     "APIVersion defines the versioned schema of this representation of an object."
@@ -139,9 +273,35 @@ _KIND_DESCRIPTION: Final = (
 )
 
 
+class _FactoryDefaults(GenerateJsonSchema):
+    """pydantic's JSON Schema, with the defaults ``default_factory`` makes written out.
+
+    pydantic leaves them out (a factory may return something new each call); every
+    factory in the models returns a constant, so its value is the default the API
+    server must apply, in the wire form ``to_wire`` writes (no nulls).
+    """
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is None:
+            return super().get_default_value(schema)
+        if schema.get("default_factory_takes_data"):
+            return NoDefault
+        value = factory()  # type: ignore[call-arg]
+        if isinstance(value, BaseModel):
+            return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return value
+
+
+def _json_schema(model: type[BaseModel]) -> Schema:
+    return model.model_json_schema(
+        by_alias=True, mode="validation", schema_generator=_FactoryDefaults
+    )
+
+
 def structural_schema(model: type[BaseModel]) -> Schema:
     """The ``openAPIV3Schema`` of one top-level kind."""
-    source = model.model_json_schema(by_alias=True, mode="validation")
+    source = _json_schema(model)
     definitions: Mapping[str, Schema] = source.get("$defs", {})
     inlining: frozenset[str] = frozenset()
     if "$ref" in source:
@@ -149,6 +309,8 @@ def structural_schema(model: type[BaseModel]) -> Schema:
         name = source["$ref"].rsplit("/", 1)[-1]
         source, inlining = definitions[name], frozenset({name})
     rules = {m.__name__: r for m, r in CROSS_FIELD_RULES.items()}
+    for decision in DECISIONS:
+        rules[decision.__name__] = (*rules.get(decision.__name__, ()), IMMUTABLE)
     # apiVersion and kind are the API server's to check, and metadata's schema is
     # its own: a CRD may only say metadata is an object. They are described by
     # hand and not required (a stored object always has them).
@@ -188,8 +350,9 @@ class _Converter:
                 {**self.definitions[name], **siblings}, path, inlining | {name}
             )
             if name in self.rules:
-                converted["x-kubernetes-validations"] = [
-                    {"rule": r.rule, "message": r.message} for r in self.rules[name]
+                converted[VALIDATIONS] = [
+                    *converted.get(VALIDATIONS, []),
+                    *({"rule": r.rule, "message": r.message} for r in self.rules[name]),
                 ]
             return converted, nullable
         if "allOf" in node:
@@ -220,11 +383,17 @@ class _Converter:
             raise CRDError(f"{path}: no structural type for {kind!r}")
         out: Schema = {"type": kind}
         handled = {"properties", "required", "additionalProperties", "items"}
-        handled |= {"exclusiveMinimum", "exclusiveMaximum"}
+        handled |= {"exclusiveMinimum", "exclusiveMaximum", "default"}
         unknown = set(node) - _COPIED - _DROPPED - handled
         if unknown:
             raise CRDError(f"{path}: no structural translation for {sorted(unknown)}")
         out.update({k: v for k, v in node.items() if k in _COPIED})
+        if "description" in out:
+            # Docstrings wrap at the source's width; `kubectl explain` wraps at its own.
+            out["description"] = " ".join(out["description"].split())
+        if node.get("default") is not None:
+            # A default of None is absence, which is what an unset field already is.
+            out["default"] = node["default"]
         if "pattern" in out and _NOT_RE2.search(out["pattern"]):
             raise CRDError(f"{path}: pattern {out['pattern']!r} uses a feature Go's RE2 lacks")
         if kind == "integer":
@@ -283,9 +452,9 @@ def _enum_type(node: Schema, path: str) -> str:
     raise CRDError(f"{path}: no type, and none follows from {node!r}")
 
 
-def _printer_columns(schema: Schema) -> list[Schema]:
+def _printer_columns(kind: str, schema: Schema) -> list[Schema]:
     status = schema["properties"].get("status", {}).get("properties", {})
-    columns: list[Schema] = []
+    columns: list[Schema] = [dict(c) for c in KIND_COLUMNS.get(kind, ())]
     if "phase" in status:
         columns.append({"name": "Phase", "type": "string", "jsonPath": ".status.phase"})
     if "type" in status.get("activeOperation", {}).get("properties", {}):
@@ -296,14 +465,8 @@ def _printer_columns(schema: Schema) -> list[Schema]:
         columns.append({"name": "Plan", "type": "string", "jsonPath": ".status.plan.name"})
     if "phase" in status and "conditions" in status:
         # kstatus conditions, read the way kubectl wait and GitOps tools read them.
-        for name, kind in (("Approval Needed", "ApprovalRequired"), ("Ready", "Ready")):
-            columns.append(
-                {
-                    "name": name,
-                    "type": "string",
-                    "jsonPath": f'.status.conditions[?(@.type=="{kind}")].status',
-                }
-            )
+        for name, condition in (("Approval Needed", "ApprovalRequired"), ("Ready", "Ready")):
+            columns.append(_condition(name, condition))
     if "name" in status.get("applied", {}).get("properties", {}):
         columns.append(
             {"name": "Last Applied", "type": "string", "jsonPath": ".status.applied.name"}
@@ -315,6 +478,10 @@ def _printer_columns(schema: Schema) -> list[Schema]:
     # Declaring any column removes the default Age column, so it is declared too.
     columns.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
     return columns
+
+
+def _family_category(kind: str) -> list[str]:
+    return [c for family, c in FAMILY_CATEGORY.items() if kind.startswith(family)]
 
 
 def crd_for(kind: str) -> Schema:
@@ -334,7 +501,7 @@ def crd_for(kind: str) -> Schema:
     version: Schema = {"name": VERSION, "served": True, "storage": True}
     if resource.has_status:
         version["subresources"] = {"status": {}}
-    version["additionalPrinterColumns"] = _printer_columns(schema)
+    version["additionalPrinterColumns"] = _printer_columns(kind, schema)
     version["schema"] = {"openAPIV3Schema": schema}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -350,7 +517,8 @@ def crd_for(kind: str) -> Schema:
                 "listKind": f"{kind}List",
                 "plural": resource.plural,
                 "singular": kind.lower(),
-                "categories": [CATEGORY],
+                **({"shortNames": list(SHORT_NAMES[kind])} if kind in SHORT_NAMES else {}),
+                "categories": [CATEGORY, *_family_category(kind)],
             },
             "scope": "Namespaced" if resource.namespaced else "Cluster",
             "versions": [version],
@@ -386,11 +554,7 @@ def crds() -> dict[str, str]:
     """Every CRD file, by file name."""
     # A rule for a model no kind contains would be a twin that guards nothing,
     # most likely left behind by a rename.
-    reached = {
-        name
-        for model in MODELS.values()
-        for name in model.model_json_schema(by_alias=True).get("$defs", {})
-    }
+    reached = {name for model in MODELS.values() for name in _json_schema(model).get("$defs", {})}
     unreached = sorted(m.__name__ for m in CROSS_FIELD_RULES if m.__name__ not in reached)
     if unreached:
         raise CRDError(f"CROSS_FIELD_RULES names models no kind contains: {unreached}")

@@ -15,6 +15,20 @@ from typing import Final
 # The API server's spelling: a zone is required, a fraction is optional.
 RFC3339: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
+# A Go duration in the units a spec may use (``30s``, ``10m``, ``1h30m``, ``1.5h``,
+# ``500ms``): the subset of Go's syntax both this parser and CEL's ``duration()`` read
+# the same way. Unanchored, so RE2 and Python can each anchor it.
+DURATION_PATTERN: Final = r"([0-9]+(\.[0-9]+)?(ms|s|m|h))+"
+_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNITS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration (``30s``, ``10m``, ``1h30m``). Pure."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration such as 30s, 10m or 1h")
+    return float(sum(float(n) * _UNITS[unit] for n, unit in _DURATION_PART.findall(text)))
+
 
 def utc_now() -> datetime:
     """The wall clock, aware and in UTC: the default every injectable clock falls back to."""

@@ -491,10 +491,13 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
         sequence = parse_sequence(env.get(ENV_SEQUENCE, ""), env.get(ENV_SEQUENCE_DIGEST, ""))
         if isinstance(sequence, StartRefusal):
             return sequence
+        found.update(sequence_document=sequence[0], sequence=sequence[1])
+    if operation in ("apply", "migration-apply"):
+        # The two writes take the policy's transaction mode to ptah's --tx-mode.
         mode = env.get(ENV_TRANSACTION_MODE, "all")
         if mode not in ("all", "file", "none"):
             return _invalid(f"{ENV_TRANSACTION_MODE} must be all, file or none")
-        found.update(sequence_document=sequence[0], sequence=sequence[1], transaction_mode=mode)
+        found["transaction_mode"] = mode
     return found
 
 

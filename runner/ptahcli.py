@@ -11,6 +11,7 @@ One table of steps per operation (``../shared/reference/ptah-cli.md``):
                        schema plan --output <work>/second.plan.json --json …   (bytes compared)
                        schema apply --plan <work>/first.plan.json --auto-approve --json --dry-run
     apply              schema apply --plan <work>/apply.plan.json --auto-approve --json
+                         [--tx-mode file|none]
     migration-history  migrations status --migrations-dir <dir> --json
     migration-apply    migrations up --migrations-dir <dir> --json [--tx-mode file|none]
                        --expect-sequence <work>/expected-sequence.json
@@ -86,6 +87,13 @@ def _plan_argv(config: RunConfig, output: str) -> tuple[str, ...]:
     )
 
 
+def _tx_mode(config: RunConfig) -> tuple[str, ...]:
+    """The policy's transaction mode as a flag; ``all`` is what the child's environment
+    (``PTAH_TX_MODE=all``) already says, so only another mode is written out."""
+    mode = config.transaction_mode
+    return ("--tx-mode", mode) if mode != "all" else ()
+
+
 def steps(config: RunConfig, env: Mapping[str, str]) -> tuple[Step, ...]:
     """Every ptah run of the operation, in order."""
     ptah = config.ptah
@@ -124,15 +132,14 @@ def steps(config: RunConfig, env: Mapping[str, str]) -> tuple[Step, ...]:
     if operation == "apply":
         argv = (ptah, "schema", "apply", "--plan", work_path(config, APPLY_PLAN), "--auto-approve")
         plan_only = child_environment(env, without=frozenset({ENV_SCHEMA_FILE}))
-        return (Step("apply", (*argv, "--json"), plan_only, False),)
+        return (Step("apply", (*argv, "--json", *_tx_mode(config)), plan_only, False),)
     directory = ("--migrations-dir", config.migrations_dir, "--json")
     if operation == "migration-history":
         return (Step("status", (ptah, "migrations", "status", *directory), base, True),)
     if operation == "migration-apply":
-        mode = ("--tx-mode", config.transaction_mode) if config.transaction_mode != "all" else ()
         expect = ("--expect-sequence", work_path(config, SEQUENCE_FILE))
-        argv = (ptah, "migrations", "up", *directory, *mode, *expect)
-        return (Step("up", argv, base, True),)
+        up = (ptah, "migrations", "up", *directory, *_tx_mode(config), *expect)
+        return (Step("up", up, base, True),)
     raise ValueError(f"{operation!r} is not a runner operation")
 
 

@@ -18,6 +18,7 @@ from jobclaim.api.common import (
     OCIArtifactSourceSpec,
     PodMetadataSpec,
     ReadingFailureStatus,
+    RegistryTransportSpec,
     ResourceRequirements,
     TargetLockReleaseStatus,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "PtahSchemaStatus",
     "ReadingFailureStatus",
     "RecordedObject",
+    "RegistryTransportSpec",
     "ResolvedMigrationRunStatus",
     "ResourceRequirements",
     "RetiredJobStatus",

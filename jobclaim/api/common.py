@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from jobclaim.api._base import (
     Digest,
@@ -14,8 +14,14 @@ from jobclaim.api._base import (
     Timestamp,
     WireModel,
 )
+from jobclaim.api._values import (
+    CONNECT_TIMEOUT,
+    OCI_REFERENCE_RULE,
+    RETRY_INTERVAL,
+)
 from jobclaim.api.meta import ConfigMapKeySelector, NamedReference, SecretKeySelector
 from jobclaim.api.snapshot import Toleration
+from jobclaim.times import parse_duration
 
 # The identity admission recorded as the last to change a PtahSchema's or a
 # PtahMigration's spec: the mutating webhook stamps it on every write that changes the
@@ -50,8 +56,36 @@ class DatabaseTargetSpec(WireModel):
         return self
 
 
+# A Kubernetes object name: a DNS subdomain, at most 253 characters.
+ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+# The same, where an empty name is a value the API server stores (and reads as none).
+MaybeObjectName = Annotated[str, StringConstraints(max_length=253)]
+
+# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
+CONNECT_OUTLASTS_DEADLINE: Final = "connectTimeout must be shorter than activeDeadlineSeconds"
+
+
+# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
+CREDENTIAL_IN_CLEAR: Final = (
+    "transport.plainHTTP cannot be combined with registryAuthFrom: "
+    "the registry credential would cross the network in clear text"
+)
+
+
+class RegistryTransportSpec(WireModel):
+    """How the Pods that reach the registry talk to it."""
+
+    # HTTP in capitals, as Kubernetes spells an initialism (to_wire_name knows only IDs).
+    plain_http: bool = Field(default=False, alias="plainHTTP")
+    """Talk plain HTTP to the registry (a registry on a private network without TLS); reaches
+    ptah as PTAH_PLAIN_HTTP in the Resolve, Verify and fetch steps only. Refused together with
+    registryAuthFrom."""
+
+
 class OCIArtifactSourceSpec(WireModel):
-    oci_ref: str = Field(min_length=1, max_length=512)
+    """Where an artifact comes from, and how it is verified."""
+
+    oci_ref: Annotated[str, Field(min_length=1), OCI_REFERENCE_RULE]
     """The OCI artifact (tag or digest) holding the desired schema or the migrations; the Resolve
     reading pins it to a digest."""
     registry_auth_from: NamedReference | None = None
@@ -62,6 +96,15 @@ class OCIArtifactSourceSpec(WireModel):
     verification_policy_from: ConfigMapKeySelector | None = None
     """The ConfigMap key holding the verification policy the Verify reading checks the artifact
     against; a plan is bound to its UID and digest."""
+    # Absent (not a default object) so a source that never names it is written as before.
+    transport: RegistryTransportSpec | None = None
+    """How the registry is reached: transport.plainHTTP for a registry without TLS."""
+
+    @model_validator(mode="after")
+    def _no_credential_in_clear(self) -> OCIArtifactSourceSpec:
+        if self.transport is not None and self.transport.plain_http and self.registry_auth_from:
+            raise ValueError(CREDENTIAL_IN_CLEAR)
+        return self
 
 
 class ResourceRequirements(WireModel):
@@ -95,19 +138,21 @@ class PodMetadataSpec(WireModel):
 class ExecutionSpec(WireModel):
     active_deadline_seconds: int = Field(default=900, ge=30, le=86400)
     """How long one operation Job may run (30 to 86400 seconds)."""
-    failure_retry_interval: str = "30s"
-    """How long after a failed reading it is tried again; doubled for each repeat, up to an hour."""
-    connect_timeout: str = "10s"
-    """How long the executor waits to connect to the database."""
+    failure_retry_interval: Annotated[str, RETRY_INTERVAL] = "30s"
+    """How long after a failed reading it is tried again (1s to 1h); doubled for each repeat, up
+    to an hour."""
+    connect_timeout: Annotated[str, CONNECT_TIMEOUT] = "10s"
+    """How long the executor waits to connect to the database (1s to 10m, and shorter than
+    activeDeadlineSeconds)."""
     resources: ResourceRequirements | None = None
     """Resources of the operation Pod's containers."""
-    service_account_name: str | None = None
+    service_account_name: MaybeObjectName | None = None
     """The ServiceAccount the operation Pod runs as (default: default); it mounts no token."""
-    image_pull_secrets: list[NamedReference] | None = None
+    image_pull_secrets: list[NamedReference] | None = Field(default=None, max_length=16)
     """Pull secrets for the runner and executor images."""
-    node_selector: dict[str, str] | None = None
+    node_selector: dict[str, str] | None = Field(default=None, max_length=32)
     """Node selector of the operation Pod."""
-    tolerations: list[Toleration] | None = None
+    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     """Tolerations of the operation Pod."""
     # Affinity is Kubernetes' own deep type; it is carried verbatim into the Pod.
     affinity: dict[str, Any] | None = None
@@ -115,39 +160,59 @@ class ExecutionSpec(WireModel):
     # Unlike every other empty value here, an empty runtimeClassName is not the same as
     # none: the API server keeps it (a pointer) and then refuses the Job as invalid, so
     # it is refused here, where the user can be told, and by the CRD.
-    runtime_class_name: str | None = Field(default=None, min_length=1)
+    runtime_class_name: ObjectName | None = None
     """RuntimeClass of the operation Pod."""
-    priority_class_name: str | None = None
+    priority_class_name: MaybeObjectName | None = None
     """PriorityClass of the operation Pod."""
     pod_metadata: PodMetadataSpec | None = None
     """Labels and annotations declared for the operation Pods."""
+
+    @model_validator(mode="after")
+    def _connect_within_deadline(self) -> ExecutionSpec:
+        # A connection attempt the Job's deadline cuts off ends as a killed Pod, not as
+        # the executor's own sentence about an unreachable database.
+        if parse_duration(self.connect_timeout) >= self.active_deadline_seconds:
+            raise ValueError(CONNECT_OUTLASTS_DEADLINE)
+        return self
 
 
 class ExecutionBindingStatus(WireModel):
     """What the operation Jobs are bound to; a change to any part installs a new epoch."""
 
     epoch: Epoch
+    """The epoch naming this binding; every claim, plan and Job made under it carries it."""
     controller_state_version: PositiveInt32
+    """The controller's state-format version the binding was made under."""
     ptah_version: str = Field(min_length=1, max_length=128)
+    """The ptah (data-plane) version the executor image runs."""
     executor_image: PinnedImage
+    """The executor image, pinned by digest, every operation Job runs."""
     runner_protocol_version: PositiveInt32
+    """The runner protocol the Jobs and the controller speak."""
 
 
 class ManagerRecord(WireModel):
     """Who dispatched: audit only, bound by nothing (the admission snapshot pins it)."""
 
     controller_image: PinnedImage
+    """The controller image, pinned by digest, that dispatched."""
     controller_revision: str = Field(min_length=1, max_length=128)
+    """The controller's source revision that dispatched."""
     runner_image: PinnedImage
+    """The runner image, pinned by digest, the Job's install step copied the runner from."""
 
 
 class TargetLockReleaseStatus(WireModel):
     """A Lease release a retirement owes; all four parts are needed to release exactly."""
 
     coordination_digest: Digest
+    """The digest naming the database realm whose Lease is owed a release."""
     operation_id: str = Field(min_length=1)
+    """The claim (operation ID) that held the Lease."""
     lease_duration_seconds: int = Field(ge=5, le=86460)
+    """The Lease's duration as the claim held it."""
     lease_epoch: Epoch
+    """The tenure epoch the claim held the Lease under; only that tenure is released."""
 
 
 class ApprovalPolicy(WireModel):
@@ -165,32 +230,48 @@ class ApprovalPolicy(WireModel):
 
 class ApproverRecord(WireModel):
     username: str = Field(min_length=1)
+    """The username admission recorded for the request (userInfo.username)."""
     uid: str | None = None
+    """The user's UID as admission recorded it, when the authenticator gives one."""
     groups: list[str] = Field(default_factory=list)
+    """The user's groups as admission recorded them."""
 
 
 class ConsumedApprovalStatus(WireModel):
     name: str
+    """The approval's name."""
     uid: str
+    """The approval's UID."""
     approver: ApproverRecord
+    """Who approved, as admission stamped it."""
     approved_at: Timestamp
+    """When the approval was made, as admission stamped it."""
 
 
 class OCIArtifactAccessBinding(WireModel):
     reference: str
+    """The artifact's reference, pinned by digest (repository@sha256:...)."""
     digest: Digest
+    """The artifact manifest's digest."""
     media_type: str | None = None
+    """The artifact manifest's media type."""
     size: int | None = None
+    """The artifact manifest's size in bytes."""
 
 
 class ArtifactVerificationStatus(WireModel):
     """What the Verify reading found for the resolved artifact, and under which policy."""
 
     artifact_digest: Digest
+    """The digest of the artifact that was verified."""
     policy_uid: str | None = None
+    """The UID of the verification policy ConfigMap it was verified under."""
     policy_digest: Digest | None = None
+    """The digest of the verification policy it was verified under."""
     requirements: list[str] = Field(default_factory=list, max_length=64)
+    """The policy's requirements the artifact met."""
     verified_at: Timestamp
+    """When the Verify reading finished."""
 
 
 class ReadingFailureStatus(WireModel):
@@ -198,8 +279,14 @@ class ReadingFailureStatus(WireModel):
     times in a row, and when it is tried again (backing off on each repeat)."""
 
     operation: str
+    """The reading that failed (Resolve, Verify, Observe, Plan, ...)."""
     code: str | None = None
+    """The executor's or runner's error code, when it gave one."""
     message: str = Field(max_length=1024)
+    """The failure in the executor's own words, with credentials redacted."""
     failures: int = Field(ge=1)
+    """How many times in a row this reading has failed."""
     failed_at: Timestamp
+    """When it last failed."""
     retry_not_before: Timestamp
+    """The reading is not tried again before this time."""

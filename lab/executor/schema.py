@@ -229,8 +229,10 @@ def apply(
     *, target: Target, plan_path: str, dry_run: bool, tx_mode: str, lock_timeout: float
 ) -> tuple[ApplyReport, int]:
     document, digest = read_plan(plan_path)
-    if tx_mode not in ("all", "none"):
-        raise ExecutorError(f"--tx-mode {tx_mode!r} is not one schema apply knows; use all or none")
+    if tx_mode not in ("all", "file", "none"):
+        raise ExecutorError(
+            f"--tx-mode {tx_mode!r} is not one schema apply knows; use all, file or none"
+        )
     base = {"plan_name": document.name, "plan_digest": digest}
     sqls = [s.sql for s in document.statements]
     with connect(target.url, target.connect_timeout, "the database") as conn:
@@ -256,6 +258,12 @@ def apply(
             if dry_run:
                 return ApplyReport(outcome="dry-run", statements=sqls, **base), OK
             if one_transaction:
+                return _execute_all(conn, sqls, base)
+            if tx_mode == "file":
+                # ptah's file mode: each file in a transaction of its own, and a plan is
+                # one file, so its statements commit or roll back together as in all;
+                # only the check above ran before the transaction, as ptah checks it.
+                conn.execute("BEGIN")
                 return _execute_all(conn, sqls, base)
             return _execute_each(conn, sqls, base)
         finally:

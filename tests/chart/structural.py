@@ -10,6 +10,11 @@ Two questions, each answered with a list of sentences (empty means yes):
   validation (what ``kubectl apply`` does by default)? Unknown fields are
   errors, as are wrong types, and every constraint the generator emits.
 
+``defaulted(schema, value)`` applies the schema's defaults the way the API server
+does before it validates or stores an object: a field that is absent takes its
+default, in every object that is present (a default object is then defaulted in
+turn), and so in list items and map values.
+
 CEL rules (``x-kubernetes-validations``) are only checked for shape here; the
 API server evaluates them, and the real-API tests exercise them.
 
@@ -19,6 +24,7 @@ subset the generator emits is small enough to check completely.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -45,6 +51,7 @@ _KEYWORDS = {
     "maximum",
     "x-kubernetes-preserve-unknown-fields",
     "x-kubernetes-validations",
+    "default",
 }
 
 
@@ -90,6 +97,10 @@ def _check_node(node: Schema, path: str, problems: list[str]) -> None:
             problems.append(f"{where}: a validation without a rule")
         if "\n" in str(rule.get("message", "")):
             problems.append(f"{where}: a validation message with a line break")
+    if "default" in node:
+        # The API server refuses a CRD whose default its own schema would refuse.
+        for error in validate(node, defaulted(node, node["default"]), path):
+            problems.append(f"{where}: the default is invalid: {error}")
     for name, child in node.get("properties", {}).items():
         _check_node(child, f"{path}.{name}", problems)
     if isinstance(node.get("additionalProperties"), dict):
@@ -171,3 +182,21 @@ def _object(schema: Schema, value: dict[str, Any], path: str, where: str) -> lis
         elif not schema.get("x-kubernetes-preserve-unknown-fields"):
             errors.append(f'{child}: unknown field "{key}"')
     return errors
+
+
+def defaulted(schema: Schema, value: Any) -> Any:
+    """``value`` with every default ``schema`` declares applied, as the API server does."""
+    if isinstance(value, dict) and schema.get("type") == "object":
+        out = dict(value)
+        for name, child in schema.get("properties", {}).items():
+            if name not in out and "default" in child:
+                out[name] = copy.deepcopy(child["default"])
+            if name in out:
+                out[name] = defaulted(child, out[name])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            out = {k: defaulted(extra, v) for k, v in out.items()}
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [defaulted(schema["items"], item) for item in value]
+    return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,11 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION, WireModel
+from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.apiserver import BY_KIND
 from jobclaim.crds import (
     CROSS_FIELD_RULES,
+    IMMUTABLE,
     MODELS,
     CRDError,
     crd_for,
@@ -29,7 +32,7 @@ from jobclaim.crds import (
     main,
     structural_schema,
 )
-from tests.chart.structural import Schema, structural_problems, validate
+from tests.chart.structural import Schema, defaulted, structural_problems, validate
 from tests.chart.support import CRDS, ROOT, load_yaml
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -166,18 +169,27 @@ def test_each_crd_names_its_kind_as_the_api_boundary_does(kind: str) -> None:
         assert version["subresources"] == {"status": {}}
 
 
+DECISION = ["Consumed", "Stale", "Age"]
+# Every kind prints more than its Age: `kubectl get` of a decision says who decided
+# what, of a plan what it holds.
 PRINTER_COLUMNS = {
     "PtahSchema": ["Phase", "Operation", "Plan", "Approval Needed", "Ready", "Last Applied", "Age"],
     "PtahMigration": ["Phase", "Operation", "Plan", "Approval Needed", "Ready", "Last Run", "Age"],
+    "PtahSchemaPlan": ["Schema", "Statements", "Destructive", "Age"],
+    "PtahSchemaPlanChunk": ["Plan", "Index", "Size", "Age"],
+    "PtahSchemaApproval": ["Schema", "Plan", "Approver", *DECISION],
+    "PtahSchemaProofSettlement": ["Schema", "Operation", "Settled By", *DECISION],
+    "PtahMigrationPlan": ["Migration", "From", "Age"],
+    "PtahMigrationApproval": ["Migration", "Plan", "Approver", *DECISION],
+    "PtahMigrationRunAcknowledgment": ["Migration", "Operation", "Acknowledged By", *DECISION],
+    "PtahResultRecord": ["Operation", "Job", "Pod", "Digest", "Age"],
 }
 
 
 @pytest.mark.parametrize("kind", sorted(MODELS))
-def test_printer_columns_show_phase_operation_and_age_where_the_kind_has_them(
-    kind: str,
-) -> None:
+def test_printer_columns_say_what_each_kind_is_about(kind: str) -> None:
     columns = _crd(kind)["spec"]["versions"][0]["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == PRINTER_COLUMNS.get(kind, ["Age"])
+    assert [c["name"] for c in columns] == PRINTER_COLUMNS[kind]
     schema = schema_of(kind)
     for column in columns:
         path = column["jsonPath"]
@@ -196,22 +208,33 @@ def test_printer_columns_show_phase_operation_and_age_where_the_kind_has_them(
         assert at(schema, path)["type"] == wanted, path
 
 
-def _undescribed(node: dict[str, Any], path: str) -> list[str]:
-    missing = [] if node.get("description") else [path]
+def _fields(node: dict[str, Any], path: str) -> list[tuple[str, bool]]:
+    """Every field under ``node`` (nested ones and those of list items), described or not."""
+    found: list[tuple[str, bool]] = []
     for name, child in (node.get("properties") or {}).items():
-        missing += _undescribed(child, f"{path}.{name}")
+        found.append((f"{path}.{name}", bool(child.get("description"))))
+        found += _fields(child, f"{path}.{name}")
     items = node.get("items")
     if isinstance(items, dict):
-        missing += [p for p in _undescribed(items, f"{path}[]") if p != f"{path}[]"]
-    return missing
+        found += _fields(items, f"{path}[]")
+    return found
 
 
-@pytest.mark.parametrize("kind", ["PtahSchema", "PtahMigration"])
-def test_kubectl_explain_describes_every_spec_field(kind: str) -> None:
-    # `kubectl explain ptahschema.spec` prints these descriptions, generated from the
-    # models' field docstrings: a field without one explains nothing to a person.
-    spec = schema_of(kind)["properties"]["spec"]
-    assert _undescribed(spec, "spec") == []
+def test_kubectl_explain_describes_every_field_of_every_kind() -> None:
+    # `kubectl explain ptahschema.status.plan` prints these descriptions, generated from
+    # the models' field docstrings: a field without one explains nothing to a person.
+    # Counted over the generated CRDs, spec and status, nested fields included.
+    counted = [
+        field
+        for kind in sorted(MODELS)
+        for top in ("spec", "status")
+        if top in schema_of(kind)["properties"]
+        for field in _fields(schema_of(kind)["properties"][top], f"{kind}.{top}")
+    ]
+    missing = [path for path, described in counted if not described]
+    # More fields than any one kind has: the walk reached into every kind.
+    assert len(counted) > 700
+    assert missing == [], f"{len(counted) - len(missing)} of {len(counted)} described"
 
 
 # The translation, one rule per row: the node at `path` contains `expected`.
@@ -315,6 +338,193 @@ def test_the_realm_rule_is_on_every_target_with_the_models_own_message(kind: str
     document["spec"]["target"]["realmRef"] = {"name": "r"}
     with pytest.raises(ValidationError, match=rules[0]["message"]):
         MODELS[kind].model_validate(document)
+
+
+# --- defaults: the API server's are the models' -----------------------------------------
+
+MINIMAL = {
+    "PtahSchema": {
+        "target": {
+            "engine": "PostgreSQL",
+            "coordinationKey": "k",
+            "urlFrom": {"name": "s", "key": "u"},
+        },
+        "desired": {"ociRef": "registry.example.com/shop/orders:1"},
+    },
+    "PtahMigration": {
+        "target": {
+            "engine": "MySQL",
+            "realmRef": {"name": "r"},
+            "urlFrom": {"name": "s", "key": "u"},
+        },
+        "artifact": {"ociRef": "registry.example.com/shop/billing:1"},
+    },
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MINIMAL))
+def test_the_api_server_stores_the_defaults_the_models_apply(kind: str) -> None:
+    # What `kubectl get -o yaml` shows of a minimal resource is what the controller
+    # reads from it: one set of defaults, the models', applied by both.
+    document = {"apiVersion": "operator.ptah.run/v1alpha1", "kind": kind, "metadata": {}}
+    document["spec"] = copy.deepcopy(MINIMAL[kind])
+    stored = defaulted(schema_of(kind), document)
+    assert validate(schema_of(kind), stored) == []
+    assert stored["spec"] == MODELS[kind].model_validate(document).to_wire()["spec"]
+    # The control: defaulting really added something, or the equality proves nothing.
+    assert stored["spec"]["interval"] == "10m"
+    assert stored["spec"]["execution"]["activeDeadlineSeconds"] == 900
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_an_example_defaults_to_what_its_model_reads(path: Path) -> None:
+    document = load_yaml(path)
+    kind = document["kind"]
+    expected = MODELS[kind].model_validate(document).to_wire()
+    assert defaulted(schema_of(kind), document)["spec"] == expected["spec"]
+
+
+def test_a_default_object_is_written_out_and_a_default_of_none_is_not() -> None:
+    policy = at(schema_of("PtahSchema"), ".spec.policy")
+    assert policy["default"]["lockTimeout"] == "30s"
+    assert "approval" not in policy["default"]
+    assert "default" not in at(schema_of("PtahSchema"), ".spec.dev")
+
+
+# --- CEL rules: one declaration, the model's check and the API server's rule -----------
+
+# Each row: a field, a value the model refuses, and the message the CRD's rule for the
+# field says. The API server evaluating the rules is tests/realapi/test_crd_validation.py.
+CEL_FIELDS = [
+    ("PtahSchema", "spec.interval", "5s", "must be a duration such as 10m, from 10s to 24h"),
+    ("PtahSchema", "spec.interval", "ten minutes", "must be a duration such as 10m"),
+    ("PtahSchema", "spec.interval", "25h", "from 10s to 24h"),
+    ("PtahMigration", "spec.interval", "0s", "from 10s to 24h"),
+    (
+        "PtahSchema",
+        "spec.policy.lockTimeout",
+        "2h",
+        "must be a duration such as 30s, from 1s to 1h",
+    ),
+    ("PtahMigration", "spec.policy.lockTimeout", "5", "must be a duration such as 30s"),
+    ("PtahSchema", "spec.execution.connectTimeout", "11m", "from 1s to 10m"),
+    ("PtahSchema", "spec.execution.failureRetryInterval", "2h", "from 1s to 1h"),
+    ("PtahSchema", "spec.desired.ociRef", "not a reference", "must be an OCI reference"),
+    ("PtahMigration", "spec.artifact.ociRef", "Registry/UPPER:1", "must be an OCI reference"),
+]
+
+
+def _rule_messages(kind: str, path: str) -> list[str]:
+    node = at(schema_of(kind), "." + path)
+    return [r["message"] for r in node.get("x-kubernetes-validations", [])]
+
+
+@pytest.mark.parametrize(("kind", "path", "value", "message"), CEL_FIELDS)
+def test_a_value_the_model_refuses_is_refused_by_the_crds_rule_with_its_message(
+    kind: str, path: str, value: str, message: str
+) -> None:
+    document = example(kind)
+    _set(path, value)(document)
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        MODELS[kind].model_validate(document)
+    assert any(message in m for m in _rule_messages(kind, path)), _rule_messages(kind, path)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("spec.interval", "10s"),
+        ("spec.interval", "24h"),
+        ("spec.interval", "1h30m"),
+        ("spec.interval", "1.5h"),
+        ("spec.policy.lockTimeout", "1500ms"),
+        ("spec.desired.ociRef", "oci://localhost:5000/shop/orders@sha256:" + "a" * 64),
+        ("spec.desired.ociRef", "postgres"),
+    ],
+)
+def test_values_at_and_within_the_bounds_are_accepted(path: str, value: str) -> None:
+    document = example("PtahSchema")
+    _set(path, value)(document)
+    MODELS["PtahSchema"].model_validate(document)
+
+
+def test_a_connect_timeout_must_fit_in_the_deadline() -> None:
+    rules = at(schema_of("PtahSchema"), ".spec.execution")["x-kubernetes-validations"]
+    assert [r["message"] for r in rules] == [CONNECT_OUTLASTS_DEADLINE]
+    document = example("PtahSchema")
+    _set("spec.execution.activeDeadlineSeconds", 60)(document)
+    _set("spec.execution.connectTimeout", "59s")(document)
+    MODELS["PtahSchema"].model_validate(document)
+    _set("spec.execution.connectTimeout", "1m")(document)
+    with pytest.raises(ValidationError, match=CONNECT_OUTLASTS_DEADLINE):
+        MODELS["PtahSchema"].model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("PtahSchema", "desired"), ("PtahMigration", "artifact")]
+)
+def test_plain_http_never_carries_a_registry_credential(kind: str, field: str) -> None:
+    rules = at(schema_of(kind), f".spec.{field}")["x-kubernetes-validations"]
+    assert [r["message"] for r in rules] == [CREDENTIAL_IN_CLEAR]
+    document = example(kind)
+    document["spec"][field].pop("registryAuthFrom", None)
+    _set(f"spec.{field}.transport.plainHTTP", True)(document)
+    # The control: plain HTTP alone is accepted, and defaults to off.
+    assert MODELS[kind].model_validate(document)
+    assert at(schema_of(kind), f".spec.{field}.transport.plainHTTP")["default"] is False
+    _set(f"spec.{field}.registryAuthFrom", {"name": "registry-credentials"})(document)
+    with pytest.raises(ValidationError, match=re.escape(CREDENTIAL_IN_CLEAR)):
+        MODELS[kind].model_validate(document)
+
+
+DECISION_KINDS = [
+    "PtahSchemaApproval",
+    "PtahMigrationApproval",
+    "PtahMigrationRunAcknowledgment",
+    "PtahSchemaProofSettlement",
+]
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_only_a_decisions_spec_is_immutable(kind: str) -> None:
+    rules = at(schema_of(kind), ".spec").get("x-kubernetes-validations", [])
+    immutable = {"rule": "self == oldSelf", "message": IMMUTABLE.message} in rules
+    assert immutable == (kind in DECISION_KINDS)
+
+
+def test_every_rule_reads_only_bounded_strings() -> None:
+    # The API server prices a rule by the largest value it could read, and refuses a
+    # CRD whose rules cost too much: every string a `matches` reads is bounded.
+    for kind in MODELS:
+        for path, node in _nodes(schema_of(kind), ""):
+            for rule in node.get("x-kubernetes-validations", []):
+                if rule["rule"].startswith("self.matches("):
+                    assert node.get("maxLength", 0) <= 512, f"{kind}{path}"
+
+
+def _nodes(node: Schema, path: str) -> list[tuple[str, Schema]]:
+    found = [(path, node)]
+    for name, child in (node.get("properties") or {}).items():
+        found += _nodes(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        found += _nodes(node["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_every_kind_has_a_short_name_and_the_ptah_categories(kind: str) -> None:
+    names = _crd(kind)["spec"]["names"]
+    assert names["shortNames"], kind
+    assert names["categories"][0] == "ptah"
+    # A result record belongs to a Job of either family.
+    family = {"PtahSchema": ["ptah-schema"], "PtahMigration": ["ptah-migration"]}
+    expected = next((f for prefix, f in family.items() if kind.startswith(prefix)), [])
+    assert names["categories"][1:] == expected
+
+
+def test_short_names_are_unique() -> None:
+    every = [n for kind in MODELS for n in _crd(kind)["spec"]["names"]["shortNames"]]
+    assert len(every) == len(set(every))
 
 
 # --- the schemas against objects ---------------------------------------------------

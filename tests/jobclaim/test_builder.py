@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from jobclaim import (
     match,
     schema_job_inputs,
 )
-from jobclaim.api import PodMetadataSpec, PtahSchema
+from jobclaim.api import PodMetadataSpec, PtahSchema, RegistryTransportSpec
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
@@ -286,6 +288,35 @@ def test_the_registry_credential_reaches_only_the_containers_that_reach_the_regi
     assert holders == expected[name.split()[1]]
 
 
+@pytest.mark.parametrize("name", WORLDS)
+def test_plain_http_reaches_only_the_containers_that_reach_the_registry(name: str) -> None:
+    world = WORLDS[name]()
+    resource: Any = world.resource
+    field = "desired" if isinstance(resource, PtahSchema) else "artifact"
+    source = getattr(resource.spec, field).model_copy(
+        update={"registry_auth_from": None, "transport": RegistryTransportSpec(plain_http=True)}
+    )
+    spec = resource.spec.model_copy(update={field: source})
+    plain = dataclasses.replace(world, resource=resource.model_copy(update={"spec": spec}))
+    built = pod(build_job(job_inputs(plain)))
+    told = [
+        c["name"]
+        for c in [*built["initContainers"], *built["containers"]]
+        if {"name": "PTAH_PLAIN_HTTP", "value": "true"} in c.get("env", [])
+    ]
+    expected = {
+        "Resolve": ["ptah"],
+        "Verify": ["ptah"],
+        "Observe": ["fetch-schema"],
+        "Plan": ["fetch-schema"],
+        "History": ["fetch-migrations"],
+        "Apply": ["fetch-migrations"] if name.startswith("migration") else [],
+    }
+    assert told == expected[name.split()[1]]
+    # The control: without the transport no container is told.
+    assert "PTAH_PLAIN_HTTP" not in json.dumps(pod(world.built))
+
+
 def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:
     main = pod(migration_world("Apply").built)["containers"][0]
     env = {e["name"]: e.get("value") for e in main["env"]}
@@ -297,6 +328,45 @@ def test_a_migration_apply_carries_ptahs_expected_sequence_document() -> None:
     assert env["PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST"] == (
         "sha256:" + hashlib.sha256(document.encode()).hexdigest()
     )
+
+
+def _with_transaction_mode(mode: str) -> PtahSchema:
+    schema = schema_world("Apply").resource
+    assert isinstance(schema, PtahSchema)
+    policy = schema.spec.policy.model_copy(update={"transaction_mode": mode})
+    spec = schema.spec.model_copy(update={"policy": policy})
+    return schema.model_copy(update={"spec": spec})
+
+
+@pytest.mark.parametrize("mode", ["all", "file", "none"])
+def test_a_schema_apply_carries_the_policys_transaction_mode(mode: str) -> None:
+    job = build_job(
+        schema_job_inputs(_with_transaction_mode(mode), binding=BINDING, manager=MANAGER)
+    )
+    env = {e["name"]: e.get("value") for e in pod(job)["containers"][0]["env"]}
+    assert env["PTAH_TRANSACTION_MODE"] == mode
+    # ptah's own variable stays all; the runner turns the mode into --tx-mode.
+    assert env["PTAH_TX_MODE"] == "all"
+
+
+@pytest.mark.parametrize("mode", ["rebuild-submitted", "rebuild-stored", "envelope"])
+def test_a_job_with_another_transaction_mode_is_not_its_claims(mode: str) -> None:
+    # The mode is the spec's and the Pod template the claim's snapshot pins carries
+    # it, so a Job that would run the plan outside one transaction is refused.
+    world = schema_world("Apply")
+    job = world.job(mode)
+    for item in pod(job)["containers"][0]["env"]:
+        if item["name"] == "PTAH_TRANSACTION_MODE":
+            item["value"] = "none"
+    verdict = match(job, world.claim(mode))
+    assert not verdict
+    assert "Pod template" in verdict.reason or "spec is not the one" in verdict.reason
+
+
+def test_only_the_writes_carry_a_transaction_mode() -> None:
+    for name, world in WORLDS.items():
+        env = {e["name"] for e in pod(world().built)["containers"][0]["env"]}
+        assert ("PTAH_TRANSACTION_MODE" in env) == name.endswith("Apply"), name
 
 
 def test_building_is_deterministic() -> None:

@@ -106,7 +106,7 @@ def test_bad_input_rows(lab: Lab) -> None:
             lab.env(),
             "is not a ptah plan document",
         ),
-        ([*apply, "--tx-mode", "file"], lab.env(), "is not one schema apply knows"),
+        ([*apply, "--tx-mode", "each"], lab.env(), "is not one schema apply knows"),
         ([*apply, "--lock-timeout", "soon"], lab.env(), "is not a duration"),
         (apply, lab.env(PTAH_LOCK_TIMEOUT="12 seconds"), "is not a duration"),
         (

@@ -309,6 +309,59 @@ def test_mode_none_says_exactly_which_statements_ran(lab: Lab) -> None:
     assert (report["outcome"], report["statements"]) == ("unknown", sqls[:1])
 
 
+# The policy's transactionMode, as `schema apply --tx-mode` runs one plan whose second
+# statement fails (a NOT NULL column added to a table that has a row). Rows: the mode,
+# the outcome, whether the first statement (the index drop) stays committed. all is
+# the control; none differs from it (the drop is committed, the outcome unknown);
+# file is ptah's one transaction per file, and a plan is one file, so it commits or
+# rolls back with all (ptah's internal/atlasschema applyStatements treats file and all
+# alike) and differs only in where the fingerprint is read: before its transaction.
+TX_MODES = [("all", "failed", False), ("file", "failed", False), ("none", "unknown", True)]
+
+
+@pytest.mark.parametrize(("mode", "outcome", "first_stays"), TX_MODES, ids=[r[0] for r in TX_MODES])
+def test_each_transaction_mode_runs_a_failing_plan_as_ptah_does(
+    lab: Lab, mode: str, outcome: str, first_stays: bool
+) -> None:
+    setup_live(
+        lab.db,
+        USERS + "create index users_name on users (name); insert into users values (1, 'a', 'a');",
+    )
+    code, _, path = plan(
+        lab, lab.schema_file(USERS.replace("name text", "name text, age integer not null"))
+    )
+    assert code == 0
+    sqls = [s["sql"] for s in json.loads(path.read_text())["statements"]]
+    assert sqls[0] == 'DROP INDEX "users_name"' and len(sqls) == 2
+    before = fingerprint(live_catalog(Target(lab.db, 5), ()))
+    result = lab.ptah(
+        "schema", "apply", "--plan", str(path), "--auto-approve", "--json", "--tx-mode", mode
+    )
+    report = json.loads(result.stdout)
+    assert (result.code, report["outcome"]) == (2, outcome), report
+    with psycopg.connect(lab.db, autocommit=True) as conn:
+        indexed = conn.execute("select count(*) from pg_indexes where indexname = 'users_name'")
+        index_left = indexed.fetchone() == (1,)
+    assert index_left != first_stays
+    assert (fingerprint(live_catalog(Target(lab.db, 5), ())) == before) != first_stays
+    if first_stays:
+        assert report["statements"] == sqls[:1]
+    else:
+        assert "rolled back" in report["error"] and "statements" not in report
+
+
+@pytest.mark.parametrize("mode", ["all", "file", "none"])
+def test_each_transaction_mode_applies_a_plan_that_succeeds(lab: Lab, mode: str) -> None:
+    # The control for the rows above: every mode applies a plan that can run.
+    code, _, path = plan(lab, lab.schema_file(ORDERS))
+    assert code == 0
+    result = lab.ptah(
+        "schema", "apply", "--plan", str(path), "--auto-approve", "--json", "--tx-mode", mode
+    )
+    assert (result.code, json.loads(result.stdout)["outcome"]) == (0, "applied")
+    assert plan(lab, lab.schema_file(ORDERS))[1]["outcome"] == "no-changes"
+
+
 def test_dry_run_checks_and_runs_nothing(lab: Lab) -> None:
     code, _, path = plan(lab, lab.schema_file(USERS))
     assert code == 0

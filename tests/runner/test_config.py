@@ -211,6 +211,12 @@ REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
         {"PTAH_TRANSACTION_MODE": "some"},
         "configuration_invalid",
     ),
+    (
+        "an unknown tx mode for a schema apply",
+        "apply",
+        {"PTAH_TRANSACTION_MODE": "each"},
+        "configuration_invalid",
+    ),
 ]
 
 

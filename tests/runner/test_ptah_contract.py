@@ -277,6 +277,25 @@ def test_each_operation_runs_exactly_these_commands(
     assert [s.relay_stderr for s in steps] == [operation not in ("plan", "apply")] * len(steps)
 
 
+@pytest.mark.parametrize(
+    ("mode", "flag"),
+    [("all", []), ("file", ["--tx-mode", "file"]), ("none", ["--tx-mode", "none"])],
+)
+def test_a_schema_apply_takes_the_policys_transaction_mode_to_tx_mode(
+    mode: str, flag: list[str]
+) -> None:
+    # ptah-cli.md: `schema apply --plan P` accepts --tx-mode; the policy's
+    # transactionMode arrives as the runner input PTAH_TRANSACTION_MODE.
+    env = {**environment("apply"), "PTAH_TRANSACTION_MODE": mode}
+    config = prepare(env, "apply", OP_ID, now=NOW)
+    assert isinstance(config, RunConfig), config
+    (step,) = ptahcli.steps(config, env)
+    assert list(step.argv[-len(flag) :] if flag else []) == flag
+    assert step.argv.count("--tx-mode") == len(flag) // 2
+    # The runner input is the runner's: ptah sees the flag, never the variable.
+    assert "PTAH_TRANSACTION_MODE" not in dict(step.env)
+
+
 def test_a_migration_run_in_one_transaction_has_no_tx_mode_flag() -> None:
     config = replace(config_for("migration-apply"), transaction_mode="all")
     (step,) = ptahcli.steps(config, environment("migration-apply"))

@@ -170,7 +170,7 @@ smoke_manager() {
     # which proves it starts; buildah's lines about the non-zero exit are dropped.
     runner=$(in_ctr "$ctr" python -m runner 2>&1 | grep '^ptah-runner: ' || true)
     case "$runner" in
-        "ptah-runner: no result frame can be written"*) ;;
+        "ptah-runner: no result can be bound to an attempt"*) ;;
         *) fail "the runner did not start" ;;
     esac
     echo "runner, no Job environment: $runner"

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
+from controller.lifecyclepass import FAMILIES
 from controller.passcontext import Subject
+from jobclaim import operation_info
 from jobclaim.api import PtahMigration, PtahSchema
 from jobclaim.times import parse_time
 
@@ -37,7 +39,7 @@ CLAIM_GRACE: Final = timedelta(minutes=5)
 # A resource is overdue once its next reconciliation passed this long ago.
 OVERDUE_GRACE: Final = timedelta(minutes=5)
 # Event reasons counted as they are, by the counter they move.
-READING_REASONS: Final = {"ReadingRecorded": "recorded", "ReadingFailed": "failed"}
+READING_FAILED: Final = "ReadingFailed"
 APPROVAL_SPENT: Final = "ApprovalConsumed"
 SETTLED_REASONS: Final = {
     "ProofSettled": "settled_by_person",
@@ -54,6 +56,8 @@ class ClaimFacts:
     job_name: str
     started_at: datetime | None
     dispatched: bool
+    # Whether the operation table calls the type mutating (an Apply) or a reading.
+    mutating: bool
     # The moment past which the claim should have ended (dispatch window when not
     # dispatched, the Job's execution deadline once it may have).
     deadline: datetime | None
@@ -103,6 +107,7 @@ def facts_of(subject: Subject) -> Facts:
             job_name=operation.job_name,
             started_at=parse_time(operation.started_at),
             dispatched=dispatched,
+            mutating=operation_info(FAMILIES[kind].name, operation.type).mutating,
             deadline=parse_time(window),
         )
     proof = None
@@ -275,30 +280,33 @@ def transitions(
 
     Event reasons are counted as they are (each was crossed once, by this pass).
     An ended claim is only known against facts seen before: a claim that ends in the
-    first pass after a restart is not timed, and its Apply outcome is counted from the
-    record it left only if that record is new to this pass's reasons.
+    first pass after a restart is not timed, and is counted only by the Events its pass
+    crossed (an unknown outcome, a failed reading).
     """
     seen = after or before
     kind = seen.kind if seen is not None else ""
-    operation = "unknown"
-    if before is not None and before.claim is not None:
-        operation = before.claim.type
-    elif after is not None and after.reading_failure is not None:
-        operation = after.reading_failure
-    readings = tuple((kind, operation, READING_REASONS[r]) for r in reasons if r in READING_REASONS)
+    readings: list[tuple[str, str, str]] = []
     applies: list[str] = []
     durations: list[tuple[str, float]] = []
     ended = before.claim if before is not None else None
     if ended is not None and (after is None or after.claim is None or after.claim.id != ended.id):
         if ended.started_at is not None:
             durations.append((ended.type, max(0.0, (now - ended.started_at).total_seconds())))
-        if ended.type == "Apply" and after is not None:
+        if ended.mutating and after is not None:
             applies.append(_apply_outcome(ended, after, reasons))
-    elif before is None and after is not None and ("OutcomeUnknown" in reasons):
-        # First sight after a restart, and the pass itself harvested an unknown outcome.
-        applies.append("unknown")
+        elif not ended.mutating:
+            result = "recorded" if ended.dispatched else "retired"
+            if READING_FAILED in reasons:
+                result = "failed"
+            readings.append((kind, ended.type, result))
+    elif before is None and after is not None:
+        # First sight (a restarted manager): only what the pass itself says it crossed.
+        if "OutcomeUnknown" in reasons:
+            applies.append("unknown")
+        if READING_FAILED in reasons and after.reading_failure is not None:
+            readings.append((kind, after.reading_failure, "failed"))
     return Moves(
-        readings=readings,
+        readings=tuple(readings),
         approvals_spent=sum(1 for r in reasons if r == APPROVAL_SPENT),
         applies=tuple(applies),
         settlements=tuple(SETTLED_REASONS[r] for r in reasons if r in SETTLED_REASONS),

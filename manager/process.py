@@ -193,7 +193,10 @@ class Manager:
                     found.append(f"cannot read webhook configuration {name}: {error}".lower())
                     continue
                 bundles[name] = certs.bundle_of(configuration)
-            return found + trust_problems(tls.certificate, bundles)
+            found += trust_problems(tls.certificate, bundles)
+            # The kubelet asks every few seconds: the alert on admission reads this.
+            self.metrics.webhook_ready.set(0 if found else 1)
+            return found
 
         return problems
 

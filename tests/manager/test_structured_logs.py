@@ -9,8 +9,8 @@ are the same JSON.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 import logging
+from collections.abc import Iterator
 
 import orjson
 import pytest

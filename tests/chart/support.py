@@ -34,8 +34,42 @@ HELM_TIMEOUT_SECONDS = 120
 Object = dict[str, Any]
 
 
-class HelmUnavailable(Exception):
+class ToolUnavailable(Exception):
+    """A tool is missing and `make <tool>` could not build it."""
+
+
+class HelmUnavailable(ToolUnavailable):
     """helm is missing and `make helm` could not build it."""
+
+
+def promtool_path() -> Path:
+    """Where `make promtool` links promtool: under PROMTOOL_TOOLS (default .tools)."""
+    return ROOT / os.environ.get("PROMTOOL_TOOLS", ".tools") / "bin" / "promtool"
+
+
+def build_promtool() -> Path:
+    """Return promtool, building it with `make promtool` when needed (as helm)."""
+    make = shutil.which("make")
+    if make is None:
+        raise ToolUnavailable("make is not on PATH, so `make promtool` cannot build promtool")
+    try:
+        done = subprocess.run(
+            [make, "--no-print-directory", "promtool"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise ToolUnavailable(f"`make promtool` did not finish in {error.timeout}s") from error
+    binary = promtool_path()
+    if done.returncode != 0 or not binary.exists():
+        output = (done.stdout + done.stderr).strip().splitlines()[-40:]
+        raise ToolUnavailable(
+            f"`make promtool` failed (exit {done.returncode}):\n" + "\n".join(output)
+        )
+    return binary
 
 
 def build_helm() -> Path:

@@ -13,7 +13,7 @@ from tests.chart.support import (
     Object,
     ToolUnavailable,
     build_helm,
-    build_promtool,
+    build_prometheus_tool,
 )
 
 
@@ -41,6 +41,6 @@ def custom_render(helm: Helm) -> list[Object]:
 @pytest.fixture(scope="session")
 def promtool() -> Path:
     try:
-        return build_promtool()
+        return build_prometheus_tool()
     except ToolUnavailable as error:
         pytest.fail(f"the alert rule tests need promtool, which cannot be built: {error}")

@@ -42,19 +42,20 @@ class HelmUnavailable(ToolUnavailable):
     """helm is missing and `make helm` could not build it."""
 
 
-def promtool_path() -> Path:
-    """Where `make promtool` links promtool: under PROMTOOL_TOOLS (default .tools)."""
-    return ROOT / os.environ.get("PROMTOOL_TOOLS", ".tools") / "bin" / "promtool"
+def prometheus_tool(name: str) -> Path:
+    """Where `make promtool` or `make prometheus` links the binary: under
+    PROMETHEUS_TOOLS (default .tools)."""
+    return ROOT / os.environ.get("PROMETHEUS_TOOLS", ".tools") / "bin" / name
 
 
-def build_promtool() -> Path:
-    """Return promtool, building it with `make promtool` when needed (as helm)."""
+def build_prometheus_tool(name: str = "promtool") -> Path:
+    """Return promtool (or prometheus), building it with `make` when needed (as helm)."""
     make = shutil.which("make")
     if make is None:
-        raise ToolUnavailable("make is not on PATH, so `make promtool` cannot build promtool")
+        raise ToolUnavailable(f"make is not on PATH, so `make {name}` cannot build {name}")
     try:
         done = subprocess.run(
-            [make, "--no-print-directory", "promtool"],
+            [make, "--no-print-directory", name],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -62,12 +63,12 @@ def build_promtool() -> Path:
             check=False,
         )
     except subprocess.TimeoutExpired as error:
-        raise ToolUnavailable(f"`make promtool` did not finish in {error.timeout}s") from error
-    binary = promtool_path()
+        raise ToolUnavailable(f"`make {name}` did not finish in {error.timeout}s") from error
+    binary = prometheus_tool(name)
     if done.returncode != 0 or not binary.exists():
         output = (done.stdout + done.stderr).strip().splitlines()[-40:]
         raise ToolUnavailable(
-            f"`make promtool` failed (exit {done.returncode}):\n" + "\n".join(output)
+            f"`make {name}` failed (exit {done.returncode}):\n" + "\n".join(output)
         )
     return binary
 

@@ -15,7 +15,9 @@ watch listing) have run.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Final
@@ -30,12 +32,23 @@ from prometheus_client.registry import Collector
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Subject
 from controller.reconciler import Key
+from jobclaim.apiserver import Object
 from jobclaim.times import utc_now
 from manager.health import ControllerMonitor
-from manager.statusmetrics import KINDS, Facts, facts_of, gauges, transitions
+from manager.statusmetrics import (
+    KINDS,
+    Facts,
+    Gauges,
+    facts_of,
+    gauges,
+    stored_plans,
+    transitions,
+)
 from webhook.engine import Outcome
 from webhook.observability import Metrics as WebhookMetrics
 from webhook.rules import Endpoint
+
+log = logging.getLogger(__name__)
 
 # The Event reason of a pass that created a Job: one dispatch.
 DISPATCHED: Final = "JobCreated"
@@ -58,7 +71,55 @@ GAUGE_HELP: Final = {
     "plans_awaiting_approval": "Resources in phase AwaitingApproval.",
     "pending_proofs": "Schemas owing the proof of an Apply, by the Apply's outcome.",
     "pending_proofs_failing": "Schemas owing a proof whose last reading failed.",
+    "stored_plans": "Plan objects stored, by kind (PtahSchemaPlan, PtahMigrationPlan).",
+    "stored_plan_bytes": "Bytes of the stored plans, by kind: each object's JSON, and a "
+    "schema plan's chunks as its spec declares them.",
 }
+# Listing every plan at each scrape would cost the API server two lists per scrape per
+# replica; once a minute is current enough for a figure about storage.
+PLANS_TTL: Final = 60.0
+
+
+def _families(values: Gauges) -> Iterator[GaugeMetricFamily]:
+    for name, series in values.values.items():
+        if not series:
+            continue
+        names = [label for label, _ in next(iter(series))]
+        family = GaugeMetricFamily(f"ptah_{name}", GAUGE_HELP[name], labels=names)
+        for labels, value in sorted(series.items()):
+            family.add_metric([v for _, v in labels], value)
+        yield family
+
+
+class PlansCollector(Collector):
+    """Stored plans and their bytes, from a list of each kind at most every
+    ``PLANS_TTL`` seconds; nothing while the list fails (an absent figure, not a
+    stale one)."""
+
+    def __init__(
+        self,
+        lister: Callable[[], tuple[list[Object], list[Object]]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lister = lister
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._listed: tuple[float, Gauges] | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            now = self._clock()
+            if self._listed is None or now - self._listed[0] >= PLANS_TTL:
+                try:
+                    self._listed = (now, stored_plans(*self._lister()))
+                except Exception as error:  # a scrape must not fail on the API
+                    log.warning("cannot list the stored plans: %s", error)
+                    self._listed = None
+            values = self._listed[1] if self._listed is not None else Gauges()
+        yield from _families(values)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
 
 
 class StatusCollector(Collector):
@@ -86,15 +147,7 @@ class StatusCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:
             facts = list(self._facts.values())
-        values = gauges(facts, self._now())
-        for name, series in values.values.items():
-            if not series:
-                continue
-            names = [label for label, _ in next(iter(series))]
-            family = GaugeMetricFamily(f"ptah_{name}", GAUGE_HELP[name], labels=names)
-            for labels, value in sorted(series.items()):
-                family.add_metric([v for _, v in labels], value)
-            yield family
+        yield from _families(gauges(facts, self._now()))
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())
@@ -224,6 +277,10 @@ class ManagerMetrics:
 
     def watch_queue(self, depth: Callable[[], int]) -> None:
         self.queue_depth.set_function(lambda: float(depth()))
+
+    def watch_plans(self, lister: Callable[[], tuple[list[Object], list[Object]]]) -> None:
+        """Report the stored plans ``lister`` lists (schema plans, migration plans)."""
+        self.registry.register(PlansCollector(lister))
 
     def watch_certificate(self, expiry: Callable[[], datetime]) -> None:
         self.certificate_expiry.set_function(lambda: expiry().timestamp())

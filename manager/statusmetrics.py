@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
+import orjson
+
 from controller.lifecyclepass import FAMILIES
 from controller.passcontext import Subject
 from jobclaim import operation_info
 from jobclaim.api import PtahMigration, PtahSchema
+from jobclaim.apiserver import Object
 from jobclaim.times import parse_time
 
 SCHEMA: Final = "PtahSchema"
@@ -319,3 +322,32 @@ def transitions(
         ),
         durations=tuple(durations),
     )
+
+
+# -- stored plans ------------------------------------------------------------------------
+
+
+def _size(obj: Object) -> int:
+    return len(orjson.dumps(obj))
+
+
+def stored_plans(schema_plans: Iterable[Object], migration_plans: Iterable[Object]) -> Gauges:
+    """How many plans are stored, and their bytes, by kind. Pure.
+
+    A schema plan's bytes are its object's and its chunks' (their sizes, as the plan's
+    spec declares them, without reading the chunks); a migration plan is its object
+    alone (it names migrations by digest and holds no SQL)."""
+    values: dict[str, dict[Labels, float]] = {}
+    for kind, plans in (
+        ("PtahSchemaPlan", list(schema_plans)),
+        ("PtahMigrationPlan", list(migration_plans)),
+    ):
+        total = 0
+        for plan in plans:
+            total += _size(plan)
+            for chunk in (plan.get("spec") or {}).get("chunks") or []:
+                size = chunk.get("size") if isinstance(chunk, dict) else None
+                total += size if isinstance(size, int) else 0
+        _put(values, "stored_plans", len(plans), kind=kind)
+        _put(values, "stored_plan_bytes", total, kind=kind)
+    return Gauges(values)

@@ -11,18 +11,21 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 
 from controller.reconciler import Key
-from manager.metrics import ManagerMetrics
+from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, Object
+from manager.metrics import ManagerMetrics, PlansCollector
 from manager.statusmetrics import (
     ClaimFacts,
     Facts,
     Unresolved,
     gauges,
+    stored_plans,
     transitions,
 )
-from tests.controller.dispatchworld import Rig, add_migration, make_rig
+from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
 from tests.outcomes.podworld import harvest_with, history
 from tests.outcomes.support import status_of
 from tests.outcomes.test_migration_records import UNKNOWN_RUN
@@ -243,3 +246,44 @@ def test_a_deleted_resource_leaves_the_gauges_and_a_follower_reports_none() -> N
     assert sample(metrics, "ptah_claims", kind="PtahMigration") == 1.0
     metrics.loop_turned(False)
     assert sample(metrics, "ptah_claims", kind="PtahMigration") == 0.0
+
+
+# -- stored plans ----------------------------------------------------------------------
+
+
+def test_stored_plans_count_objects_and_declared_chunk_bytes() -> None:
+    schema_plan = {"metadata": {"name": "p"}, "spec": {"chunks": [{"size": 100}, {"size": 20}]}}
+    migration_plan = {"metadata": {"name": "m"}, "spec": {"migrations": []}}
+    values = stored_plans([schema_plan], [migration_plan, migration_plan])
+    assert values.get("stored_plans", kind="PtahSchemaPlan") == 1.0
+    assert values.get("stored_plans", kind="PtahMigrationPlan") == 2.0
+    own = len(orjson.dumps(schema_plan))
+    assert values.get("stored_plan_bytes", kind="PtahSchemaPlan") == own + 120
+    assert stored_plans([], []).get("stored_plan_bytes", kind="PtahSchemaPlan") == 0.0
+
+
+def test_the_plans_are_listed_once_a_minute_and_absent_while_the_list_fails() -> None:
+    rig = make_rig()
+    key = add_migration(rig)
+    passes(rig, key)
+    calls: list[float] = []
+    now = [0.0]
+    failing = [False]
+
+    def lister() -> tuple[list[Object], list[Object]]:
+        calls.append(now[0])
+        if failing[0]:
+            raise ConnectionError("the API server is unreachable")
+        return rig.api.list(PTAHSCHEMAPLANS, NS), rig.api.list(PTAHMIGRATIONPLANS, NS)
+
+    metrics = ManagerMetrics(process=False)
+    metrics.registry.register(PlansCollector(lister, clock=lambda: now[0]))
+    stored = {"kind": "PtahMigrationPlan"}
+    assert sample(metrics, "ptah_stored_plans", **stored) == 1.0
+    assert sample(metrics, "ptah_stored_plan_bytes", **stored) > 0.0
+    now[0] = 30.0
+    sample(metrics, "ptah_stored_plans", **stored)
+    assert calls == [0.0], "listed again within the minute"
+    failing[0] = True
+    now[0] = 61.0
+    assert metrics.registry.get_sample_value("ptah_stored_plans", stored) is None

@@ -26,7 +26,7 @@ import yaml
 
 from manager.metrics import GAUGE_HELP, ManagerMetrics
 from tests.chart.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
-from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, of_kind, only
+from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, load_documents, of_kind, only
 
 pytestmark = pytest.mark.helm
 
@@ -210,3 +210,37 @@ def test_every_dashboard_query_names_only_exported_metrics() -> None:
         named = set().union(*(metric_names(q) for q in queries))
         # A histogram is queried by its series' names.
         assert named - exported == set(), f"{path.name} names metrics the manager never exports"
+
+
+# (row, setting, value, what the refusal names): the control renders; each other row
+# is refused by values.schema.json, naming the value.
+VALUE_ROWS = [
+    ("control: a hold time in Prometheus's spelling", "thresholds.unknownOutcomeFor", "90s", ""),
+    (
+        "a hold time that is no duration",
+        "thresholds.unknownOutcomeFor",
+        "soon",
+        "unknownOutcomeFor",
+    ),
+    ("no runbook base", "runbookBaseURL", "", "runbookBaseURL"),
+    ("a threshold the rules do not know", "thresholds.pagerFor", "1m", "pagerFor"),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "setting", "value", "named"), VALUE_ROWS, ids=[r[0] for r in VALUE_ROWS]
+)
+def test_the_monitoring_values_are_checked(
+    helm: Helm, row: str, setting: str, value: str, named: str
+) -> None:
+    result = helm.template(
+        [VALUES / "required.yaml"],
+        {**ENABLED, f"monitoring.prometheusRule.{setting}": value},
+    )
+    if not named:
+        assert result.returncode == 0, result.stderr
+        rule = only(load_documents(result.stdout), "PrometheusRule")
+        assert alerts(rule)[0]["for"] == value
+    else:
+        assert result.returncode != 0, row
+        assert named in result.stderr, result.stderr

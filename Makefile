@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images wheelhouse
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus node-packages contract images image-tools clean-images wheelhouse
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -64,7 +64,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm controlplane crane node-packages images wheelhouse
+unit: setup helm promtool prometheus controlplane crane node-packages images wheelhouse
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -78,7 +78,7 @@ test: lint typecheck unit
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
-	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
+	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -164,6 +164,48 @@ wheelhouse: $(STAMP)
 	@$(PHASE) wheelhouse "downloading the wheels for Python 3.11, 3.12 and 3.13 (cold: ~20 s)" \
 		--cached-if 'test -f build/wheelhouse/3.13/.complete -a -f build/wheelhouse/backend/.complete' \
 		-- $(PY) -m lab.wheelhouse
+
+# promtool, which checks the chart's alert rules and runs their unit tests
+# (tests/chart/test_monitoring.py). Built from Prometheus's Go module like helm;
+# Prometheus tags its Go module v0.X.Y for its release 3.X.Y. To keep the
+# build elsewhere, PROMETHEUS_TOOLS (a directory, default .tools).
+PROMETHEUS_VERSION := v0.316.0
+PROMETHEUS_TOOLS     ?= .tools
+PROMTOOL_BUILD     := $(PROMETHEUS_TOOLS)/promtool-$(PROMETHEUS_VERSION)/promtool
+PROMTOOL           := $(PROMETHEUS_TOOLS)/bin/promtool
+
+promtool:
+	@$(PHASE) promtool "building promtool $(PROMETHEUS_VERSION) from its Go module (cold: ~6 min)" \
+		--cached-if 'make -q $(PROMTOOL)' -- make --no-print-directory $(PROMTOOL)
+
+$(PROMTOOL): $(PROMTOOL_BUILD)
+	@mkdir -p $(dir $@)
+	ln -sfn ../promtool-$(PROMETHEUS_VERSION)/promtool $@
+
+$(PROMTOOL_BUILD):
+	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
+		go install -trimpath -ldflags='-s -w' \
+		github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+
+# Prometheus itself, from the same module, for the lab cluster's alert test
+# (tests/cluster/test_faults_alerts.py: it scrapes the chart's manager and fires an alert
+# for a real unknown outcome). Without the builtinassets tag it serves no web UI,
+# which the test does not use: only the HTTP API.
+PROMETHEUS_BUILD := $(PROMETHEUS_TOOLS)/prometheus-$(PROMETHEUS_VERSION)/prometheus
+PROMETHEUS       := $(PROMETHEUS_TOOLS)/bin/prometheus
+
+prometheus:
+	@$(PHASE) prometheus "building prometheus $(PROMETHEUS_VERSION) from its Go module (cold: ~8 min; ~2 min after promtool)" \
+		--cached-if 'make -q $(PROMETHEUS)' -- make --no-print-directory $(PROMETHEUS)
+
+$(PROMETHEUS): $(PROMETHEUS_BUILD)
+	@mkdir -p $(dir $@)
+	ln -sfn ../prometheus-$(PROMETHEUS_VERSION)/prometheus $@
+
+$(PROMETHEUS_BUILD):
+	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
+		go install -trimpath -ldflags='-s -w' \
+		github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 # The lab node's container runtime, from Debian's packages: containerd 1.6,
 # runc, the CNI plugins (bridge, host-local, loopback, portmap in /usr/lib/cni),

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from controller import passlog
 from controller.binding_rotation import rotate
 from controller.claimsupervision import supervise
 from controller.claimwrites import (
@@ -83,6 +84,7 @@ def run_pass(env: Environment, kind: str, namespace: str, name: str) -> PassResu
     loaded = _load(env, kind, namespace, name)
     if isinstance(loaded, Stop):
         return PassResult(loaded, None)
+    passlog.note(loaded.subject)
     try:
         return PassResult(_pass(loaded), loaded)
     except (ApiError, PtahError) as error:

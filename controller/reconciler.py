@@ -35,13 +35,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
+from controller import passlog
 from controller.events import EventSink
 from controller.leaderelection import LeaderElector
 from controller.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Environment
+from controller.passcontext import Environment, Subject
 from jobclaim.apiserver import (
     JOBS,
     PTAHMIGRATIONAPPROVALS,
@@ -73,8 +74,17 @@ class PassObserver(Protocol):
 
     def pass_started(self, key: Key) -> None: ...
 
-    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
-        """``reasons`` are the pass's Event reasons, in order."""
+    def pass_finished(
+        self,
+        key: Key,
+        stop: Stop,
+        seconds: float,
+        reasons: list[str],
+        subject: Subject | None = None,
+    ) -> None:
+        """``reasons`` are the pass's Event reasons, in order; ``subject`` is the
+        resource as the pass last read or wrote it (None: gone, or not read at all,
+        which ``stop.error`` tells apart)."""
 
     def waited(self, seconds: float) -> None:
         """A key waited ``seconds`` in the queue between becoming ready and a worker."""
@@ -87,7 +97,14 @@ class _Unobserved:
     def pass_started(self, key: Key) -> None:
         pass
 
-    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
+    def pass_finished(
+        self,
+        key: Key,
+        stop: Stop,
+        seconds: float,
+        reasons: list[str],
+        subject: Subject | None = None,
+    ) -> None:
         pass
 
     def waited(self, seconds: float) -> None:
@@ -334,20 +351,37 @@ class Reconciler:
                 reasons.append(record.reason)
                 self.events.emit(regarding, record)
         self._reasons.reasons = reasons
+        self._reasons.subject = result.ctx.subject if result.ctx is not None else None
         return result.stop
 
     def process(self, key: Key) -> Stop:
         """One queued pass and its requeue decision."""
+        with passlog.pass_fields(key.kind, key.namespace, key.name) as fields:
+            return self._process(key, fields)
+
+    def _process(self, key: Key, fields: dict[str, Any]) -> Stop:
         self.observer.pass_started(key)
         started = time.monotonic()
         self._reasons.reasons = []
+        self._reasons.subject = None
         try:
             stop = self.reconcile(key)
         except Exception as error:  # a bug must not kill the worker; backoff retries it
             log.exception("a pass over %s failed", key)
             stop = Stop("the pass raised", error=error)
-        self.observer.pass_finished(
-            key, stop, time.monotonic() - started, list(self._reasons.reasons)
+        seconds = time.monotonic() - started
+        reasons: list[str] = list(self._reasons.reasons)
+        subject: Subject | None = self._reasons.subject
+        self.observer.pass_finished(key, stop, seconds, reasons, subject)
+        if subject is not None:
+            fields.update(passlog.subject_fields(subject))
+        # A pass that crossed a boundary (a claim, a dispatch, a harvest, a retirement)
+        # is said at info; a quiet one at debug.
+        log.log(
+            logging.INFO if reasons else logging.DEBUG,
+            "pass: %s",
+            stop.reason,
+            extra={"fields": {"events": reasons, "durationMs": round(seconds * 1000, 3)}},
         )
         if stop.error is not None:
             # A pass that names its own retry (a refused create: REFUSED_RETRY) keeps
@@ -370,6 +404,8 @@ class Reconciler:
             self.observer.loop_turned(False)
             if stop.wait(elector.retry_period):
                 return
+        if elector is not None:
+            log.info("became leader", extra={"fields": {"identity": elector.identity}})
         watchers = [
             threading.Thread(target=self._watch, args=(r, stop), daemon=True) for r in WATCHED
         ]

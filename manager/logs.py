@@ -4,7 +4,9 @@ Every logger of the process (the controller's, the webhook's, uvicorn's) goes th
 the one handler installed here, so a log collector parses every line the same way.
 The webhook's decision lines are JSON already; their fields are merged into the line
 rather than nested as a string, so a reviewer filters them like any other field.
-A traceback is a field of its line, never lines of its own.
+A traceback is a field of its line, never lines of its own. A line written during a
+pass carries the pass's fields (``controller.passlog``: kind, namespace, resource,
+operation, attempt, phase), and a record's ``extra={"fields": {...}}`` adds its own.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Final, TextIO
 
 import orjson
 
+from controller.passlog import current_fields
 from webhook.observability import DECISION_LOGGER
 
 LEVELS: Final = {
@@ -45,6 +48,9 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
             merged = True
     if not merged:
         fields["message"] = message
+    for extra in (current_fields(), getattr(record, "fields", None)):
+        if isinstance(extra, dict):
+            fields.update({k: v for k, v in extra.items() if k not in fields and v is not None})
     if record.exc_info:
         fields["exception"] = logging.Formatter().formatException(record.exc_info)
     return fields

@@ -38,7 +38,13 @@ from controller.mutationlifecycle import Driver, Stop
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
-from jobclaim.apiserver import VALIDATING_WEBHOOK_CONFIGURATIONS, ApiClient, NotFound
+from jobclaim.apiserver import (
+    PTAHMIGRATIONPLANS,
+    PTAHSCHEMAPLANS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    ApiClient,
+    NotFound,
+)
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems, trust_problems
@@ -193,7 +199,10 @@ class Manager:
                     found.append(f"cannot read webhook configuration {name}: {error}".lower())
                     continue
                 bundles[name] = certs.bundle_of(configuration)
-            return found + trust_problems(tls.certificate, bundles)
+            found += trust_problems(tls.certificate, bundles)
+            # The kubelet asks every few seconds: the alert on admission reads this.
+            self.metrics.webhook_ready.set(0 if found else 1)
+            return found
 
         return problems
 
@@ -211,6 +220,13 @@ class Manager:
         self.metrics.watch_certificate(lambda: tls.certificate.not_valid_after_utc)
         controller_api = self._connect(config)
         webhook_api = self._connect(config)
+        namespace = config.watch_namespace
+        self.metrics.watch_plans(
+            lambda: (
+                controller_api.list(PTAHSCHEMAPLANS, namespace),
+                controller_api.list(PTAHMIGRATIONPLANS, namespace),
+            )
+        )
         engine = Engine(webhook_api, config.webhook_settings())
         app = create_app(
             engine,

@@ -15,13 +15,15 @@ Everything it knows it reads back from the Secret and the configurations, so a r
 stopped anywhere is continued by the next; a run whose next step is a wait longer
 than ``--timeout`` stops with exit 3 and the next scheduled run goes on from there.
 This module is the composition root (``certs`` imports no API client); the rotation
-itself is ``certs.Rotator``.
+itself is ``certs.Rotator``. It logs JSON lines like the manager (``manager.logs``), so
+one log pipeline parses both.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -32,6 +34,9 @@ from typing import Final
 import certs
 from jobclaim.apiserver import ApiClient
 from kube.client import KubeApi
+from manager import logs
+
+log = logging.getLogger("manager.rotator")
 
 EXIT_ERROR: Final = 1
 EXIT_WAITING: Final = 3
@@ -100,14 +105,19 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     return 0
 
 
-def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+def _said(line: str) -> None:
+    log.info(line)
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = _said) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    level = os.environ.get("PTAH_LOG_LEVEL", "info").lower()
+    logs.configure(level if level in logs.LEVELS else "info")
     api = KubeApi.from_kubeconfig(args.kubeconfig) if args.kubeconfig else KubeApi.in_cluster()
     try:
         return rotate(args, api, out)
     except certs.CertificateError as error:
-        print(f"python -m manager.rotator: error: {error}", file=sys.stderr)
+        log.error("the rotation failed: %s", error)
         return EXIT_ERROR
     finally:
         api.close()

@@ -7,7 +7,8 @@ import pytest
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that reaches the ``helm`` fixture (directly or through a render).
+    """Mark every test that reaches the ``helm`` fixture (directly or through a render),
+    and every test that reaches ``promtool`` (built the same way, ``make promtool``).
 
     The fixture runs ``make helm``, which builds helm from its Go module when it is
     missing (minutes, cold): the mark lets a fast run (``make check``) leave those tests
@@ -16,5 +17,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``-m`` deselection runs in this same hook and must see the mark.
     """
     for item in items:
-        if "helm" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "helm" in fixtures:
             item.add_marker(pytest.mark.helm)
+        if "promtool" in fixtures:
+            item.add_marker(pytest.mark.promtool)

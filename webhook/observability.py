@@ -6,20 +6,18 @@ request and the user but never carries an object's contents, ``userInfo.extra`` 
 holds token and credential identifiers) or anything read from the API server, so no
 secret value can reach a log through it.
 
-The metrics are written in the Prometheus text format by hand: two families do not
-justify a client library, and the format is small and stable.
+The metrics are prometheus-client's, in the manager's one registry when the manager
+serves the webhook (the process's and the controller's figures beside them).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import threading
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
 import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from webhook.engine import Outcome
 from webhook.rules import Endpoint
@@ -73,60 +71,45 @@ def log_decision(
     (logger or logging.getLogger(DECISION_LOGGER)).log(level, line)
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 class Metrics:
-    """Decisions by endpoint, rule and verdict; decision latency by endpoint. Thread-safe."""
+    """Decisions by endpoint, rule and verdict; decision latency by endpoint.
 
-    def __init__(self, buckets: Sequence[float] = BUCKETS) -> None:
-        self._lock = threading.Lock()
-        self._buckets = tuple(buckets)
-        self._decisions: Counter[tuple[str, str, str]] = Counter()
-        self._latency: dict[str, list[int]] = {}
-        self._sums: dict[str, float] = {}
+    In ``registry`` (the manager's, so the webhook's figures are served with the
+    controller's), or a registry of its own for the webhook alone."""
+
+    def __init__(
+        self, buckets: Sequence[float] = BUCKETS, registry: CollectorRegistry | None = None
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._decisions = Counter(
+            DECISIONS.removesuffix("_total"),
+            "Admission decisions by endpoint, rule and verdict.",
+            ["endpoint", "rule", "verdict"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            LATENCY,
+            "Time to decide one review, from body to answer.",
+            ["endpoint"],
+            buckets=tuple(buckets),
+            registry=self.registry,
+        )
 
     def observe(self, endpoint: Endpoint, outcome: Outcome, seconds: float) -> None:
         decision = outcome.decision
-        slot = bisect.bisect_left(self._buckets, seconds)
-        with self._lock:
-            self._decisions[(endpoint, decision.rule, decision.verdict)] += 1
-            counts = self._latency.setdefault(endpoint, [0] * (len(self._buckets) + 1))
-            counts[slot] += 1
-            self._sums[endpoint] = self._sums.get(endpoint, 0.0) + seconds
+        self._decisions.labels(endpoint, decision.rule, decision.verdict).inc()
+        self._latency.labels(endpoint).observe(seconds)
 
     def decisions(self) -> dict[tuple[str, str, str], int]:
-        with self._lock:
-            return dict(self._decisions)
+        counts: dict[tuple[str, str, str], int] = {}
+        for family in self._decisions.collect():
+            for sample in family.samples:
+                if sample.name == DECISIONS:
+                    labels = sample.labels
+                    key = (labels["endpoint"], labels["rule"], labels["verdict"])
+                    counts[key] = int(sample.value)
+        return counts
 
     def render(self) -> str:
-        """The Prometheus text exposition (format 0.0.4)."""
-        with self._lock:
-            decisions = sorted(self._decisions.items())
-            latency = {k: list(v) for k, v in sorted(self._latency.items())}
-            sums = dict(self._sums)
-        lines = [
-            f"# HELP {DECISIONS} Admission decisions by endpoint, rule and verdict.",
-            f"# TYPE {DECISIONS} counter",
-        ]
-        for (endpoint, rule, verdict), count in decisions:
-            labels = ",".join(
-                f'{k}="{_label(v)}"'
-                for k, v in (("endpoint", endpoint), ("rule", rule), ("verdict", verdict))
-            )
-            lines.append(f"{DECISIONS}{{{labels}}} {count}")
-        lines += [
-            f"# HELP {LATENCY} Time to decide one review, from body to answer.",
-            f"# TYPE {LATENCY} histogram",
-        ]
-        for endpoint, counts in latency.items():
-            name = f'endpoint="{_label(endpoint)}"'
-            cumulative = 0
-            for bound, count in zip((*self._buckets, float("inf")), counts, strict=True):
-                cumulative += count
-                le = "+Inf" if bound == float("inf") else repr(bound)
-                lines.append(f'{LATENCY}_bucket{{{name},le="{le}"}} {cumulative}')
-            lines.append(f"{LATENCY}_sum{{{name}}} {sums[endpoint]!r}")
-            lines.append(f"{LATENCY}_count{{{name}}} {cumulative}")
-        return "\n".join(lines) + "\n"
+        """The Prometheus text exposition, by prometheus-client."""
+        return generate_latest(self.registry).decode()

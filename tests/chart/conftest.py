@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.chart.support import VALUES, Helm, HelmUnavailable, Object, build_helm
+from tests.chart.support import (
+    VALUES,
+    Helm,
+    HelmUnavailable,
+    Object,
+    ToolUnavailable,
+    build_helm,
+    build_prometheus_tool,
+)
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +36,11 @@ def default_render(helm: Helm) -> list[Object]:
 def custom_render(helm: Helm) -> list[Object]:
     """tests/chart/values/custom.yaml, released into the namespace db-ops."""
     return helm.render([VALUES / "custom.yaml"], namespace="db-ops")
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Path:
+    try:
+        return build_prometheus_tool()
+    except ToolUnavailable as error:
+        pytest.fail(f"the alert rule tests need promtool, which cannot be built: {error}")

@@ -34,8 +34,43 @@ HELM_TIMEOUT_SECONDS = 120
 Object = dict[str, Any]
 
 
-class HelmUnavailable(Exception):
+class ToolUnavailable(Exception):
+    """A tool is missing and `make <tool>` could not build it."""
+
+
+class HelmUnavailable(ToolUnavailable):
     """helm is missing and `make helm` could not build it."""
+
+
+def prometheus_tool(name: str) -> Path:
+    """Where `make promtool` or `make prometheus` links the binary: under
+    PROMETHEUS_TOOLS (default .tools)."""
+    return ROOT / os.environ.get("PROMETHEUS_TOOLS", ".tools") / "bin" / name
+
+
+def build_prometheus_tool(name: str = "promtool") -> Path:
+    """Return promtool (or prometheus), building it with `make` when needed (as helm)."""
+    make = shutil.which("make")
+    if make is None:
+        raise ToolUnavailable(f"make is not on PATH, so `make {name}` cannot build {name}")
+    try:
+        done = subprocess.run(
+            [make, "--no-print-directory", name],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise ToolUnavailable(f"`make {name}` did not finish in {error.timeout}s") from error
+    binary = prometheus_tool(name)
+    if done.returncode != 0 or not binary.exists():
+        output = (done.stdout + done.stderr).strip().splitlines()[-40:]
+        raise ToolUnavailable(
+            f"`make {name}` failed (exit {done.returncode}):\n" + "\n".join(output)
+        )
+    return binary
 
 
 def build_helm() -> Path:

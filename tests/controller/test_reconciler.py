@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from controller.dispatch_steps import REFUSED_RETRY
 from controller.leaderelection import LeaderElector
 from controller.mutationlifecycle import Stop
+from controller.passcontext import Subject
 from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for, resume_from
 from jobclaim.apiserver import (
     JOBS,
@@ -221,7 +222,14 @@ class _Observed:
     def pass_started(self, key: Key) -> None:
         self.started.append(key)
 
-    def pass_finished(self, key: Key, stop: Stop, seconds: float, reasons: list[str]) -> None:
+    def pass_finished(
+        self,
+        key: Key,
+        stop: Stop,
+        seconds: float,
+        reasons: list[str],
+        subject: Subject | None = None,
+    ) -> None:
         self.finished.append((key, stop.reason, reasons))
 
     def waited(self, seconds: float) -> None:

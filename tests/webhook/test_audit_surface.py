@@ -111,18 +111,18 @@ def test_the_latency_histogram_is_cumulative_and_labels_are_escaped() -> None:
         metrics.observe("controller-write", outcome, seconds)
     lines = metrics.render().splitlines()
     assert (
-        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="0.01"} 1'
+        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="0.01"} 1.0'
         in lines
     )
     assert (
-        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="0.1"} 2'
+        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="0.1"} 2.0'
         in lines
     )
     assert (
-        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="+Inf"} 3'
+        'ptah_webhook_decision_duration_seconds_bucket{endpoint="controller-write",le="+Inf"} 3.0'
         in lines
     )
-    assert 'ptah_webhook_decision_duration_seconds_count{endpoint="controller-write"} 3' in lines
+    assert 'ptah_webhook_decision_duration_seconds_count{endpoint="controller-write"} 3.0' in lines
     odd = Metrics()
     odd.observe('a"b\\c', outcome, 0.0)  # type: ignore[arg-type]
     assert 'endpoint="a\\"b\\\\c"' in odd.render()

@@ -161,11 +161,11 @@ def test_metrics_count_every_decision(served: Served) -> None:
     decisions = "ptah_webhook_decisions_total"
     latency = "ptah_webhook_decision_duration_seconds"
     for line in (
-        f'{decisions}{{endpoint="controller-write",rule="job-create",verdict="allowed"}} 1',
-        f'{decisions}{{endpoint="controller-write",rule="decoding",verdict="malformed"}} 1',
-        f'{decisions}{{endpoint="manager-state",rule="manager-state",verdict="allowed"}} 1',
-        f'{latency}_bucket{{endpoint="controller-write",le="+Inf"}} 2',
-        f'{latency}_count{{endpoint="manager-state"}} 1',
+        f'{decisions}{{endpoint="controller-write",rule="job-create",verdict="allowed"}} 1.0',
+        f'{decisions}{{endpoint="controller-write",rule="decoding",verdict="malformed"}} 1.0',
+        f'{decisions}{{endpoint="manager-state",rule="manager-state",verdict="allowed"}} 1.0',
+        f'{latency}_bucket{{endpoint="controller-write",le="+Inf"}} 2.0',
+        f'{latency}_count{{endpoint="manager-state"}} 1.0',
     ):
         assert line in lines, line
 

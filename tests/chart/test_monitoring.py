@@ -1,0 +1,246 @@
+"""The chart's monitoring: ServiceMonitor, PrometheusRule, the plain rules file, the
+runbooks and the dashboard, checked with the real helm and the real promtool.
+
+- Both objects are opt-in; enabled, the ServiceMonitor selects the metrics Service's
+  port and nothing else.
+- ``promtool check rules`` accepts the rendered PrometheusRule's groups, and
+  ``promtool test rules`` passes tests/chart/promtool/ptah-alerts.test.yaml over the
+  plain file, which is the chart's render with the default thresholds; each mutation
+  of a rule (a threshold, a hold time, a selector) makes those tests fail.
+- Every alert links docs/runbooks/<alert>.md, which exists and says what the alert
+  means, how to confirm it with kubectl ptah status and Events, and what to do.
+- Every metric a rule or the dashboard names is one the manager exports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from manager.metrics import GAUGE_HELP, ManagerMetrics
+from tests.chart.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
+from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, load_documents, of_kind, only
+
+pytestmark = pytest.mark.helm
+
+RUNBOOKS = ROOT / "docs" / "runbooks"
+PROMTOOL_TESTS = Path(__file__).resolve().parent / "promtool"
+DASHBOARDS = CHART / "dashboards"
+ENABLED = {
+    "monitoring.serviceMonitor.enabled": "true",
+    "monitoring.prometheusRule.enabled": "true",
+}
+RUNBOOK_SECTIONS = ("## What it means", "## Confirm it", "## What to do")
+
+
+def rendered_rule(helm: Helm, **settings: str) -> Object:
+    objects = helm.render([VALUES / "required.yaml"], {**ENABLED, **settings})
+    return only(objects, "PrometheusRule")
+
+
+def alerts(rule: Object) -> list[dict[str, Any]]:
+    return [r for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+def exported_names() -> set[str]:
+    """Every sample name the manager's registry can export, by family type (a labelled
+    family has no sample until its first label set), the domain gauges included."""
+    names: set[str] = set()
+    for family in ManagerMetrics().registry.collect():
+        names |= {family.name + suffix for suffix in SUFFIXES.get(family.type, ("",))}
+    # A domain gauge exists only while a resource has such a state; HELP names them all.
+    return names | {f"ptah_{name}" for name in GAUGE_HELP}
+
+
+def metric_names(expression: str) -> set[str]:
+    return set(re.findall(r"\b(ptah_[a-z_]+)", expression))
+
+
+def test_the_monitoring_objects_are_opt_in(default_render: list[Object]) -> None:
+    assert of_kind(default_render, "ServiceMonitor") == []
+    assert of_kind(default_render, "PrometheusRule") == []
+
+
+def test_the_service_monitor_selects_only_the_metrics_port(helm: Helm) -> None:
+    objects = helm.render([VALUES / "required.yaml"], ENABLED)
+    monitor = only(objects, "ServiceMonitor")
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    selected = [
+        s
+        for s in of_kind(objects, "Service")
+        if wanted.items() <= (s["metadata"].get("labels") or {}).items()
+    ]
+    assert [s["metadata"]["name"] for s in selected] == ["ptah-operator-metrics"]
+    ports = [p["name"] for p in selected[0]["spec"]["ports"]]
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http-metrics"]
+    assert "http-metrics" in ports
+
+
+def test_the_plain_rules_file_is_the_charts_render(helm: Helm) -> None:
+    rule = rendered_rule(helm, **{"monitoring.prometheusRule.metricSelector": PLAIN_SELECTOR})
+    committed = yaml.safe_load(ALERT_FILE.read_text())
+    assert committed == yaml.safe_load(rules_file(rule)), (
+        "regenerate docs/prometheus/ptah-alerts.yaml: see its header"
+    )
+
+
+def test_promtool_checks_the_rendered_rules(helm: Helm, promtool: Path, tmp_path: Path) -> None:
+    groups = tmp_path / "rules.yaml"
+    groups.write_text(rules_file(rendered_rule(helm)))
+    done = subprocess.run(
+        [str(promtool), "check", "rules", str(groups)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 9 rules found" in done.stdout
+
+
+def run_rule_tests(promtool: Path, rules: str, where: Path) -> subprocess.CompletedProcess[str]:
+    """promtool test rules over ``rules`` laid out where the test file expects them."""
+    (where / "docs" / "prometheus").mkdir(parents=True)
+    (where / "docs" / "prometheus" / "ptah-alerts.yaml").write_text(rules)
+    tests = where / "tests" / "chart" / "promtool"
+    tests.mkdir(parents=True)
+    shutil.copy(PROMTOOL_TESTS / "ptah-alerts.test.yaml", tests)
+    return subprocess.run(
+        [str(promtool), "test", "rules", "ptah-alerts.test.yaml"],
+        cwd=tests,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+
+
+# (row, text in the rules, its replacement): the control changes nothing; every other
+# row weakens one rule, and the promtool tests must notice.
+MUTATIONS = [
+    ("control: the rules as committed", "", ""),
+    ("the unknown outcome needs two", 'outcome="Unknown"}) > 0', 'outcome="Unknown"}) > 1'),
+    ("the unknown outcome holds 10m", "for: 5m\n", "for: 10m\n"),
+    ("the unresolved run's age doubled", "> 1800", "> 3600"),
+    (
+        "admission ignores a target no longer scraped",
+        ' or absent(ptah_webhook_ready{job="ptah-operator"})',
+        "",
+    ),
+    (
+        "the certificate's 0 read as expired",
+        '_seconds{job="ptah-operator"} > 0)',
+        '_seconds{job="ptah-operator"})',
+    ),
+    (
+        "the stuck claim selects another job",
+        'ptah_claims_overdue{job="ptah-operator"',
+        'ptah_claims_overdue{job="other"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "find", "replace"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_the_promtool_tests_pass_and_bite(
+    row: str, find: str, replace: str, promtool: Path, tmp_path: Path
+) -> None:
+    rules = ALERT_FILE.read_text()
+    if find:
+        assert find in rules, row
+        rules = rules.replace(find, replace, 1)
+        assert rules != ALERT_FILE.read_text()
+    done = run_rule_tests(promtool, rules, tmp_path)
+    output = done.stdout + done.stderr
+    if not find:
+        assert done.returncode == 0 and "SUCCESS" in output, output
+    else:
+        assert done.returncode != 0, f"{row}: the promtool tests did not notice\n{output}"
+
+
+def test_every_alert_links_a_runbook_that_says_what_to_do(helm: Helm) -> None:
+    base = "https://runbooks.example.com/ptah/"
+    rule = rendered_rule(helm, **{"monitoring.prometheusRule.runbookBaseURL": base})
+    names = [a["alert"] for a in alerts(rule)]
+    assert len(names) == len(set(names)) == 9
+    for alert in alerts(rule):
+        name = alert["alert"]
+        assert alert["annotations"]["runbook_url"] == f"{base.rstrip('/')}/{name}.md"
+        runbook = RUNBOOKS / f"{name}.md"
+        assert runbook.exists(), f"{name} has no runbook"
+        text = runbook.read_text()
+        for section in RUNBOOK_SECTIONS:
+            assert section in text, f"{runbook.name} lacks {section!r}"
+        assert "kubectl ptah status" in text and "kubectl get events" in text, runbook.name
+    assert sorted(p.stem for p in RUNBOOKS.glob("Ptah*.md")) == sorted(names)
+
+
+def test_every_metric_the_rules_name_is_exported(helm: Helm) -> None:
+    exported = exported_names()
+    for alert in alerts(rendered_rule(helm)):
+        missing = metric_names(alert["expr"]) - exported
+        assert not missing, f"{alert['alert']} names {missing}, which the manager never exports"
+
+
+def dashboard_queries(panel_tree: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(panel_tree, dict):
+        for key, value in panel_tree.items():
+            if key in ("expr", "query") and isinstance(value, str):
+                found.append(value)
+            else:
+                found += dashboard_queries(value)
+    elif isinstance(panel_tree, list):
+        for value in panel_tree:
+            found += dashboard_queries(value)
+    return found
+
+
+def test_every_dashboard_query_names_only_exported_metrics() -> None:
+    exported = exported_names()
+    dashboards = sorted(DASHBOARDS.glob("*.json"))
+    assert dashboards, "no dashboard under charts/ptah-operator/dashboards"
+    for path in dashboards:
+        queries = dashboard_queries(json.loads(path.read_text()))
+        assert queries, f"{path.name} has no query"
+        named = set().union(*(metric_names(q) for q in queries))
+        # A histogram is queried by its series' names.
+        assert named - exported == set(), f"{path.name} names metrics the manager never exports"
+
+
+# (row, setting, value, what the refusal names): the control renders; each other row
+# is refused by values.schema.json, naming the value.
+VALUE_ROWS = [
+    ("control: a hold time in Prometheus's spelling", "thresholds.unknownOutcomeFor", "90s", ""),
+    (
+        "a hold time that is no duration",
+        "thresholds.unknownOutcomeFor",
+        "soon",
+        "unknownOutcomeFor",
+    ),
+    ("no runbook base", "runbookBaseURL", "", "runbookBaseURL"),
+    ("a threshold the rules do not know", "thresholds.pagerFor", "1m", "pagerFor"),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "setting", "value", "named"), VALUE_ROWS, ids=[r[0] for r in VALUE_ROWS]
+)
+def test_the_monitoring_values_are_checked(
+    helm: Helm, row: str, setting: str, value: str, named: str
+) -> None:
+    result = helm.template(
+        [VALUES / "required.yaml"],
+        {**ENABLED, f"monitoring.prometheusRule.{setting}": value},
+    )
+    if not named:
+        assert result.returncode == 0, result.stderr
+        rule = only(load_documents(result.stdout), "PrometheusRule")
+        assert alerts(rule)[0]["for"] == value
+    else:
+        assert result.returncode != 0, row
+        assert named in result.stderr, result.stderr

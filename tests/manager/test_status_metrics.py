@@ -1,0 +1,289 @@
+"""The domain metrics: gauges from stored status, counters from what a pass changed.
+
+The gauges are a pure function of the resources' facts (a table: a control row, then
+one change per row); the counters and gauges are then driven through the real passes
+of the in-memory world, where a migration's Apply ends Unknown, a restarted manager
+reports the same gauges after one pass per resource, and a History reading settles it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
+
+from controller.reconciler import Key
+from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, Object
+from manager.metrics import ManagerMetrics, PlansCollector
+from manager.statusmetrics import (
+    ClaimFacts,
+    Facts,
+    Unresolved,
+    gauges,
+    stored_plans,
+    transitions,
+)
+from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
+from tests.outcomes.podworld import harvest_with, history
+from tests.outcomes.support import status_of
+from tests.outcomes.test_migration_records import UNKNOWN_RUN
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CLAIM = ClaimFacts(
+    id="op-1",
+    type="Apply",
+    job_name="job-1",
+    started_at=NOW - timedelta(minutes=1),
+    dispatched=True,
+    mutating=True,
+    deadline=NOW + timedelta(minutes=10),
+)
+CONTROL = Facts(kind="PtahMigration", phase="Applying", claim=CLAIM)
+
+# (row, facts, gauge, labels, value): the control row reads 0 everywhere but claims.
+GAUGE_ROWS = [
+    ("control: a live claim within its deadline", CONTROL, "claims_overdue", {}, 0.0),
+    ("control: the claim is counted", CONTROL, "claims", {}, 1.0),
+    (
+        "a claim 6 min past its deadline is overdue",
+        replace(CONTROL, claim=replace(CLAIM, deadline=NOW - timedelta(minutes=6))),
+        "claims_overdue",
+        {},
+        1.0,
+    ),
+    (
+        "a claim 4 min past its deadline is within grace",
+        replace(CONTROL, claim=replace(CLAIM, deadline=NOW - timedelta(minutes=4))),
+        "claims_overdue",
+        {},
+        0.0,
+    ),
+    (
+        "an unresolved Unknown run",
+        replace(CONTROL, claim=None, unresolved=Unresolved("op-1", "Unknown", NOW)),
+        "unresolved_attempts",
+        {"outcome": "Unknown"},
+        1.0,
+    ),
+    (
+        "its age is exported as a timestamp",
+        replace(CONTROL, claim=None, unresolved=Unresolved("op-1", "Partial", NOW)),
+        "unresolved_attempt_oldest_timestamp_seconds",
+        {},
+        NOW.timestamp(),
+    ),
+    ("a release owed", replace(CONTROL, release_owed=True), "lock_releases_owed", {}, 1.0),
+    (
+        "a resource 6 min past its next reconciliation",
+        replace(CONTROL, claim=None, next_reconciliation=NOW - timedelta(minutes=6)),
+        "resources_overdue",
+        {},
+        1.0,
+    ),
+    (
+        "a suspended resource is never overdue",
+        replace(
+            CONTROL, claim=None, suspended=True, next_reconciliation=NOW - timedelta(minutes=6)
+        ),
+        "resources_overdue",
+        {},
+        0.0,
+    ),
+    (
+        "a plan awaiting approval",
+        replace(CONTROL, claim=None, phase="AwaitingApproval"),
+        "plans_awaiting_approval",
+        {},
+        1.0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "facts", "name", "labels", "value"), GAUGE_ROWS, ids=[r[0] for r in GAUGE_ROWS]
+)
+def test_each_gauge_reads_the_status_it_names(
+    row: str, facts: Facts, name: str, labels: dict[str, str], value: float
+) -> None:
+    assert gauges([facts], NOW).get(name, kind=facts.kind, **labels) == value
+
+
+def test_a_schema_proof_whose_reading_fails_is_counted_failing() -> None:
+    proof = Facts(kind="PtahSchema", phase="VerifyingConvergence", proof=("op", "OutcomeUnknown"))
+    assert gauges([proof], NOW).get("pending_proofs_failing") == 0.0
+    assert gauges([proof], NOW).get("pending_proofs", outcome="OutcomeUnknown") == 1.0
+    failing = replace(proof, reading_failure="Observe")
+    assert gauges([failing], NOW).get("pending_proofs_failing") == 1.0
+
+
+def test_every_kind_reports_zero_rather_than_nothing() -> None:
+    values = gauges([], NOW)
+    for kind in ("PtahSchema", "PtahMigration"):
+        series = values.values["unresolved_attempts"]
+        assert series[(("kind", kind), ("outcome", "Unknown"))] == 0.0
+
+
+# (row, after, reasons, the Apply outcome counted)
+ENDED = replace(CONTROL, claim=None)
+APPLY_ROWS = [
+    ("control: the claim still stands", CONTROL, [], ()),
+    (
+        "an Apply recorded unresolved is unknown",
+        replace(ENDED, unresolved=Unresolved("op-1", "Unknown", NOW)),
+        ["OutcomeUnknown", "RunUnresolved"],
+        ("unknown",),
+    ),
+    (
+        "a migration's run read Applied",
+        replace(ENDED, last_run=("u", "Applied")),
+        [],
+        ("succeeded",),
+    ),
+    (
+        "a schema's Apply whose proof is owed",
+        replace(ENDED, kind="PtahSchema", proof=("op-1", "ApplySucceeded")),
+        [],
+        ("succeeded",),
+    ),
+    ("a dispatched Apply that left no record failed", ENDED, [], ("failed",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "after", "reasons", "applies"), APPLY_ROWS, ids=[r[0] for r in APPLY_ROWS]
+)
+def test_an_ended_apply_is_counted_by_the_record_it_left(
+    row: str, after: Facts, reasons: list[str], applies: tuple[str, ...]
+) -> None:
+    assert transitions(CONTROL, after, reasons, NOW).applies == applies
+
+
+def test_an_apply_retired_before_dispatch_is_retired_not_failed() -> None:
+    before = replace(CONTROL, claim=replace(CLAIM, dispatched=False))
+    assert transitions(before, ENDED, ["ClaimRetired"], NOW).applies == ("retired",)
+
+
+def test_an_ended_claim_is_timed_from_its_start() -> None:
+    moves = transitions(CONTROL, ENDED, [], NOW)
+    assert moves.durations == (("Apply", 60.0),)
+    # Not seen before (a restarted manager): nothing to time it from.
+    assert transitions(None, ENDED, [], NOW).durations == ()
+
+
+# -- through real passes ---------------------------------------------------------------
+
+
+def sample(metrics: ManagerMetrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def domain_gauges(metrics: ManagerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in metrics.status.collect()
+        for s in family.samples
+    }
+
+
+def observed(rig: Rig) -> ManagerMetrics:
+    metrics = ManagerMetrics(process=False, now=rig.clocks.wall)
+    rig.reconciler.observer = metrics
+    return metrics
+
+
+def passes(rig: Rig, key: Key, limit: int = 20) -> None:
+    for _ in range(limit):
+        if rig.reconciler.process(key).requeue_after != 0.0:
+            return
+
+
+def test_an_unknown_outcome_is_counted_kept_across_a_restart_and_settled() -> None:
+    rig = make_rig()
+    metrics = observed(rig)
+    key = add_migration(rig)
+    passes(rig, key)
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 1.0
+    assert sample(metrics, "ptah_approvals_spent_total", kind="PtahMigration") == 1.0
+    harvest_with(rig, key, "migration-apply", UNKNOWN_RUN)
+    passes(rig, key)
+    assert "unresolvedRun" in status_of(rig, key)
+    unknown = {"kind": "PtahMigration", "outcome": "Unknown"}
+    assert sample(metrics, "ptah_unresolved_attempts", **unknown) == 1.0
+    assert sample(metrics, "ptah_applies_total", kind="PtahMigration", outcome="unknown") == 1.0
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 0.0
+    before = domain_gauges(metrics)
+
+    restarted = observed(rig)
+    assert domain_gauges(restarted) != before  # nothing from memory
+    rig.reconciler.process(key)
+    assert domain_gauges(restarted) == before
+    # The restart counted no second Apply.
+    assert sample(restarted, "ptah_applies_total", kind="PtahMigration", outcome="unknown") == 0.0
+
+    rig.reconciler.claim(key, "History")
+    passes(rig, key)
+    harvest_with(rig, key, "migration-history", history(0))
+    passes(rig, key)
+    assert status_of(rig, key)["resolvedRun"]["resolution"] == "HistoryRead"
+    assert sample(restarted, "ptah_unresolved_attempts", **unknown) == 0.0
+    reading = {"kind": "PtahMigration", "operation": "History", "result": "recorded"}
+    assert sample(restarted, "ptah_readings_total", **reading) == 1.0
+
+
+def test_a_deleted_resource_leaves_the_gauges_and_a_follower_reports_none() -> None:
+    rig = make_rig()
+    metrics = observed(rig)
+    key = add_migration(rig)
+    passes(rig, key)
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 1.0
+    gone = Key("PtahMigration", key.namespace, "deleted-since")
+    metrics.status.seen(gone, CONTROL)
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 2.0
+    rig.reconciler.process(gone)  # the pass finds it gone
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 1.0
+    metrics.loop_turned(False)
+    assert sample(metrics, "ptah_claims", kind="PtahMigration") == 0.0
+
+
+# -- stored plans ----------------------------------------------------------------------
+
+
+def test_stored_plans_count_objects_and_declared_chunk_bytes() -> None:
+    schema_plan = {"metadata": {"name": "p"}, "spec": {"chunks": [{"size": 100}, {"size": 20}]}}
+    migration_plan = {"metadata": {"name": "m"}, "spec": {"migrations": []}}
+    values = stored_plans([schema_plan], [migration_plan, migration_plan])
+    assert values.get("stored_plans", kind="PtahSchemaPlan") == 1.0
+    assert values.get("stored_plans", kind="PtahMigrationPlan") == 2.0
+    own = len(orjson.dumps(schema_plan))
+    assert values.get("stored_plan_bytes", kind="PtahSchemaPlan") == own + 120
+    assert stored_plans([], []).get("stored_plan_bytes", kind="PtahSchemaPlan") == 0.0
+
+
+def test_the_plans_are_listed_once_a_minute_and_absent_while_the_list_fails() -> None:
+    rig = make_rig()
+    key = add_migration(rig)
+    passes(rig, key)
+    calls: list[float] = []
+    now = [0.0]
+    failing = [False]
+
+    def lister() -> tuple[list[Object], list[Object]]:
+        calls.append(now[0])
+        if failing[0]:
+            raise ConnectionError("the API server is unreachable")
+        return rig.api.list(PTAHSCHEMAPLANS, NS), rig.api.list(PTAHMIGRATIONPLANS, NS)
+
+    metrics = ManagerMetrics(process=False)
+    metrics.registry.register(PlansCollector(lister, clock=lambda: now[0]))
+    stored = {"kind": "PtahMigrationPlan"}
+    assert sample(metrics, "ptah_stored_plans", **stored) == 1.0
+    assert sample(metrics, "ptah_stored_plan_bytes", **stored) > 0.0
+    now[0] = 30.0
+    sample(metrics, "ptah_stored_plans", **stored)
+    assert calls == [0.0], "listed again within the minute"
+    failing[0] = True
+    now[0] = 61.0
+    assert metrics.registry.get_sample_value("ptah_stored_plans", stored) is None

@@ -13,9 +13,10 @@ manager and real SQL on the lab's PostgreSQL:
   settled by a person's acknowledgment, after which one fresh approval applies the
   migration exactly once;
 - the Apply Pod deleted after it finished and wrote its result record, before the
-  manager harvested it (the Job controller held paused meanwhile, so the Job cannot
-  be terminal yet): the Pod and its log are gone, and the outcome is still read, from
-  the record the Pod wrote under its own token: the Apply succeeded, once;
+  manager could harvest it (its node's kubelet stopped meanwhile, so nothing reported
+  the Pod's end and the Job could not finish): by the harvest the Pod and its log are
+  gone, and the outcome is still read, from the record the Pod wrote under its own
+  token: the Apply succeeded, once;
 - the node's kubelet stopped mid-run, then restarted: nothing on the API server
   changes for the claim while the node is silent (no second Pod, no record, the
   realm's Lease still renewed under the same tenure), and the restarted kubelet takes
@@ -66,7 +67,6 @@ from lab.executor.migrations import SUM_FILE, sum_text
 from lab.executor.oci import push_artifact
 from lab.progress import FAILED, failure_of, phase_of
 from tests.cluster.conftest import poll, recovery
-from tests.cluster.managers import paused
 from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
@@ -628,10 +628,14 @@ def _pod_gone_after_its_record(subject: Subject) -> None:
         print(f"# {subject.ptah('approve')['name']} approved")
         job, pod = subject.running_apply()
         name, pod_name = job["metadata"]["name"], pod["metadata"]["name"]
-        # The Job controller held: however the Pod ends, the Job stays active, so the
-        # manager cannot harvest it until the Pod is gone.
-        with paused([run.lab.pids()["kube-controller-manager"]]):
-            gate.close()  # the ALTER proceeds; the runner records and exits
+        # The node's kubelet stopped: the Apply runs on (its container is the
+        # runtime's), but nothing reports its Pod's end, so the Job cannot finish and
+        # the manager cannot harvest it. The Pod is deleted meanwhile; when the
+        # kubelet is back it confirms the Pod ended, and the Job controller counts it
+        # and lets it go before it marks the Job finished: at the harvest the Pod,
+        # and its log, are gone.
+        with run.lab.kubelet_stopped():
+            gate.close()  # the ALTER proceeds; the runner records its result and exits
 
             def recorded() -> Object | None:
                 try:
@@ -640,33 +644,33 @@ def _pod_gone_after_its_record(subject: Subject) -> None:
                     return None
 
             record = poll(f"{name}'s result record", recorded, timeout=PLAN_DEADLINE)
-            poll(
-                f"{pod_name} stopped",
-                lambda: (
-                    (run.admin.get(PODS, NAMESPACE, pod_name).get("status") or {}).get("phase")
-                    in ("Succeeded", "Failed")
-                    or None
-                ),
-            )
+            poll("the Apply's session gone", lambda: subject.sessions() == 0 or None)
             run.admin.delete(PODS, NAMESPACE, pod_name)
             struck = time.monotonic()
-        subject.until_phase("InSync")
+
+        def harvested() -> dict[str, Any] | None:
+            status = subject.status()
+            operation = status.get("activeOperation") or {}
+            return status if operation.get("type") != "Apply" else None
+
+        status = poll("the Apply harvested", harvested, timeout=PLAN_DEADLINE)
         recovery(
-            f"{subject.name}: Apply Pod gone after its record -> InSync "
+            f"{subject.name}: Apply Pod deleted after its record -> harvested "
             f"{time.monotonic() - struck:.1f}s"
         )
+    pods = run.admin.list(PODS, NAMESPACE)
+    owners = [p["metadata"].get("ownerReferences", []) for p in pods]
+    assert not [o for o in owners if any(r.get("uid") == job["metadata"]["uid"] for r in o)]
+    pending = status.get("pendingObservation") or {}
+    print(f"# the record after the harvest: {json.dumps(pending)[:600]}")
+    assert pending.get("outcome") == "ApplySucceeded", pending
+    subject.until_phase("InSync")
+    print(f"# InSync {time.monotonic() - struck:.1f}s after the Pod was gone")
     # The record is the Pod's: its bound token named it, and it names the Job.
     assert record["spec"]["pod"]["uid"] == pod["metadata"]["uid"]
     assert record["spec"]["job"]["uid"] == job["metadata"]["uid"]
-    assert not [
-        p
-        for p in run.admin.list(PODS, NAMESPACE)
-        if any(
-            r.get("uid") == job["metadata"]["uid"] for r in p["metadata"].get("ownerReferences", [])
-        )
-    ], "the Apply's Pod is gone"
     status = subject.status()
-    assert not status.get("pendingObservation") and not subject.events("ApplyOutcomeUnknown")
+    assert not status.get("pendingObservation")
     assert (status.get("applied") or {}).get("uid") == approved_plan["uid"]
     assert subject.ddl() == [("ALTER TABLE", "public.gate")]
     _one_executor(subject, job)

@@ -2,11 +2,15 @@
 
 ``helm install`` renders ``charts/ptah-operator`` against the lab API server (which
 reports its real version, so the chart's ``kubeVersion`` check is the real one),
-creates its CRDs, RBAC, Services, webhook configurations, certificate Secret and the
-manager Deployment, and returns. The manager is ready when its Deployment says so:
-the kubelet has pulled its image from the lab registry, started it under the chart's
-security context, and its readiness probe (``/readyz`` over the webhook's TLS, which
-also checks the webhook configurations trust the served certificate) passes.
+creates its CRDs, RBAC, Services, webhook configurations, the rotator's install Job
+and the manager Deployment, and returns. The chart renders no certificate: the Job
+(``python -m manager.rotator --service ... --wait-for-configurations``) creates the
+webhook's Secret and publishes every caBundle; until then the manager Pod waits for
+the Secret to mount and every webhook fails closed. The manager is ready when its
+Deployment says so: the kubelet has pulled its image from the lab registry, started it
+under the chart's security context, and its readiness probe (``/readyz`` over the
+webhook's TLS, which also checks the webhook configurations trust the served
+certificate) passes. The wait reports the Job beside the Pods, and a failed Job ends it.
 The API server reaches the webhook Service at the Pod's address on the bridge
 (``--enable-aggregator-routing`` on the lab API server resolves a Service to its
 endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
@@ -16,12 +20,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from jobclaim.apiserver import PODS, NotFound, Object, Resource
+from jobclaim.apiserver import JOBS, PODS, NotFound, Object, Resource
 from kube.client import KubeApi
 
 __all__ = [
@@ -39,6 +43,11 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 CHART: Final = REPO_ROOT / "charts" / "ptah-operator"
 HELM: Final = REPO_ROOT / ".tools" / "bin" / "helm"
 RELEASE: Final = "ptah-operator"
+MANAGER_PODS: Final = {"app.kubernetes.io/name": RELEASE, "app.kubernetes.io/component": "manager"}
+ROTATOR_JOBS: Final = {
+    "app.kubernetes.io/name": RELEASE,
+    "app.kubernetes.io/component": "cert-rotator",
+}
 DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 
 
@@ -109,8 +118,29 @@ def deployment_ready(deployment: Object) -> bool:
     )
 
 
-def deployment_line(deployment: Object, pods: list[Object]) -> str:
-    """The Deployment's replicas and each Pod's phase and container state, on one line."""
+def job_condition(job: Object, kind: str) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def job_part(job: Object) -> str:
+    status = job.get("status") or {}
+    state = (
+        "complete"
+        if job_condition(job, "Complete")
+        else "failed"
+        if job_condition(job, "Failed")
+        else "running"
+    )
+    return (
+        f"job {job['metadata']['name']} {state} "
+        f"(active={status.get('active', 0)} failed={status.get('failed', 0)})"
+    )
+
+
+def deployment_line(deployment: Object, pods: list[Object], jobs: Sequence[Object] = ()) -> str:
+    """The Deployment's replicas, each Pod's phase and container state and each rotator
+    Job's, on one line."""
     status = deployment.get("status") or {}
     parts = [
         f"Deployment {deployment['metadata']['name']}: "
@@ -127,6 +157,7 @@ def deployment_line(deployment: Object, pods: list[Object]) -> str:
         parts.append(
             f"pod {pod['metadata']['name']} {pod_status.get('phase', '-')} {' '.join(states)}"
         )
+    parts += [job_part(job) for job in jobs]
     return "; ".join(parts)
 
 
@@ -147,11 +178,18 @@ def wait_ready(
             deployment = admin.get(DEPLOYMENTS, namespace, RELEASE)
         except NotFound:
             deployment = {"metadata": {"name": RELEASE}}
-        pods = admin.list(PODS, namespace, label_selector={"app.kubernetes.io/name": RELEASE})
-        line = deployment_line(deployment, pods)
+        pods = admin.list(PODS, namespace, label_selector=MANAGER_PODS)
+        jobs = admin.list(JOBS, namespace, label_selector=ROTATOR_JOBS)
+        line = deployment_line(deployment, pods, jobs)
         if line != last:
             report(f"# {line}")
             last = line
+        failed = [job["metadata"]["name"] for job in jobs if job_condition(job, "Failed")]
+        if failed:
+            raise InstallError(
+                f"the certificate rotator's Job {', '.join(failed)} failed, so no caBundle "
+                f"was published and the manager cannot become ready: {line}"
+            )
         if deployment.get("status") and deployment_ready(deployment):
             return deployment
         if time.monotonic() > end:

@@ -11,6 +11,15 @@ PATCH of the named validating and mutating webhook configurations. It is the onl
 identity the chart lets patch them: the manager, which they constrain, has no verb
 on them at all.
 
+With ``--service`` it also starts from nothing: a Secret that does not exist is
+created with a new CA and a serving certificate for that Service's names (the chart
+renders no certificate, so every ``helm template`` of it is the same bytes). The
+chart's install Job runs it so, with ``--wait-for-configurations``: the Secret is
+created first (the manager Pods wait for it to mount), then the run waits for the
+webhook configurations the same install is creating and publishes their caBundle.
+Until then every webhook fails closed: no manager Pod is ready (``/readyz`` checks the
+caBundle trusts the served certificate), so the API server has nobody to call.
+
 Everything it knows it reads back from the Secret and the configurations, so a run
 stopped anywhere is continued by the next; a run whose next step is a wait longer
 than ``--timeout`` stops with exit 3 and the next scheduled run goes on from there.
@@ -24,8 +33,9 @@ import argparse
 import logging
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +45,15 @@ from kube.client import KubeApi
 
 EXIT_ERROR: Final = 1
 EXIT_WAITING: Final = 3
+# The labels of the Secret the rotator creates: it is the rotator's, not Helm's.
+SECRET_LABELS: Final = {
+    "app.kubernetes.io/name": "ptah-operator",
+    "app.kubernetes.io/part-of": "ptah-operator",
+    "app.kubernetes.io/component": "webhook-certificate",
+    "app.kubernetes.io/managed-by": "ptah-operator-cert-rotator",
+}
+# How often a run waiting for the webhook configurations looks again.
+CONFIGURATION_POLL_SECONDS: Final = 1.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +76,18 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         help="a MutatingWebhookConfiguration whose caBundle is published",
     )
+    made.add_argument(
+        "--service",
+        help="the webhook Service: when the Secret does not exist, create it with a new CA "
+        "and a serving certificate for this Service's names in --namespace",
+    )
+    made.add_argument(
+        "--wait-for-configurations",
+        type=certs.duration_argument,
+        metavar="DURATION",
+        help="wait up to this long for every named webhook configuration to exist "
+        "before publishing (the install creates them beside this run)",
+    )
     made.add_argument("--kubeconfig", type=Path, help="default: the Pod's service account")
     certs.add_rotation_arguments(made)
     return made
@@ -74,6 +105,17 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
     with tempfile.TemporaryDirectory(prefix="ptah-rotation-") as scratch:
         store = certs.SecretDirectory(api, args.namespace, args.secret, Path(scratch))
+        if args.service is not None and not store.exists():
+            issued = certs.first_certificates(
+                certs.service_dns_names(args.service, args.namespace),
+                now=datetime.now(UTC),
+                ca_validity=policy.ca_validity,
+                serving_validity=policy.serving_validity,
+            )
+            if store.create(issued, SECRET_LABELS):
+                out(f"{store}: created with a new CA and serving certificate for {args.service}")
+        if args.wait_for_configurations is not None:
+            wait_for_configurations(bundles, args.wait_for_configurations, out)
         store.pull()
 
         def pushed(step: certs.Step) -> None:
@@ -98,6 +140,33 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     if result.outcome is not None:
         out(result.outcome.reason)
     return 0
+
+
+def wait_for_configurations(
+    bundles: certs.KubeBundles,
+    patience: timedelta,
+    out: Callable[[str], None],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once every managed configuration exists; a RotationError after ``patience``.
+
+    Publishing to the ones that exist and leaving the rest would leave those webhooks
+    on an empty caBundle, failing closed, until the next scheduled run hours later.
+    """
+    end = clock() + patience.total_seconds()
+    said: list[str] = []
+    while missing := bundles.missing():
+        if clock() >= end:
+            raise certs.RotationError(
+                f"the webhook configuration(s) {', '.join(missing)} did not appear within "
+                f"{patience}; is the chart installed in full?"
+            )
+        if missing != said:
+            out(f"waiting for the webhook configuration(s) {', '.join(missing)} to exist")
+            said = missing
+        sleep(CONFIGURATION_POLL_SECONDS)
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:

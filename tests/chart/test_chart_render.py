@@ -12,9 +12,6 @@ import re
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
@@ -58,8 +55,16 @@ POLICIES = (
 )
 
 
+# The rotator's install Job is named by a hash of its Pod template (rotator.yaml).
+CERT_INIT_JOB = re.compile(r"^ptah-operator-cert-init-[0-9a-f]{10}$")
+
+
 def kinds_and_names(objects: list[Object]) -> set[tuple[str, str]]:
-    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+    """Each object's kind and name; the install Job's hash reads as ``<hash>``."""
+    return {
+        (o["kind"], CERT_INIT_JOB.sub("ptah-operator-cert-init-<hash>", o["metadata"]["name"]))
+        for o in objects
+    }
 
 
 def manager_pod(objects: list[Object]) -> dict[str, Any]:
@@ -92,7 +97,6 @@ def webhooks(objects: list[Object]) -> list[dict[str, Any]]:
 def test_the_default_install_renders_exactly_these_objects(default_render: list[Object]) -> None:
     assert kinds_and_names(default_render) == {
         ("ServiceAccount", "ptah-operator"),
-        ("Secret", "ptah-operator-webhook-tls"),
         ("ClusterRole", "ptah-operator-manager"),
         ("ClusterRole", "ptah-operator-approver"),
         ("ClusterRoleBinding", "ptah-operator-manager"),
@@ -121,10 +125,9 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
 def test_the_custom_install_drops_what_it_turned_off(
     default_render: list[Object], custom_render: list[Object]
 ) -> None:
-    # Its own certificate (no Secret of ours, nothing of ours to rotate it), no PDB,
-    # no approver role.
+    # Its own certificate (nothing of ours to issue or rotate it), no PDB, no approver
+    # role.
     assert kinds_and_names(default_render) - kinds_and_names(custom_render) == {
-        ("Secret", "ptah-operator-webhook-tls"),
         ("PodDisruptionBudget", "ptah-operator"),
         ("ClusterRole", "ptah-operator-approver"),
         *ROTATOR_OBJECTS,
@@ -435,7 +438,10 @@ def test_the_rotator_runs_the_rotation_on_the_charts_secret_and_configurations(
             "resources": ["secrets"],
             "resourceNames": ["ptah-operator-webhook-tls"],
             "verbs": ["get", "patch"],
-        }
+        },
+        # The rotator creates the Secret (the chart renders none); RBAC cannot name
+        # what a create makes.
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     ]
 
 
@@ -462,6 +468,7 @@ ROTATOR_OBJECTS = {
     ("Role", "ptah-operator-cert-rotator"),
     ("RoleBinding", "ptah-operator-cert-rotator"),
     ("CronJob", "ptah-operator-cert-rotator"),
+    ("Job", "ptah-operator-cert-init-<hash>"),
 }
 LEASE_ROLE = "ptah-operator-leases"
 
@@ -625,34 +632,6 @@ def test_the_annotation_rule_is_one_expression_in_both_places(default_render: li
     changed = config["webhooks"][1]["matchConditions"][0]["expression"]
     policy = only(default_render, "ValidatingAdmissionPolicy", POLICIES[1])
     assert policy["spec"]["validations"][0]["expression"] == f"!({changed})"
-
-
-def certificate(secret: Object, key: str) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(base64.b64decode(secret["data"][key]))
-
-
-def test_the_generated_certificate_is_trusted_by_every_webhook(
-    default_render: list[Object],
-) -> None:
-    secret = only(default_render, "Secret", "ptah-operator-webhook-tls")
-    assert secret["type"] == "kubernetes.io/tls"
-    ca, leaf = certificate(secret, "ca.crt"), certificate(secret, "tls.crt")
-    leaf.verify_directly_issued_by(ca)
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
-    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    service = "ptah-operator-webhook"
-    assert set(names.get_values_for_type(x509.DNSName)) == {
-        service,
-        f"{service}.{NAMESPACE}",
-        f"{service}.{NAMESPACE}.svc",
-        f"{service}.{NAMESPACE}.svc.cluster.local",
-    }
-    key = load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), password=None)
-    assert isinstance(key, ec.EllipticCurvePrivateKey)
-    assert key.curve.name == "secp256r1"
-    assert key.public_key().public_numbers() == leaf.public_key().public_numbers()  # type: ignore[union-attr]
-    for hook in webhooks(default_render):
-        assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
 
 
 def test_a_given_certificate_is_trusted_as_given(custom_render: list[Object]) -> None:

@@ -128,23 +128,15 @@ request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.me
 {{- end -}}
 
 {{/*
-The caBundle one webhook entry should carry: the live one when the chart reuses
-the Secret it issued before (a rotation may be publishing an overlap bundle, and
-an upgrade must not undo it), the fallback otherwise.
-Arguments: kind (ValidatingWebhookConfiguration or MutatingWebhookConfiguration),
-configuration, webhook, fallback, carryOver.
+A webhook entry's caBundle: only the one the user gave with webhook.existingSecret.
+Otherwise none is rendered, and the rotator or cert-manager's CA injector owns the
+field in the cluster; Helm's three-way merge and GitOps leave a field alone that the
+chart never renders.
 */}}
-{{- define "ptah.caBundleFor" -}}
-{{- $bundle := .fallback -}}
-{{- if .carryOver -}}
-{{- $live := lookup "admissionregistration.k8s.io/v1" .kind "" .configuration -}}
-{{- range ($live.webhooks | default list) -}}
-{{- if and (eq .name $.webhook) .clientConfig.caBundle -}}
-{{- $bundle = .clientConfig.caBundle -}}
+{{- define "ptah.caBundle" -}}
+{{- if .Values.webhook.existingSecret -}}
+caBundle: {{ .Values.webhook.caBundle | b64enc }}
 {{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $bundle -}}
 {{- end -}}
 
 {{/*

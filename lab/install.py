@@ -4,9 +4,9 @@
 reports its real version, so the chart's ``kubeVersion`` check is the real one),
 creates its CRDs, RBAC, Services, webhook configurations, the rotator's install Job
 and the manager Deployment, and returns. The chart renders no certificate: the Job
-(``python -m manager.rotator --service ... --wait-for-configurations``) creates the
-webhook's Secret and publishes every caBundle; until then the manager Pod waits for
-the Secret to mount and every webhook fails closed. The manager is ready when its
+(``python -m manager.rotator --service ... --wait-for-configurations``) publishes
+every caBundle, then creates the webhook's Secret; until then the manager Pod waits
+for the Secret to mount and every webhook fails closed. The manager is ready when its
 Deployment says so: the kubelet has pulled its image from the lab registry, started it
 under the chart's security context, and its readiness probe (``/readyz`` over the
 webhook's TLS, which also checks the webhook configurations trust the served

@@ -11,14 +11,14 @@ PATCH of the named validating and mutating webhook configurations. It is the onl
 identity the chart lets patch them: the manager, which they constrain, has no verb
 on them at all.
 
-With ``--service`` it also starts from nothing: a Secret that does not exist is
-created with a new CA and a serving certificate for that Service's names (the chart
-renders no certificate, so every ``helm template`` of it is the same bytes). The
-chart's install Job runs it so, with ``--wait-for-configurations``: the Secret is
-created first (the manager Pods wait for it to mount), then the run waits for the
-webhook configurations the same install is creating and publishes their caBundle.
-Until then every webhook fails closed: no manager Pod is ready (``/readyz`` checks the
-caBundle trusts the served certificate), so the API server has nobody to call.
+With ``--service`` it also starts from nothing: when the Secret does not exist, a new
+CA and a serving certificate for that Service's names are issued, the CA published in
+every caBundle, and only then the Secret created (the chart renders no certificate, so
+every ``helm template`` of it is the same bytes). The chart's install Job runs it so,
+with ``--wait-for-configurations``: it first waits for the webhook configurations the
+same install is creating. Until the Secret exists no manager Pod starts (it mounts
+the Secret), so every webhook fails closed with nobody to call, and once one serves,
+every caBundle already trusts it.
 
 Everything it knows it reads back from the Secret and the configurations, so a run
 stopped anywhere is continued by the next; a run whose next step is a wait longer
@@ -105,17 +105,10 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
     with tempfile.TemporaryDirectory(prefix="ptah-rotation-") as scratch:
         store = certs.SecretDirectory(api, args.namespace, args.secret, Path(scratch))
-        if args.service is not None and not store.exists():
-            issued = certs.first_certificates(
-                certs.service_dns_names(args.service, args.namespace),
-                now=datetime.now(UTC),
-                ca_validity=policy.ca_validity,
-                serving_validity=policy.serving_validity,
-            )
-            if store.create(issued, SECRET_LABELS):
-                out(f"{store}: created with a new CA and serving certificate for {args.service}")
         if args.wait_for_configurations is not None:
             wait_for_configurations(bundles, args.wait_for_configurations, out)
+        if args.service is not None and not store.exists():
+            first(args, policy, store, bundles, out)
         store.pull()
 
         def pushed(step: certs.Step) -> None:
@@ -140,6 +133,35 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     if result.outcome is not None:
         out(result.outcome.reason)
     return 0
+
+
+def first(
+    args: argparse.Namespace,
+    policy: certs.RotationPolicy,
+    store: certs.SecretDirectory,
+    bundles: certs.KubeBundles,
+    out: Callable[[str], None],
+) -> None:
+    """Issue the first CA and serving certificate: every caBundle first, then the Secret.
+
+    In that order, no webhook is ever called with a certificate its caBundle does not
+    trust: until the Secret exists no manager Pod can start (it mounts the Secret), so
+    the API server has no endpoint to call and every webhook fails closed; from the
+    moment one serves, the bundles trust it. A run stopped in between left bundles that
+    trust a CA nobody serves, which the next run simply overwrites with its own.
+    """
+    issued = certs.first_certificates(
+        certs.service_dns_names(args.service, args.namespace),
+        now=datetime.now(UTC),
+        ca_validity=policy.ca_validity,
+        serving_validity=policy.serving_validity,
+    )
+    for name in sorted(bundles.read()):
+        bundles.write(name, issued[certs.CA_CERT])
+        out(f"{name}: caBundle published for the new CA, before its Secret exists")
+    if store.create(issued, SECRET_LABELS):
+        out(f"{store}: created with the new CA and serving certificate for {args.service}")
+    # Else another run created it first: the rotation below publishes that one's CA.
 
 
 def wait_for_configurations(

@@ -127,7 +127,15 @@ def test_with_a_service_the_secret_is_created_and_every_bundle_trusts_it() -> No
     hook = api.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, "hook")
     bundle = base64.b64decode(hook["webhooks"][0]["clientConfig"]["caBundle"])
     assert certs.bundle_fingerprints(bundle) == {certs.fingerprint(ca)}
-    assert printed[0].startswith(f"Secret {NAMESPACE}/tls: created")
+    # The bundle before the Secret: no manager can serve (it mounts the Secret) before
+    # every configuration trusts what it will serve.
+    assert printed[:2] == [
+        "hook: caBundle published for the new CA, before its Secret exists",
+        f"Secret {NAMESPACE}/tls: created with the new CA and serving certificate for "
+        "ptah-operator-webhook",
+    ]
+    published = int(hook["metadata"]["resourceVersion"])
+    assert published < int(secret["metadata"]["resourceVersion"])
     # A second run finds it and changes nothing: the certificate the cluster trusts stays.
     assert rotator.rotate(args, api, printed.append) == 0
     assert api.get(SECRETS, NAMESPACE, "tls")["data"] == secret["data"]

@@ -358,8 +358,8 @@ def test_the_rotator_creates_the_secret_and_publishes_what_the_chart_no_longer_r
     helm: Helm,
 ) -> None:
     """The install Job's run, as the chart grants it: no Secret and no configuration
-    yet; the Secret is created, the run waits for the configurations the install is
-    creating, then every caBundle trusts the new CA."""
+    yet; the run waits for the configurations the install is creating, publishes the
+    new CA in every caBundle, and only then creates the Secret the manager mounts."""
     suffix = uuid.uuid4().hex[:8]
     secret = f"ptah-test-{suffix}-tls"
     validating, mutating = [f"ptah-test-{suffix}-v"], [f"ptah-test-{suffix}-m"]
@@ -392,9 +392,14 @@ def test_the_rotator_creates_the_secret_and_publishes_what_the_chart_no_longer_r
             out=out,
         )
         assert code == 0, said
-        created = f"Secret {NAMESPACE}/{secret}: created with a new CA and serving certificate"
-        assert said[0] == f"{created} for ptah-operator-webhook", said
-        assert said[1].startswith("waiting for the webhook configuration(s)"), said
+        # Waited for the configurations, published to both, and only then the Secret.
+        assert said[0].startswith("waiting for the webhook configuration(s)"), said
+        assert sorted(said[1:3]) == sorted(
+            f"{name}: caBundle published for the new CA, before its Secret exists"
+            for name in (*validating, *mutating)
+        ), said
+        created = f"Secret {NAMESPACE}/{secret}: created with the new CA and serving certificate"
+        assert said[3] == f"{created} for ptah-operator-webhook", said
         data = operator.admin.get(SECRETS, NAMESPACE, secret)["data"]
         ca = certs.load_certificate(base64.b64decode(data[certs.CA_CERT]))
         for kind, name in (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,11 +168,18 @@ def test_the_crds_helm_installs_are_the_generated_ones(helm: Helm) -> None:
     assert installed == generated
 
 
-@pytest.mark.parametrize("values", ["required.yaml", "custom.yaml"])
-def test_helm_lint_passes_strictly(helm: Helm, values: str) -> None:
-    result = helm.run(
-        "lint", str(CHART), "--strict", "--values", str(VALUES / values), "-n", "ptah-system"
-    )
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [VALUES / "required.yaml", VALUES / "custom.yaml", *CI_VALUES],
+    ids=lambda path: path.name,
+)
+def test_helm_lint_passes_strictly(helm: Helm, values: Path) -> None:
+    # The control for ci/: the glob found the files, so every one of them is linted.
+    assert len(CI_VALUES) >= 3
+    result = helm.run("lint", str(CHART), "--strict", "--values", str(values), "-n", "ptah-system")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 

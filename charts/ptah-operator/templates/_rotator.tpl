@@ -65,5 +65,5 @@ Arguments: root (the chart's context), indent, args (extra arguments).
 {{- end -}}
 
 {{- define "ptah.certInitJobName" -}}
-{{ printf "ptah-operator-cert-init-%s" (include "ptah.certInitPod" . | sha256sum | trunc 10) }}
+{{ printf "%s-cert-init-%s" (include "ptah.fullname" .) (include "ptah.certInitPod" . | sha256sum | trunc 10) }}
 {{- end -}}

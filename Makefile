@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images lua
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -55,6 +55,15 @@ image-tools:
 clean-images:
 	rm -rf build/images build/containers
 
+# Debian's Lua 5.1, for tests/gitops: Argo CD runs its health checks in gopher-lua,
+# a Lua 5.1, and docs/gitops/ptah-health.lua is run by the same language version.
+LUA := /usr/bin/lua5.1
+
+lua:
+	@$(PHASE) lua "installing lua5.1 from Debian (cold: ~10 s)" \
+		--cached-if 'test -x $(LUA)' \
+		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lua5.1'
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -64,7 +73,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm controlplane crane node-packages images
+unit: setup helm controlplane crane node-packages images lua
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -78,7 +87,7 @@ test: lint typecheck unit
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry \
-	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)
+	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(LUA)),, and not lua)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -16,5 +16,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``-m`` deselection runs in this same hook and must see the mark.
     """
     for item in items:
-        if "helm" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "helm" in fixtures:
             item.add_marker(pytest.mark.helm)
+        # The same for Debian's Lua (`make lua`), which tests/gitops runs.
+        if "lua" in fixtures:
+            item.add_marker(pytest.mark.lua)

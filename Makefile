@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images lua
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane node-packages contract images image-tools clean-images lua chart
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -54,6 +54,15 @@ image-tools:
 
 clean-images:
 	rm -rf build/images build/containers
+
+# make chart: the chart as a platform team receives it, build/charts/ptah-operator-<version>.tgz
+# (`helm package`; ci/ is left out by .helmignore). Push it with
+#   helm push build/charts/ptah-operator-<version>.tgz oci://<registry>/charts
+# and install from oci://<registry>/charts/ptah-operator --version <version>; make run
+# does both against the lab's registry. Seconds once helm is built.
+chart: helm
+	@mkdir -p build/charts
+	$(HELM) package charts/ptah-operator --destination build/charts
 
 # Debian's Lua 5.1, for tests/gitops: Argo CD runs its health checks in gopher-lua,
 # a Lua 5.1, and docs/gitops/ptah-health.lua is run by the same language version.

@@ -7,8 +7,10 @@
    PostgreSQL server (``lab.postgres``) listening on the bridge's address.
 3. The images go into the lab registry, pinned by digest (``lab.artifacts``), and so do
    the example artifacts the two examples point at.
-4. ``helm install`` of ``charts/ptah-operator`` with those digests (``lab.install``),
-   until the manager Deployment is ready.
+4. The chart packaged (``helm package``, as ``make chart`` does) and pushed to the lab
+   registry (``helm push``), then ``helm install`` from ``oci://`` with only the images'
+   digests given (``lab.install``), until the rotator's install Job has published the
+   webhook certificate and the manager Deployment is ready.
 5. The database Secrets, the schema's verification policy, then ``examples/
    ptahschema.yaml`` and ``examples/ptahmigration.yaml`` (their OCI references
    replaced by the pushed artifacts' digests); every change of either resource is
@@ -251,11 +253,14 @@ class LabRun:
             runner_image=manager.ref,
             ptah_version=PTAH_VERSION,
         )
+        package = install.package_chart(work / "chart")
+        source = install.push_chart(package, registry)
+        self.say(f"# pushed {package.name} as {source}")
         self.say(
-            f"# helm install {install.RELEASE} {install.CHART.relative_to(REPO_ROOT)} "
+            f"# helm install {install.RELEASE} {source} "
             + " ".join(f"--set {value}" for value in chart.values())
         )
-        install.helm_install(chart, self.lab.kubeconfig("admin"))
+        install.helm_install(chart, self.lab.kubeconfig("admin"), source=source)
         install.wait_ready(
             self.admin,
             MANAGER_NAMESPACE,

@@ -1,6 +1,9 @@
 """The real chart on the lab cluster: ``helm install`` with the images' digests.
 
-``helm install`` renders ``charts/ptah-operator`` against the lab API server (which
+The chart is installed the way a platform team installs it: packaged (``helm
+package``, what ``make chart`` does), pushed as an OCI artifact to the lab's registry
+(``helm push``), and installed from ``oci://`` with only the images given by
+``--set``. ``helm install`` renders the packaged chart against the lab API server (which
 reports its real version, so the chart's ``kubeVersion`` check is the real one),
 creates its CRDs, RBAC, Services, webhook configurations, the rotator's install Job
 and the manager Deployment, and returns. The chart renders no certificate: the Job
@@ -18,6 +21,7 @@ endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -32,10 +36,13 @@ __all__ = [
     "CHART",
     "DEPLOYMENTS",
     "ChartInstall",
+    "ChartSource",
     "InstallError",
     "deployment_line",
     "deployment_ready",
     "helm_install",
+    "package_chart",
+    "push_chart",
     "wait_ready",
 ]
 
@@ -53,6 +60,62 @@ DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 
 class InstallError(Exception):
     """The chart did not install, or its manager did not become ready."""
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where ``helm install`` takes the chart from: an ``oci://`` reference at a
+    version (a registry served over plain HTTP, as the lab's is), or a directory."""
+
+    reference: str
+    version: str | None = None
+    plain_http: bool = False
+
+    def arguments(self) -> list[str]:
+        argv = [self.reference]
+        if self.version is not None:
+            argv += ["--version", self.version]
+        if self.plain_http:
+            argv.append("--plain-http")
+        return argv
+
+    def __str__(self) -> str:
+        return self.reference + (f" --version {self.version}" if self.version else "")
+
+
+def _helm(argv: list[str], what: str, *, helm: Path, timeout: float = 120.0) -> str:
+    done = subprocess.run(
+        [str(helm), *argv], capture_output=True, text=True, check=False, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise InstallError(f"{what} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout + done.stderr
+
+
+def package_chart(destination: Path, *, helm: Path = HELM, chart: Path = CHART) -> Path:
+    """``helm package`` the chart into ``destination``; the archive's path."""
+    destination.mkdir(parents=True, exist_ok=True)
+    said = _helm(
+        ["package", str(chart), "--destination", str(destination)], "helm package", helm=helm
+    )
+    found = re.search(r"saved it to: (\S+\.tgz)", said)
+    if found is None:
+        raise InstallError(f"helm package said nothing of an archive: {said.strip()}")
+    return Path(found.group(1))
+
+
+def push_chart(package: Path, registry: str, *, helm: Path = HELM) -> ChartSource:
+    """``helm push`` the archive to ``registry`` (plain HTTP) under ``charts/``; where
+    it can be installed from. The version is the one helm reports it pushed."""
+    said = _helm(
+        ["push", str(package), f"oci://{registry}/charts", "--plain-http"], "helm push", helm=helm
+    )
+    pushed = re.search(r"Pushed: \S+/charts/([a-z0-9-]+):(\S+)", said)
+    if pushed is None:
+        raise InstallError(f"helm push said nothing of what it pushed: {said.strip()}")
+    return ChartSource(
+        f"oci://{registry}/charts/{pushed.group(1)}", version=pushed.group(2), plain_http=True
+    )
 
 
 @dataclass(frozen=True)
@@ -83,14 +146,20 @@ class ChartInstall:
 
 
 def helm_install(
-    install: ChartInstall, kubeconfig: Path, *, helm: Path = HELM, timeout: float = 300.0
+    install: ChartInstall,
+    kubeconfig: Path,
+    *,
+    source: ChartSource | None = None,
+    helm: Path = HELM,
+    timeout: float = 300.0,
 ) -> str:
-    """``helm install`` the chart; returns helm's own report."""
+    """``helm install`` the chart (from ``source``, else the checkout's directory);
+    returns helm's own report."""
     argv = [
         str(helm),
         "install",
         RELEASE,
-        str(CHART),
+        *(source or ChartSource(str(CHART))).arguments(),
         "--kubeconfig",
         str(kubeconfig),
         "--namespace",

@@ -140,6 +140,7 @@ def test_notes_say_who_issues_the_certificate_and_how_to_wait_for_it(helm: Helm)
     assert job is not None, rotator
     assert "issued in the cluster, not by Helm" in rotator
     assert "helm uninstall` leaves it" in rotator
+    assert "Helm leaves the CRDs and their objects behind" in rotator
 
     own = notes(helm, "webhook.certManager.enabled=true")
     assert "issued by cert-manager, not by Helm" in own

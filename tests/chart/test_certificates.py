@@ -85,7 +85,7 @@ def test_cert_manager_renders_no_ca_bundle_either(helm: Helm) -> None:
 
 
 def init_job(objects: list[Object]) -> Object:
-    (job,) = of_kind(objects, "Job")
+    (job,) = [j for j in of_kind(objects, "Job") if "-cert-init-" in j["metadata"]["name"]]
     return job
 
 

@@ -120,6 +120,7 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("ValidatingAdmissionPolicy", "ptah-operator-apply-always-groups"),
         ("ValidatingAdmissionPolicyBinding", "ptah-operator-apply-always-groups"),
         *ROTATOR_OBJECTS,
+        *CRD_UPGRADE_OBJECTS,
     }
 
 
@@ -479,6 +480,13 @@ ROTATOR_OBJECTS = {
     ("Job", "ptah-operator-cert-init-<hash>"),
 }
 LEASE_ROLE = "ptah-operator-leases"
+# The pre-upgrade hook (crd-upgrade.yaml); tests/chart/test_crd_upgrade.py checks it.
+CRD_UPGRADE_OBJECTS = {
+    ("ServiceAccount", "ptah-operator-crd-upgrade"),
+    ("ClusterRole", "ptah-operator-crd-upgrade"),
+    ("ClusterRoleBinding", "ptah-operator-crd-upgrade"),
+    ("Job", "ptah-operator-crd-upgrade"),
+}
 
 
 def readme_rbac_table() -> set[tuple[str, str, str]]:
@@ -757,7 +765,7 @@ def test_notes_say_who_the_manager_is_and_how_crds_are_upgraded(helm: Helm) -> N
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
     assert MANAGER in notes
-    assert "kubectl apply --server-side -f charts/ptah-operator/crds/" in notes
+    assert "hook Job ptah-operator-crd-upgrade applies the new version's CRDs" in notes
     assert "PtahMigrationRunAcknowledgment" in notes
 
 

@@ -92,7 +92,7 @@ def test_fullname_override_renames_the_namespaced_objects_only(
     assert services == {"db-ops-webhook"}
     args = rotator_pod(knobs)["containers"][0]["args"]
     assert "--service=db-ops-webhook" in args and "--secret=db-ops-webhook-tls" in args
-    (job,) = of_kind(knobs, "Job")
+    (job,) = [j for j in of_kind(knobs, "Job") if "-cert-init-" in j["metadata"]["name"]]
     assert job["metadata"]["name"].startswith("db-ops-cert-init-")
 
 
@@ -131,8 +131,9 @@ def test_a_named_service_account_is_the_identity_admission_trusts(knobs: list[Ob
 
 def test_an_existing_service_account_is_used_and_not_created(helm: Helm, tmp_path: Path) -> None:
     objects = layered(helm, tmp_path, {"serviceAccount": {"create": False, "name": "mine"}})
-    assert [o["metadata"]["name"] for o in of_kind(objects, "ServiceAccount")] == [
-        "ptah-operator-cert-rotator"
+    assert sorted(o["metadata"]["name"] for o in of_kind(objects, "ServiceAccount")) == [
+        "ptah-operator-cert-rotator",
+        "ptah-operator-crd-upgrade",
     ]
     deployment = only(objects, "Deployment", "ptah-operator")
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
@@ -143,7 +144,7 @@ def test_an_existing_service_account_is_used_and_not_created(helm: Helm, tmp_pat
 
 def test_the_rotators_placement_reaches_both_of_its_pods(knobs: list[Object]) -> None:
     expected = yaml.safe_load(KNOBS.read_text())["webhook"]["rotation"]
-    (job,) = of_kind(knobs, "Job")
+    (job,) = [j for j in of_kind(knobs, "Job") if "-cert-init-" in j["metadata"]["name"]]
     (cron,) = of_kind(knobs, "CronJob")
     assert cron["spec"]["startingDeadlineSeconds"] == 300
     for pod in (rotator_pod(knobs), job["spec"]["template"]["spec"]):

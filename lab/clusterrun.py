@@ -62,7 +62,7 @@ from jobclaim.apiserver import (
 from kube.client import KubeApi
 from kubectl_ptah import cli as kubectl_ptah
 from kubectl_ptah.render import plan_text
-from lab import artifacts, install
+from lab import artifacts, install, lifecycle
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster
 from lab.executor.db import ExecutorError
@@ -174,6 +174,8 @@ class LabRun:
     postgres: LabPostgres | None = None
     admin: KubeApi = field(init=False)
     images: dict[str, artifacts.PushedImage] = field(default_factory=dict)
+    chart: install.ChartInstall | None = None
+    chart_source: install.ChartSource | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -261,6 +263,7 @@ class LabRun:
             + " ".join(f"--set {value}" for value in chart.values())
         )
         install.helm_install(chart, self.lab.kubeconfig("admin"), source=source)
+        self.chart, self.chart_source = chart, source
         install.wait_ready(
             self.admin,
             MANAGER_NAMESPACE,
@@ -450,6 +453,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--once", action="store_true", help="exit 0 once both are InSync")
     parser.add_argument("--approve", action="store_true", help="approve the plans itself")
+    parser.add_argument(
+        "--lifecycle",
+        action="store_true",
+        help="with --once: then upgrade to a second packaged version, roll back, and "
+        "uninstall, checking each (lab.lifecycle)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir in /tmp")
     parser.add_argument(
         "--timeout",
@@ -517,6 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "after the start"
                     )
                     if args.once:
+                        if args.lifecycle:
+                            made = [(e.resource, NAMESPACE, e.name) for e in EXAMPLES]
+                            lifecycle.run_lifecycle(run, _say, made)
                         break
                     _say("# running; Ctrl-C tears everything down")
                 if args.once and time.monotonic() > end:

@@ -43,6 +43,7 @@ __all__ = [
     "helm_install",
     "package_chart",
     "push_chart",
+    "run_helm",
     "wait_ready",
 ]
 
@@ -83,7 +84,7 @@ class ChartSource:
         return self.reference + (f" --version {self.version}" if self.version else "")
 
 
-def _helm(argv: list[str], what: str, *, helm: Path, timeout: float = 120.0) -> str:
+def run_helm(argv: list[str], what: str, *, helm: Path = HELM, timeout: float = 120.0) -> str:
     done = subprocess.run(
         [str(helm), *argv], capture_output=True, text=True, check=False, timeout=timeout
     )
@@ -92,12 +93,16 @@ def _helm(argv: list[str], what: str, *, helm: Path, timeout: float = 120.0) -> 
     return done.stdout + done.stderr
 
 
-def package_chart(destination: Path, *, helm: Path = HELM, chart: Path = CHART) -> Path:
-    """``helm package`` the chart into ``destination``; the archive's path."""
+def package_chart(
+    destination: Path, *, helm: Path = HELM, chart: Path = CHART, version: str | None = None
+) -> Path:
+    """``helm package`` the chart into ``destination`` (as ``version``, else Chart.yaml's);
+    the archive's path."""
     destination.mkdir(parents=True, exist_ok=True)
-    said = _helm(
-        ["package", str(chart), "--destination", str(destination)], "helm package", helm=helm
-    )
+    argv = ["package", str(chart), "--destination", str(destination)]
+    if version is not None:
+        argv += ["--version", version]
+    said = run_helm(argv, "helm package", helm=helm)
     found = re.search(r"saved it to: (\S+\.tgz)", said)
     if found is None:
         raise InstallError(f"helm package said nothing of an archive: {said.strip()}")
@@ -107,7 +112,7 @@ def package_chart(destination: Path, *, helm: Path = HELM, chart: Path = CHART) 
 def push_chart(package: Path, registry: str, *, helm: Path = HELM) -> ChartSource:
     """``helm push`` the archive to ``registry`` (plain HTTP) under ``charts/``; where
     it can be installed from. The version is the one helm reports it pushed."""
-    said = _helm(
+    said = run_helm(
         ["push", str(package), f"oci://{registry}/charts", "--plain-http"], "helm push", helm=helm
     )
     pushed = re.search(r"Pushed: \S+/charts/([a-z0-9-]+):(\S+)", said)

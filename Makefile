@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus node-packages contract images image-tools clean-images wheelhouse
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus node-packages contract images image-tools clean-images wheelhouse lua chart
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -55,6 +55,24 @@ image-tools:
 clean-images:
 	rm -rf build/images build/containers
 
+# make chart: the chart as a platform team receives it, build/charts/ptah-operator-<version>.tgz
+# (`helm package`; ci/ is left out by .helmignore). Push it with
+#   helm push build/charts/ptah-operator-<version>.tgz oci://<registry>/charts
+# and install from oci://<registry>/charts/ptah-operator --version <version>; make run
+# does both against the lab's registry. Seconds once helm is built.
+chart: helm
+	@mkdir -p build/charts
+	$(HELM) package charts/ptah-operator --destination build/charts
+
+# Debian's Lua 5.1, for tests/gitops: Argo CD runs its health checks in gopher-lua,
+# a Lua 5.1, and docs/gitops/ptah-health.lua is run by the same language version.
+LUA := /usr/bin/lua5.1
+
+lua:
+	@$(PHASE) lua "installing lua5.1 from Debian (cold: ~10 s)" \
+		--cached-if 'test -x $(LUA)' \
+		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lua5.1'
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -64,7 +82,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm promtool prometheus controlplane crane node-packages images wheelhouse
+unit: setup helm promtool prometheus controlplane crane node-packages images wheelhouse lua
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -78,7 +96,8 @@ test: lint typecheck unit
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
-	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool)
+	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
+	$(if $(wildcard $(LUA)),, and not lua)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

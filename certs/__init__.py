@@ -9,7 +9,12 @@ and a rotation is driven by `certs.Rotator(directory, bundles).run()`, where
 `bundles` is any `certs.WebhookBundles` (in memory, a JSON file, or Kubernetes).
 """
 
-from certs._arguments import add_rotation_arguments, rotation_policy, served_probe
+from certs._arguments import (
+    add_rotation_arguments,
+    duration_argument,
+    rotation_policy,
+    served_probe,
+)
 from certs._authority import (
     BACKDATE,
     DEFAULT_CA_VALIDITY,
@@ -63,7 +68,7 @@ from certs._rotation import (
     WriteRecord,
     decide,
 )
-from certs._rotator import Clock, RotationResult, Rotator, SystemClock
+from certs._rotator import Clock, RotationResult, Rotator, SystemClock, first_certificates
 from certs._secretstore import SECRET_KEYS, SecretDirectory
 from certs._serving import (
     DEFAULT_RELOAD_INTERVAL,
@@ -121,8 +126,10 @@ __all__ = [
     "bundle_fingerprints",
     "bundle_of",
     "decide",
+    "duration_argument",
     "fetch_served_certificate",
     "fingerprint",
+    "first_certificates",
     "generate_ca",
     "is_issued_by",
     "issue_serving_certificate",

@@ -25,9 +25,8 @@ from certs._authority import (
     DEFAULT_SERVING_VALIDITY,
     CertifiedKey,
     IPAddressType,
-    generate_ca,
     is_issued_by,
-    issue_serving_certificate,
+    load_certificate,
     load_certificates,
     service_dns_names,
     subject_alt_names,
@@ -61,7 +60,7 @@ from certs._rotation import (
     WriteFile,
     WriteRecord,
 )
-from certs._rotator import Rotator, ca_common_name
+from certs._rotator import Rotator, first_certificates
 
 __all__ = ["main"]
 
@@ -142,20 +141,22 @@ def _generate(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             "them without breaking trust, or --overwrite to start over"
         )
     now = _now()
-    ca = generate_ca(now=now, validity=args.ca_validity, common_name=ca_common_name(now))
-    leaf = issue_serving_certificate(
-        ca, dns_names=dns_names, ip_addresses=args.ip, now=now, validity=args.serving_validity
+    contents = first_certificates(
+        dns_names,
+        now=now,
+        ca_validity=args.ca_validity,
+        serving_validity=args.serving_validity,
+        ip_addresses=args.ip,
     )
-    contents = {CA_KEY: ca.key_pem(), CA_CERT: ca.cert_pem(), TLS_KEY: leaf.key_pem()}
-    contents[TLS_CERT] = leaf.cert_pem()
     try:
         for name, data in contents.items():
             atomic_write(directory / name, data)
     except OSError as error:
         raise CertificateError(f"cannot write into {directory}: {os_reason(error)}") from error
     out(f"wrote {', '.join(str(directory / n) for n in contents)}")
-    out(f"{CA_CERT}\n{format_rows(describe_certificate(ca.certificate, now=now))}")
-    out(f"{TLS_CERT}\n{format_rows(describe_certificate(leaf.certificate, now=now))}")
+    for name in (CA_CERT, TLS_CERT):
+        certificate = load_certificate(contents[name], what=name)
+        out(f"{name}\n{format_rows(describe_certificate(certificate, now=now))}")
     return 0
 
 

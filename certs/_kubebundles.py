@@ -63,6 +63,18 @@ class KubeBundles:
             self._kinds[name] = MUTATING_WEBHOOK_CONFIGURATIONS
         self._managed = tuple(self._kinds)
 
+    def missing(self) -> list[str]:
+        """The managed configurations that do not exist (yet)."""
+        absent: list[str] = []
+        for name in self._managed:
+            try:
+                self._api.get(self._kinds[name], None, name)
+            except NotFound:
+                absent.append(name)
+            except ApiError as error:
+                raise RotationError(f"cannot read webhook configuration {name}: {error}") from error
+        return absent
+
     def read(self) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         for name in self._managed:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -20,6 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from certs._authority import (
     CertifiedKey,
+    IPAddressType,
     generate_ca,
     issue_serving_certificate,
     load_certificate,
@@ -27,7 +28,17 @@ from certs._authority import (
 )
 from certs._bundles import WebhookBundles
 from certs._errors import CertificateError, RotationError, os_reason
-from certs._files import STATE_FILE, atomic_write, read_directory, read_optional, remove_durably
+from certs._files import (
+    CA_CERT,
+    CA_KEY,
+    STATE_FILE,
+    TLS_CERT,
+    TLS_KEY,
+    atomic_write,
+    read_directory,
+    read_optional,
+    remove_durably,
+)
 from certs._rotation import (
     BeginRotation,
     ClearRecord,
@@ -45,7 +56,14 @@ from certs._rotation import (
     decide,
 )
 
-__all__ = ["Clock", "RotationResult", "Rotator", "SystemClock", "ca_common_name"]
+__all__ = [
+    "Clock",
+    "RotationResult",
+    "Rotator",
+    "SystemClock",
+    "ca_common_name",
+    "first_certificates",
+]
 
 logger = logging.getLogger("certs.rotation")
 
@@ -79,6 +97,32 @@ def ca_common_name(now: datetime, previous: str | None = None) -> str:
     """
     base = (previous or _CA_NAME).split("@", 1)[0] or _CA_NAME
     return f"{base}@{int(now.timestamp())}"
+
+
+def first_certificates(
+    dns_names: Sequence[str],
+    *,
+    now: datetime,
+    ca_validity: timedelta,
+    serving_validity: timedelta,
+    ip_addresses: Iterable[IPAddressType] = (),
+) -> dict[str, bytes]:
+    """A new CA and a serving certificate it signed, as the four directory files.
+
+    The one place a certificate directory starts from nothing (`python -m certs
+    generate`, and the rotator creating the webhook's Secret): every later change
+    is a rotation, which keeps trust.
+    """
+    ca = generate_ca(now=now, validity=ca_validity, common_name=ca_common_name(now))
+    leaf = issue_serving_certificate(
+        ca, dns_names=dns_names, ip_addresses=ip_addresses, now=now, validity=serving_validity
+    )
+    return {
+        CA_KEY: ca.key_pem(),
+        CA_CERT: ca.cert_pem(),
+        TLS_KEY: leaf.key_pem(),
+        TLS_CERT: leaf.cert_pem(),
+    }
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,19 @@ compare-and-swap on the resourceVersion it last saw. The Secret therefore moves
 through exactly the states the directory does, one durable step at a time, and a
 rotator killed between a step and its push repeats the step on its next run from
 what the Secret holds (nothing it published depends on a file it did not push).
+
+The Secret is the rotator's to create, not the chart's: a chart that issued it would
+render a new key on every ``helm template`` (and GitOps would never settle), or read
+the live one back with ``lookup`` (which GitOps tools cannot). ``create`` writes the
+first certificates in one request; a second rotator racing it finds the Secret there
+and carries on with what the first one wrote.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -30,7 +37,7 @@ from certs._files import (
     read_optional,
     remove_durably,
 )
-from jobclaim.apiserver import SECRETS, ApiClient, ApiError, Conflict, NotFound
+from jobclaim.apiserver import SECRETS, AlreadyExists, ApiClient, ApiError, Conflict, NotFound
 
 __all__ = ["SECRET_KEYS", "SecretDirectory"]
 
@@ -49,6 +56,31 @@ class SecretDirectory:
 
     def __str__(self) -> str:
         return f"Secret {self.namespace}/{self.name}"
+
+    def exists(self) -> bool:
+        try:
+            self._api.get(SECRETS, self.namespace, self.name)
+        except NotFound:
+            return False
+        except ApiError as error:
+            raise RotationError(f"cannot read {self}: {error}") from error
+        return True
+
+    def create(self, files: Mapping[str, bytes], labels: Mapping[str, str]) -> bool:
+        """Create the Secret holding ``files``; False when it already exists (then
+        nothing is written: the existing certificate is the one the cluster trusts)."""
+        secret = {
+            "metadata": {"name": self.name, "labels": dict(labels)},
+            "type": "kubernetes.io/tls",
+            "data": {key: base64.b64encode(value).decode("ascii") for key, value in files.items()},
+        }
+        try:
+            self._api.create(SECRETS, self.namespace, secret)
+        except AlreadyExists:
+            return False
+        except ApiError as error:
+            raise RotationError(f"cannot create {self}: {error}") from error
+        return True
 
     def pull(self) -> None:
         """Write the Secret's keys into the directory; a key it lacks is removed."""

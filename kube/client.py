@@ -77,6 +77,8 @@ _Query = list[tuple[str, str]]
 _Objects = list[Object]
 
 _MERGE_PATCH: Final = "application/merge-patch+json"
+# Server-side apply: the body is YAML, and JSON is YAML.
+_APPLY_PATCH: Final = "application/apply-patch+yaml"
 _JSON_PATCH: Final = "application/json-patch+json"
 
 
@@ -394,6 +396,25 @@ class KubeApi:
         ]
         path = resource_path(resource, namespace, name, "status")
         answer = self._json("PATCH", path, body=ops, content_type=_JSON_PATCH)
+        return self._object(resource, answer)
+
+    def apply(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        obj: Object,
+        *,
+        field_manager: str,
+        force: bool = False,
+    ) -> Object:
+        """Server-side apply ``obj`` as ``field_manager``; ``force`` takes over fields
+        another manager set (the applier owns what it declares)."""
+        body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+        path = resource_path(resource, namespace, str(obj["metadata"]["name"]))
+        query: _Query = [("fieldManager", field_manager)]
+        if force:
+            query.append(("force", "true"))
+        answer = self._json("PATCH", path, query=query, body=body, content_type=_APPLY_PATCH)
         return self._object(resource, answer)
 
     def delete(

@@ -7,8 +7,10 @@
    PostgreSQL server (``lab.postgres``) listening on the bridge's address.
 3. The images go into the lab registry, pinned by digest (``lab.artifacts``), and so do
    the example artifacts the two examples point at.
-4. ``helm install`` of ``charts/ptah-operator`` with those digests (``lab.install``),
-   until the manager Deployment is ready.
+4. The chart packaged (``helm package``, as ``make chart`` does) and pushed to the lab
+   registry (``helm push``), then ``helm install`` from ``oci://`` with only the images'
+   digests given (``lab.install``), until the rotator's install Job has published the
+   webhook certificate and the manager Deployment is ready.
 5. The database Secrets, the schema's verification policy, then ``examples/
    ptahschema.yaml`` and ``examples/ptahmigration.yaml`` (their OCI references
    replaced by the pushed artifacts' digests); every change of either resource is
@@ -60,7 +62,7 @@ from jobclaim.apiserver import (
 from kube.client import KubeApi
 from kubectl_ptah import cli as kubectl_ptah
 from kubectl_ptah.render import plan_text
-from lab import artifacts, install
+from lab import artifacts, install, lifecycle
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster
 from lab.executor.db import ExecutorError
@@ -172,6 +174,8 @@ class LabRun:
     postgres: LabPostgres | None = None
     admin: KubeApi = field(init=False)
     images: dict[str, artifacts.PushedImage] = field(default_factory=dict)
+    chart: install.ChartInstall | None = None
+    chart_source: install.ChartSource | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -251,11 +255,15 @@ class LabRun:
             runner_image=manager.ref,
             ptah_version=PTAH_VERSION,
         )
+        package = install.package_chart(work / "chart")
+        source = install.push_chart(package, registry)
+        self.say(f"# pushed {package.name} as {source}")
         self.say(
-            f"# helm install {install.RELEASE} {install.CHART.relative_to(REPO_ROOT)} "
+            f"# helm install {install.RELEASE} {source} "
             + " ".join(f"--set {value}" for value in chart.values())
         )
-        install.helm_install(chart, self.lab.kubeconfig("admin"))
+        install.helm_install(chart, self.lab.kubeconfig("admin"), source=source)
+        self.chart, self.chart_source = chart, source
         install.wait_ready(
             self.admin,
             MANAGER_NAMESPACE,
@@ -445,6 +453,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--once", action="store_true", help="exit 0 once both are InSync")
     parser.add_argument("--approve", action="store_true", help="approve the plans itself")
+    parser.add_argument(
+        "--lifecycle",
+        action="store_true",
+        help="with --once: then upgrade to a second packaged version, roll back, and "
+        "uninstall, checking each (lab.lifecycle)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir in /tmp")
     parser.add_argument(
         "--timeout",
@@ -512,6 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "after the start"
                     )
                     if args.once:
+                        if args.lifecycle:
+                            made = [(e.resource, NAMESPACE, e.name) for e in EXAMPLES]
+                            lifecycle.run_lifecycle(run, _say, made)
                         break
                     _say("# running; Ctrl-C tears everything down")
                 if args.once and time.monotonic() > end:

@@ -1,12 +1,19 @@
 """The real chart on the lab cluster: ``helm install`` with the images' digests.
 
-``helm install`` renders ``charts/ptah-operator`` against the lab API server (which
+The chart is installed the way a platform team installs it: packaged (``helm
+package``, what ``make chart`` does), pushed as an OCI artifact to the lab's registry
+(``helm push``), and installed from ``oci://`` with only the images given by
+``--set``. ``helm install`` renders the packaged chart against the lab API server (which
 reports its real version, so the chart's ``kubeVersion`` check is the real one),
-creates its CRDs, RBAC, Services, webhook configurations, certificate Secret and the
-manager Deployment, and returns. The manager is ready when its Deployment says so:
-the kubelet has pulled its image from the lab registry, started it under the chart's
-security context, and its readiness probe (``/readyz`` over the webhook's TLS, which
-also checks the webhook configurations trust the served certificate) passes.
+creates its CRDs, RBAC, Services, webhook configurations, the rotator's install Job
+and the manager Deployment, and returns. The chart renders no certificate: the Job
+(``python -m manager.rotator --service ... --wait-for-configurations``) publishes
+every caBundle, then creates the webhook's Secret; until then the manager Pod waits
+for the Secret to mount and every webhook fails closed. The manager is ready when its
+Deployment says so: the kubelet has pulled its image from the lab registry, started it
+under the chart's security context, and its readiness probe (``/readyz`` over the
+webhook's TLS, which also checks the webhook configurations trust the served
+certificate) passes. The wait reports the Job beside the Pods, and a failed Job ends it.
 The API server reaches the webhook Service at the Pod's address on the bridge
 (``--enable-aggregator-routing`` on the lab API server resolves a Service to its
 endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
@@ -14,24 +21,29 @@ endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from jobclaim.apiserver import PODS, NotFound, Object, Resource
+from jobclaim.apiserver import JOBS, PODS, NotFound, Object, Resource
 from kube.client import KubeApi
 
 __all__ = [
     "CHART",
     "DEPLOYMENTS",
     "ChartInstall",
+    "ChartSource",
     "InstallError",
     "deployment_line",
     "deployment_ready",
     "helm_install",
+    "package_chart",
+    "push_chart",
+    "run_helm",
     "wait_ready",
 ]
 
@@ -39,11 +51,76 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 CHART: Final = REPO_ROOT / "charts" / "ptah-operator"
 HELM: Final = REPO_ROOT / ".tools" / "bin" / "helm"
 RELEASE: Final = "ptah-operator"
+MANAGER_PODS: Final = {"app.kubernetes.io/name": RELEASE, "app.kubernetes.io/component": "manager"}
+ROTATOR_JOBS: Final = {
+    "app.kubernetes.io/name": RELEASE,
+    "app.kubernetes.io/component": "cert-rotator",
+}
 DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 
 
 class InstallError(Exception):
     """The chart did not install, or its manager did not become ready."""
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where ``helm install`` takes the chart from: an ``oci://`` reference at a
+    version (a registry served over plain HTTP, as the lab's is), or a directory."""
+
+    reference: str
+    version: str | None = None
+    plain_http: bool = False
+
+    def arguments(self) -> list[str]:
+        argv = [self.reference]
+        if self.version is not None:
+            argv += ["--version", self.version]
+        if self.plain_http:
+            argv.append("--plain-http")
+        return argv
+
+    def __str__(self) -> str:
+        return self.reference + (f" --version {self.version}" if self.version else "")
+
+
+def run_helm(argv: list[str], what: str, *, helm: Path = HELM, timeout: float = 120.0) -> str:
+    done = subprocess.run(
+        [str(helm), *argv], capture_output=True, text=True, check=False, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise InstallError(f"{what} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout + done.stderr
+
+
+def package_chart(
+    destination: Path, *, helm: Path = HELM, chart: Path = CHART, version: str | None = None
+) -> Path:
+    """``helm package`` the chart into ``destination`` (as ``version``, else Chart.yaml's);
+    the archive's path."""
+    destination.mkdir(parents=True, exist_ok=True)
+    argv = ["package", str(chart), "--destination", str(destination)]
+    if version is not None:
+        argv += ["--version", version]
+    said = run_helm(argv, "helm package", helm=helm)
+    found = re.search(r"saved it to: (\S+\.tgz)", said)
+    if found is None:
+        raise InstallError(f"helm package said nothing of an archive: {said.strip()}")
+    return Path(found.group(1))
+
+
+def push_chart(package: Path, registry: str, *, helm: Path = HELM) -> ChartSource:
+    """``helm push`` the archive to ``registry`` (plain HTTP) under ``charts/``; where
+    it can be installed from. The version is the one helm reports it pushed."""
+    said = run_helm(
+        ["push", str(package), f"oci://{registry}/charts", "--plain-http"], "helm push", helm=helm
+    )
+    pushed = re.search(r"Pushed: \S+/charts/([a-z0-9-]+):(\S+)", said)
+    if pushed is None:
+        raise InstallError(f"helm push said nothing of what it pushed: {said.strip()}")
+    return ChartSource(
+        f"oci://{registry}/charts/{pushed.group(1)}", version=pushed.group(2), plain_http=True
+    )
 
 
 @dataclass(frozen=True)
@@ -74,14 +151,20 @@ class ChartInstall:
 
 
 def helm_install(
-    install: ChartInstall, kubeconfig: Path, *, helm: Path = HELM, timeout: float = 300.0
+    install: ChartInstall,
+    kubeconfig: Path,
+    *,
+    source: ChartSource | None = None,
+    helm: Path = HELM,
+    timeout: float = 300.0,
 ) -> str:
-    """``helm install`` the chart; returns helm's own report."""
+    """``helm install`` the chart (from ``source``, else the checkout's directory);
+    returns helm's own report."""
     argv = [
         str(helm),
         "install",
         RELEASE,
-        str(CHART),
+        *(source or ChartSource(str(CHART))).arguments(),
         "--kubeconfig",
         str(kubeconfig),
         "--namespace",
@@ -109,8 +192,29 @@ def deployment_ready(deployment: Object) -> bool:
     )
 
 
-def deployment_line(deployment: Object, pods: list[Object]) -> str:
-    """The Deployment's replicas and each Pod's phase and container state, on one line."""
+def job_condition(job: Object, kind: str) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def job_part(job: Object) -> str:
+    status = job.get("status") or {}
+    state = (
+        "complete"
+        if job_condition(job, "Complete")
+        else "failed"
+        if job_condition(job, "Failed")
+        else "running"
+    )
+    return (
+        f"job {job['metadata']['name']} {state} "
+        f"(active={status.get('active', 0)} failed={status.get('failed', 0)})"
+    )
+
+
+def deployment_line(deployment: Object, pods: list[Object], jobs: Sequence[Object] = ()) -> str:
+    """The Deployment's replicas, each Pod's phase and container state and each rotator
+    Job's, on one line."""
     status = deployment.get("status") or {}
     parts = [
         f"Deployment {deployment['metadata']['name']}: "
@@ -127,6 +231,7 @@ def deployment_line(deployment: Object, pods: list[Object]) -> str:
         parts.append(
             f"pod {pod['metadata']['name']} {pod_status.get('phase', '-')} {' '.join(states)}"
         )
+    parts += [job_part(job) for job in jobs]
     return "; ".join(parts)
 
 
@@ -147,11 +252,18 @@ def wait_ready(
             deployment = admin.get(DEPLOYMENTS, namespace, RELEASE)
         except NotFound:
             deployment = {"metadata": {"name": RELEASE}}
-        pods = admin.list(PODS, namespace, label_selector={"app.kubernetes.io/name": RELEASE})
-        line = deployment_line(deployment, pods)
+        pods = admin.list(PODS, namespace, label_selector=MANAGER_PODS)
+        jobs = admin.list(JOBS, namespace, label_selector=ROTATOR_JOBS)
+        line = deployment_line(deployment, pods, jobs)
         if line != last:
             report(f"# {line}")
             last = line
+        failed = [job["metadata"]["name"] for job in jobs if job_condition(job, "Failed")]
+        if failed:
+            raise InstallError(
+                f"the certificate rotator's Job {', '.join(failed)} failed, so no caBundle "
+                f"was published and the manager cannot become ready: {line}"
+            )
         if deployment.get("status") and deployment_ready(deployment):
             return deployment
         if time.monotonic() > end:

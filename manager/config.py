@@ -219,6 +219,18 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "a pass or loop turn older than this fails /healthz",
         default="120",
     ),
+    Variable(
+        "PTAH_READY_REFRESH_SECONDS",
+        _seconds,
+        "how often /readyz's facts are read from the API server, off the probe's path",
+        default="5",
+    ),
+    Variable(
+        "PTAH_READY_WINDOW_SECONDS",
+        _seconds,
+        "/readyz fails once no API read has succeeded for this long",
+        default="60",
+    ),
     Variable("PTAH_BIND_ADDRESS", _text, "the address both servers listen on", default="0.0.0.0"),
     Variable(
         "PTAH_WATCH_NAMESPACE",
@@ -285,6 +297,8 @@ class Config:
     log_level: str
     shutdown_seconds: float
     stall_seconds: float
+    ready_refresh_seconds: float
+    ready_window_seconds: float
     bind_address: str
     watch_namespace: str | None
     kubeconfig: Path | None
@@ -418,6 +432,8 @@ def load(env: Mapping[str, str]) -> Config:
         log_level=values["PTAH_LOG_LEVEL"],
         shutdown_seconds=values["PTAH_SHUTDOWN_SECONDS"],
         stall_seconds=values["PTAH_STALL_SECONDS"],
+        ready_refresh_seconds=values["PTAH_READY_REFRESH_SECONDS"],
+        ready_window_seconds=values["PTAH_READY_WINDOW_SECONDS"],
         bind_address=values["PTAH_BIND_ADDRESS"],
         watch_namespace=values["PTAH_WATCH_NAMESPACE"] or None,
         kubeconfig=kubeconfig,

@@ -9,6 +9,13 @@ Readiness is about answering admission correctly: a loaded, unexpired certificat
 readable API server, and a served certificate that each installed webhook
 configuration's ``caBundle`` trusts (else the API server cannot call us, and every
 write it sends here fails closed). A follower is ready: it serves the webhook.
+
+Readiness is judged from cached facts, never from a call made for the probe: the
+readiness refresher (``manager.readiness``) reads the API server on its own period
+and records when a read last succeeded. A probe that called the API server itself
+would, with a slow API server, time out on every replica at once, take them all out
+of the webhook Service together, and the fail-closed webhooks would then refuse every
+write; a read that succeeded within the window says the API server is readable.
 """
 
 from __future__ import annotations
@@ -52,6 +59,31 @@ def liveness_problems(snapshot: ControllerSnapshot, stall_seconds: float) -> lis
                 f"a pass over {key.kind} {key.namespace}/{key.name} has run for {running:.0f}s"
             )
     return problems
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFacts:
+    """What the readiness refresher last learned of the API server (monotonic seconds)."""
+
+    now: float
+    last_read: float | None = None
+    last_error: str | None = None
+    # The caBundles read at ``last_read``, by configuration name.
+    bundles: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def api_problems(facts: ApiFacts, window_seconds: float) -> list[str]:
+    """Stale facts, or none yet: the API server cannot be said to be readable. Pure."""
+    failed = f"; the last read failed: {facts.last_error}" if facts.last_error else ""
+    if facts.last_read is None:
+        return [f"the API server has not been read yet{failed}"]
+    age = facts.now - facts.last_read
+    if age > window_seconds:
+        return [
+            f"the API server has not been read for {age:.0f}s "
+            f"(more than {window_seconds:.0f}s){failed}"
+        ]
+    return []
 
 
 def trust_problems(served: x509.Certificate, bundles: Mapping[str, bytes]) -> list[str]:

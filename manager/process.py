@@ -38,21 +38,16 @@ from controller.mutationlifecycle import Driver, Stop
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
-from jobclaim.apiserver import (
-    PTAHMIGRATIONPLANS,
-    PTAHSCHEMAPLANS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
-    ApiClient,
-    NotFound,
-)
+from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient
 from kube.client import KubeApi
 from manager.config import Config
-from manager.health import liveness_problems, trust_problems
+from manager.health import liveness_problems
 from manager.labfaults import LabFaultPoints
 from manager.metrics import ManagerMetrics
+from manager.readiness import ReadinessFacts, cached_readiness
 from webhook.app import create_app
 from webhook.engine import Engine
-from webhook.serving import readiness, uvicorn_server
+from webhook.serving import uvicorn_server
 
 log = logging.getLogger("manager")
 
@@ -184,22 +179,21 @@ class Manager:
     def liveness(self) -> list[str]:
         return liveness_problems(self.monitor.snapshot(), self.config.stall_seconds)
 
-    def _readiness(self, tls: certs.ReloadingTLS, reader: ApiClient) -> Callable[[], list[str]]:
-        basic = readiness(tls, reader, namespace=self.config.pod_namespace)
+    def _readiness_facts(self, reader: ApiClient) -> ReadinessFacts:
+        return ReadinessFacts(
+            reader,
+            namespace=self.config.pod_namespace,
+            configurations=self.config.webhook_configurations,
+            clock=self._clock,
+        )
+
+    def _readiness(
+        self, tls: certs.ReloadingTLS, facts: ReadinessFacts, window_seconds: float
+    ) -> Callable[[], list[str]]:
+        cached = cached_readiness(tls, facts, window_seconds=window_seconds)
 
         def problems() -> list[str]:
-            found = basic()
-            bundles: dict[str, bytes] = {}
-            for name in self.config.webhook_configurations:
-                try:
-                    configuration = reader.get(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
-                except NotFound:
-                    continue  # not installed: the API server does not call us for it
-                except Exception as error:
-                    found.append(f"cannot read webhook configuration {name}: {error}".lower())
-                    continue
-                bundles[name] = certs.bundle_of(configuration)
-            found += trust_problems(tls.certificate, bundles)
+            found = cached()
             # The kubelet asks every few seconds: the alert on admission reads this.
             self.metrics.webhook_ready.set(0 if found else 1)
             return found
@@ -227,10 +221,13 @@ class Manager:
                 controller_api.list(PTAHMIGRATIONPLANS, namespace),
             )
         )
+        # Its own client: a read the refresher waits on never holds up admission.
+        readiness_api = self._connect(config)
+        facts = self._readiness_facts(readiness_api)
         engine = Engine(webhook_api, config.webhook_settings())
         app = create_app(
             engine,
-            readiness=self._readiness(tls, webhook_api),
+            readiness=self._readiness(tls, facts, config.ready_window_seconds),
             liveness=self.liveness,
             observer=self.metrics,
         )
@@ -246,8 +243,15 @@ class Manager:
         controller = threading.Thread(
             target=self._control, args=(controller_api, stopping), name="controller", daemon=True
         )
+        refresher = threading.Thread(
+            target=facts.run,
+            args=(stopping, config.ready_refresh_seconds),
+            name="readiness",
+            daemon=True,
+        )
         self.monitor.loop_alive = controller.is_alive
         try:
+            refresher.start()
             webhook.start()
             if not self._until_started(server, webhook):
                 log.error("the webhook server did not start")
@@ -272,7 +276,7 @@ class Manager:
             metrics_server.server_close()
             metrics_thread.join(timeout=5)
             engine.close()
-            for client in (webhook_api, controller_api):
+            for client in (webhook_api, controller_api, readiness_api):
                 close = getattr(client, "close", None)
                 if callable(close):
                     close()

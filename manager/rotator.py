@@ -11,6 +11,15 @@ PATCH of the named validating and mutating webhook configurations. It is the onl
 identity the chart lets patch them: the manager, which they constrain, has no verb
 on them at all.
 
+With ``--service`` it also starts from nothing: when the Secret does not exist, a new
+CA and a serving certificate for that Service's names are issued, the CA published in
+every caBundle, and only then the Secret created (the chart renders no certificate, so
+every ``helm template`` of it is the same bytes). The chart's install Job runs it so,
+with ``--wait-for-configurations``: it first waits for the webhook configurations the
+same install is creating. Until the Secret exists no manager Pod starts (it mounts
+the Secret), so every webhook fails closed with nobody to call, and once one serves,
+every caBundle already trusts it.
+
 Everything it knows it reads back from the Secret and the configurations, so a run
 stopped anywhere is continued by the next; a run whose next step is a wait longer
 than ``--timeout`` stops with exit 3 and the next scheduled run goes on from there.
@@ -26,8 +35,9 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
 
@@ -40,6 +50,15 @@ log = logging.getLogger("manager.rotator")
 
 EXIT_ERROR: Final = 1
 EXIT_WAITING: Final = 3
+# The labels of the Secret the rotator creates: it is the rotator's, not Helm's.
+SECRET_LABELS: Final = {
+    "app.kubernetes.io/name": "ptah-operator",
+    "app.kubernetes.io/part-of": "ptah-operator",
+    "app.kubernetes.io/component": "webhook-certificate",
+    "app.kubernetes.io/managed-by": "ptah-operator-cert-rotator",
+}
+# How often a run waiting for the webhook configurations looks again.
+CONFIGURATION_POLL_SECONDS: Final = 1.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,6 +81,18 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         help="a MutatingWebhookConfiguration whose caBundle is published",
     )
+    made.add_argument(
+        "--service",
+        help="the webhook Service: when the Secret does not exist, create it with a new CA "
+        "and a serving certificate for this Service's names in --namespace",
+    )
+    made.add_argument(
+        "--wait-for-configurations",
+        type=certs.duration_argument,
+        metavar="DURATION",
+        help="wait up to this long for every named webhook configuration to exist "
+        "before publishing (the install creates them beside this run)",
+    )
     made.add_argument("--kubeconfig", type=Path, help="default: the Pod's service account")
     certs.add_rotation_arguments(made)
     return made
@@ -79,6 +110,10 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
     bundles = certs.KubeBundles(api, args.validating, mutating=args.mutating)
     with tempfile.TemporaryDirectory(prefix="ptah-rotation-") as scratch:
         store = certs.SecretDirectory(api, args.namespace, args.secret, Path(scratch))
+        if args.wait_for_configurations is not None:
+            wait_for_configurations(bundles, args.wait_for_configurations, out)
+        if args.service is not None and not store.exists():
+            first(args, policy, store, bundles, out)
         store.pull()
 
         def pushed(step: certs.Step) -> None:
@@ -107,6 +142,62 @@ def rotate(args: argparse.Namespace, api: ApiClient, out: Callable[[str], None])
 
 def _said(line: str) -> None:
     log.info(line)
+
+
+def first(
+    args: argparse.Namespace,
+    policy: certs.RotationPolicy,
+    store: certs.SecretDirectory,
+    bundles: certs.KubeBundles,
+    out: Callable[[str], None],
+) -> None:
+    """Issue the first CA and serving certificate: every caBundle first, then the Secret.
+
+    In that order, no webhook is ever called with a certificate its caBundle does not
+    trust: until the Secret exists no manager Pod can start (it mounts the Secret), so
+    the API server has no endpoint to call and every webhook fails closed; from the
+    moment one serves, the bundles trust it. A run stopped in between left bundles that
+    trust a CA nobody serves, which the next run simply overwrites with its own.
+    """
+    issued = certs.first_certificates(
+        certs.service_dns_names(args.service, args.namespace),
+        now=datetime.now(UTC),
+        ca_validity=policy.ca_validity,
+        serving_validity=policy.serving_validity,
+    )
+    for name in sorted(bundles.read()):
+        bundles.write(name, issued[certs.CA_CERT])
+        out(f"{name}: caBundle published for the new CA, before its Secret exists")
+    if store.create(issued, SECRET_LABELS):
+        out(f"{store}: created with the new CA and serving certificate for {args.service}")
+    # Else another run created it first: the rotation below publishes that one's CA.
+
+
+def wait_for_configurations(
+    bundles: certs.KubeBundles,
+    patience: timedelta,
+    out: Callable[[str], None],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once every managed configuration exists; a RotationError after ``patience``.
+
+    Publishing to the ones that exist and leaving the rest would leave those webhooks
+    on an empty caBundle, failing closed, until the next scheduled run hours later.
+    """
+    end = clock() + patience.total_seconds()
+    said: list[str] = []
+    while missing := bundles.missing():
+        if clock() >= end:
+            raise certs.RotationError(
+                f"the webhook configuration(s) {', '.join(missing)} did not appear within "
+                f"{patience}; is the chart installed in full?"
+            )
+        if missing != said:
+            out(f"waiting for the webhook configuration(s) {', '.join(missing)} to exist")
+            said = missing
+        sleep(CONFIGURATION_POLL_SECONDS)
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = _said) -> int:

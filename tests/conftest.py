@@ -22,3 +22,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.helm)
         if "promtool" in fixtures:
             item.add_marker(pytest.mark.promtool)
+        # The same for Debian's Lua (`make lua`), which tests/gitops runs.
+        if "lua" in fixtures:
+            item.add_marker(pytest.mark.lua)

@@ -71,8 +71,17 @@ OURS = frozenset({unit.split(".")[0] for unit in ALLOWED} | UNCHECKED)
 # the one RFC 3339 format and clock. Everything else in jobclaim is reached through
 # ``jobclaim`` itself. jobclaim's own modules and the checkout-only ``lab`` (like
 # tests) are not held to it.
+# jobclaim.crds: the CRDs the models generate, which the chart ships and the manager
+# image's CRD upgrade hook (manager.crdapply) applies.
 JOBCLAIM_PUBLIC = frozenset(
-    {"jobclaim", "jobclaim.api", "jobclaim.apiserver", "jobclaim.errors", "jobclaim.times"}
+    {
+        "jobclaim",
+        "jobclaim.api",
+        "jobclaim.apiserver",
+        "jobclaim.crds",
+        "jobclaim.errors",
+        "jobclaim.times",
+    }
 )
 SURFACE_EXEMPT = frozenset({"jobclaim", "lab"})
 

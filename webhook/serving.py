@@ -81,6 +81,15 @@ def manager_namespace(username: str = DEFAULT_MANAGER_USERNAME) -> str:
     return "default"
 
 
+def certificate_problems(tls: certs.ReloadingTLS | None, now: datetime) -> list[str]:
+    """A loaded, unexpired serving certificate, or what is wrong with it."""
+    if tls is None:
+        return ["no serving certificate is loaded"]
+    if tls.certificate.not_valid_after_utc <= now:
+        return ["the serving certificate has expired"]
+    return []
+
+
 def readiness(
     tls: certs.ReloadingTLS | None,
     reader: ApiReader,
@@ -88,14 +97,13 @@ def readiness(
     namespace: str,
     clock: Callable[[], datetime] = utc_now,
 ) -> Callable[[], list[str]]:
-    """What ``/readyz`` checks: a loaded, unexpired certificate and a readable API server."""
+    """What ``/readyz`` checks in a local webhook run: a loaded, unexpired certificate
+    and a readable API server, read on each probe. The manager judges the second from
+    cached facts instead (``manager.readiness``), as a slow API server must not fail
+    every replica's probe at once."""
 
     def problems() -> list[str]:
-        found: list[str] = []
-        if tls is None:
-            found.append("no serving certificate is loaded")
-        elif tls.certificate.not_valid_after_utc <= clock():
-            found.append("the serving certificate has expired")
+        found = certificate_problems(tls, clock())
         try:
             reader.get(PTAHSCHEMAS, namespace, PROBE_NAME)
         except NotFound:

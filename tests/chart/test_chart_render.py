@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
@@ -58,8 +56,16 @@ POLICIES = (
 )
 
 
+# The rotator's install Job is named by a hash of its Pod template (rotator.yaml).
+CERT_INIT_JOB = re.compile(r"^ptah-operator-cert-init-[0-9a-f]{10}$")
+
+
 def kinds_and_names(objects: list[Object]) -> set[tuple[str, str]]:
-    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+    """Each object's kind and name; the install Job's hash reads as ``<hash>``."""
+    return {
+        (o["kind"], CERT_INIT_JOB.sub("ptah-operator-cert-init-<hash>", o["metadata"]["name"]))
+        for o in objects
+    }
 
 
 def manager_pod(objects: list[Object]) -> dict[str, Any]:
@@ -92,7 +98,6 @@ def webhooks(objects: list[Object]) -> list[dict[str, Any]]:
 def test_the_default_install_renders_exactly_these_objects(default_render: list[Object]) -> None:
     assert kinds_and_names(default_render) == {
         ("ServiceAccount", "ptah-operator"),
-        ("Secret", "ptah-operator-webhook-tls"),
         ("ClusterRole", "ptah-operator-manager"),
         ("ClusterRole", "ptah-operator-approver"),
         ("ClusterRoleBinding", "ptah-operator-manager"),
@@ -119,16 +124,16 @@ def test_the_default_install_renders_exactly_these_objects(default_render: list[
         ("ClusterRole", "ptah-operator-result-writer"),
         ("ClusterRoleBinding", "ptah-operator-result-writer"),
         *ROTATOR_OBJECTS,
+        *CRD_UPGRADE_OBJECTS,
     }
 
 
 def test_the_custom_install_drops_what_it_turned_off(
     default_render: list[Object], custom_render: list[Object]
 ) -> None:
-    # Its own certificate (no Secret of ours, nothing of ours to rotate it), no PDB,
-    # no approver role.
+    # Its own certificate (nothing of ours to issue or rotate it), no PDB, no approver
+    # role.
     assert kinds_and_names(default_render) - kinds_and_names(custom_render) == {
-        ("Secret", "ptah-operator-webhook-tls"),
         ("PodDisruptionBudget", "ptah-operator"),
         ("ClusterRole", "ptah-operator-approver"),
         *ROTATOR_OBJECTS,
@@ -168,11 +173,18 @@ def test_the_crds_helm_installs_are_the_generated_ones(helm: Helm) -> None:
     assert installed == generated
 
 
-@pytest.mark.parametrize("values", ["required.yaml", "custom.yaml"])
-def test_helm_lint_passes_strictly(helm: Helm, values: str) -> None:
-    result = helm.run(
-        "lint", str(CHART), "--strict", "--values", str(VALUES / values), "-n", "ptah-system"
-    )
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [VALUES / "required.yaml", VALUES / "custom.yaml", *CI_VALUES],
+    ids=lambda path: path.name,
+)
+def test_helm_lint_passes_strictly(helm: Helm, values: Path) -> None:
+    # The control for ci/: the glob found the files, so every one of them is linted.
+    assert len(CI_VALUES) >= 3
+    result = helm.run("lint", str(CHART), "--strict", "--values", str(values), "-n", "ptah-system")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 
@@ -439,7 +451,10 @@ def test_the_rotator_runs_the_rotation_on_the_charts_secret_and_configurations(
             "resources": ["secrets"],
             "resourceNames": ["ptah-operator-webhook-tls"],
             "verbs": ["get", "patch"],
-        }
+        },
+        # The rotator creates the Secret (the chart renders none); RBAC cannot name
+        # what a create makes.
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     ]
 
 
@@ -466,8 +481,16 @@ ROTATOR_OBJECTS = {
     ("Role", "ptah-operator-cert-rotator"),
     ("RoleBinding", "ptah-operator-cert-rotator"),
     ("CronJob", "ptah-operator-cert-rotator"),
+    ("Job", "ptah-operator-cert-init-<hash>"),
 }
 LEASE_ROLE = "ptah-operator-leases"
+# The pre-upgrade hook (crd-upgrade.yaml); tests/chart/test_crd_upgrade.py checks it.
+CRD_UPGRADE_OBJECTS = {
+    ("ServiceAccount", "ptah-operator-crd-upgrade"),
+    ("ClusterRole", "ptah-operator-crd-upgrade"),
+    ("ClusterRoleBinding", "ptah-operator-crd-upgrade"),
+    ("Job", "ptah-operator-crd-upgrade"),
+}
 
 
 def readme_rbac_table() -> set[tuple[str, str, str]]:
@@ -636,34 +659,6 @@ def test_the_annotation_rule_is_one_expression_in_both_places(default_render: li
     assert policy["spec"]["validations"][0]["expression"] == f"!({changed})"
 
 
-def certificate(secret: Object, key: str) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(base64.b64decode(secret["data"][key]))
-
-
-def test_the_generated_certificate_is_trusted_by_every_webhook(
-    default_render: list[Object],
-) -> None:
-    secret = only(default_render, "Secret", "ptah-operator-webhook-tls")
-    assert secret["type"] == "kubernetes.io/tls"
-    ca, leaf = certificate(secret, "ca.crt"), certificate(secret, "tls.crt")
-    leaf.verify_directly_issued_by(ca)
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
-    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    service = "ptah-operator-webhook"
-    assert set(names.get_values_for_type(x509.DNSName)) == {
-        service,
-        f"{service}.{NAMESPACE}",
-        f"{service}.{NAMESPACE}.svc",
-        f"{service}.{NAMESPACE}.svc.cluster.local",
-    }
-    key = load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), password=None)
-    assert isinstance(key, ec.EllipticCurvePrivateKey)
-    assert key.curve.name == "secp256r1"
-    assert key.public_key().public_numbers() == leaf.public_key().public_numbers()  # type: ignore[union-attr]
-    for hook in webhooks(default_render):
-        assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
-
-
 def test_a_given_certificate_is_trusted_as_given(custom_render: list[Object]) -> None:
     given = load_yaml(VALUES / "custom.yaml")["webhook"]["caBundle"]
     for hook in webhooks(custom_render):
@@ -779,18 +774,18 @@ def test_notes_say_who_the_manager_is_and_how_crds_are_upgraded(helm: Helm) -> N
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
     assert MANAGER in notes
-    assert "kubectl apply --server-side -f charts/ptah-operator/crds/" in notes
+    assert "hook Job ptah-operator-crd-upgrade applies the new version's CRDs" in notes
     assert "PtahMigrationRunAcknowledgment" in notes
 
 
-def test_the_chart_declares_the_kubernetes_versions_it_needs(helm: Helm) -> None:
-    result = helm.template([VALUES / "required.yaml"], extra=["--kube-version", "1.29.0"])
+def test_the_chart_admits_the_kubernetes_versions_it_is_tested_on(helm: Helm) -> None:
+    # Every test runs 1.37.2 (HARNESS_KUBE_VERSION): nothing older is proven.
+    result = helm.template([VALUES / "required.yaml"], extra=["--kube-version", "1.36.9"])
     assert result.returncode != 0
-    assert "chart requires kubeVersion: >=1.30.0-0" in result.stderr
-    assert (
-        helm.template([VALUES / "required.yaml"], extra=["--kube-version", "1.30.0"]).returncode
-        == 0
-    )
+    assert "chart requires kubeVersion: >=1.37.0-0" in result.stderr
+    for tested in ("1.37.0", "1.37.2"):
+        admitted = helm.template([VALUES / "required.yaml"], extra=["--kube-version", tested])
+        assert admitted.returncode == 0, admitted.stderr
 
 
 def test_with_cert_manager_the_chart_issues_nothing_and_installs_no_rotator(helm: Helm) -> None:

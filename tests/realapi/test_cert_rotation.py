@@ -19,6 +19,7 @@ completion, and not one review fails.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ipaddress
 import threading
 import uuid
@@ -37,6 +38,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     SECRETS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
+    NotFound,
     Object,
 )
 from lab import run as localrun
@@ -138,6 +140,17 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
 
 
 def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, str | None]]:
+    return grant_rotator_on(rig.operator, helm, suffix, rig.secret, rig.validating, rig.mutating)
+
+
+def grant_rotator_on(
+    operator: Operator,  # noqa: F811
+    helm: Helm,
+    suffix: str,
+    secret: str,
+    validating: list[str],
+    mutating: list[str],
+) -> list[tuple[object, str, str | None]]:
     """The chart's rotator roles and bindings, names pointed at this test's objects."""
     objects = helm.render([VALUES / "required.yaml"], extra=["--kube-version", "1.37.2"])
     made: list[tuple[object, str, str | None]] = []
@@ -153,11 +166,11 @@ def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, 
         obj["metadata"]["name"] = f"ptah-rotator-{suffix}"
         for rule in obj.get("rules", []):
             if rule["resources"] == ["validatingwebhookconfigurations"]:
-                rule["resourceNames"] = rig.validating
+                rule["resourceNames"] = validating
             elif rule["resources"] == ["mutatingwebhookconfigurations"]:
-                rule["resourceNames"] = rig.mutating
-            elif rule["resources"] == ["secrets"]:
-                rule["resourceNames"] = [rig.secret]
+                rule["resourceNames"] = mutating
+            elif rule["resources"] == ["secrets"] and "resourceNames" in rule:
+                rule["resourceNames"] = [secret]
         if "roleRef" in obj:
             obj["roleRef"]["name"] = f"ptah-rotator-{suffix}"
         resource = {
@@ -166,7 +179,7 @@ def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, 
             "Role": localrun.ROLES,
             "RoleBinding": localrun.ROLE_BINDINGS,
         }[obj["kind"]]
-        localrun.apply(rig.operator.plane, resource, obj, identity="admin")
+        localrun.apply(operator.plane, resource, obj, identity="admin")
         made.append((resource, obj["metadata"]["name"], obj["metadata"].get("namespace")))
         if "rules" in obj:
             roles.append(obj)
@@ -175,7 +188,7 @@ def grant_rotator(rig: Rig, helm: Helm, suffix: str) -> list[tuple[object, str, 
     # after its write (lab.run.until_granted), so wait until both roles are in force.
     for role in roles:
         localrun.until_granted(
-            rig.operator.plane, "rotator", role["rules"], role["metadata"].get("namespace")
+            operator.plane, "rotator", role["rules"], role["metadata"].get("namespace")
         )
     return made
 
@@ -315,3 +328,93 @@ def test_serving_and_ca_rotation_under_continuous_reviews_fail_no_review(rig: Ri
     for phase in ("before", "serving", "ca", "after"):
         assert traffic.counts.get(phase, 0) >= MIN_REVIEWS, traffic.counts
     print(f"reviews by phase: {traffic.counts}; failed: {len(traffic.failures)}")
+
+
+def blank_configuration(name: str, mutating: bool) -> Object:
+    """A configuration as the chart renders it: no caBundle. Its rule matches a
+    resource nothing here writes, so the webhook behind it is never called."""
+    hook: Object = {
+        "name": f"w.{name}.operator.ptah.run",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "clientConfig": {"service": {"name": "nobody", "namespace": NAMESPACE, "port": 443}},
+        "rules": [
+            {
+                "apiGroups": ["never.ptah.run"],
+                "apiVersions": ["v1"],
+                "resources": ["nothings"],
+                "operations": ["CREATE"],
+            }
+        ],
+    }
+    if mutating:
+        hook["reinvocationPolicy"] = "Never"
+    return {"metadata": {"name": name}, "webhooks": [hook]}
+
+
+def test_the_rotator_creates_the_secret_and_publishes_what_the_chart_no_longer_renders(
+    operator: Operator,  # noqa: F811
+    helm: Helm,
+) -> None:
+    """The install Job's run, as the chart grants it: no Secret and no configuration
+    yet; the run waits for the configurations the install is creating, publishes the
+    new CA in every caBundle, and only then creates the Secret the manager mounts."""
+    suffix = uuid.uuid4().hex[:8]
+    secret = f"ptah-test-{suffix}-tls"
+    validating, mutating = [f"ptah-test-{suffix}-v"], [f"ptah-test-{suffix}-m"]
+    granted = grant_rotator_on(operator, helm, suffix, secret, validating, mutating)
+    said: list[str] = []
+
+    def out(line: str) -> None:
+        said.append(line)
+        if line.startswith("waiting for the webhook configuration(s)"):
+            # The install creates them while the run waits.
+            operator.admin.create(
+                VALIDATING_WEBHOOK_CONFIGURATIONS, None, blank_configuration(validating[0], False)
+            )
+            operator.admin.create(
+                MUTATING_WEBHOOK_CONFIGURATIONS, None, blank_configuration(mutating[0], True)
+            )
+
+    try:
+        code = rotator.main(
+            [
+                f"--kubeconfig={operator.plane.kubeconfig('rotator')}",
+                f"--namespace={NAMESPACE}",
+                f"--secret={secret}",
+                "--service=ptah-operator-webhook",
+                "--wait-for-configurations=1m",
+                f"--validating={validating[0]}",
+                f"--mutating={mutating[0]}",
+                *POLICY,
+            ],
+            out=out,
+        )
+        assert code == 0, said
+        # Waited for the configurations, published to both, and only then the Secret.
+        assert said[0].startswith("waiting for the webhook configuration(s)"), said
+        assert sorted(said[1:3]) == sorted(
+            f"{name}: caBundle published for the new CA, before its Secret exists"
+            for name in (*validating, *mutating)
+        ), said
+        created = f"Secret {NAMESPACE}/{secret}: created with the new CA and serving certificate"
+        assert said[3] == f"{created} for ptah-operator-webhook", said
+        data = operator.admin.get(SECRETS, NAMESPACE, secret)["data"]
+        ca = certs.load_certificate(base64.b64decode(data[certs.CA_CERT]))
+        for kind, name in (
+            (VALIDATING_WEBHOOK_CONFIGURATIONS, validating[0]),
+            (MUTATING_WEBHOOK_CONFIGURATIONS, mutating[0]),
+        ):
+            bundle = certs.bundle_of(operator.admin.get(kind, None, name))
+            assert certs.bundle_fingerprints(bundle) == {certs.fingerprint(ca)}, name
+    finally:
+        for kind, name in (
+            (VALIDATING_WEBHOOK_CONFIGURATIONS, validating[0]),
+            (MUTATING_WEBHOOK_CONFIGURATIONS, mutating[0]),
+            (SECRETS, secret),
+        ):
+            with contextlib.suppress(NotFound):
+                operator.admin.delete(kind, NAMESPACE if kind is SECRETS else None, name)
+        for resource, name, namespace in granted:
+            operator.admin.delete(resource, namespace, name)  # type: ignore[arg-type]

@@ -42,6 +42,7 @@ SERVED: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Service"): ("services", True),
     ("apps/v1", "Deployment"): ("deployments", True),
     ("batch/v1", "CronJob"): ("cronjobs", True),
+    ("batch/v1", "Job"): ("jobs", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),

@@ -1,14 +1,26 @@
 {{/*
-Names are fixed, not derived from the release name: the webhook configurations,
-the admission policies and the ClusterRoles are cluster-scoped, so there is one
-ptah-operator per cluster, and the manager's identity
-(system:serviceaccount:<namespace>:ptah-operator) is written into the admission
-rules that trust it. A second release would collide on the cluster-scoped names,
-and Helm refuses to take over objects another release owns.
+Names are not derived from the release name: the webhook configurations, the
+admission policies and the ClusterRoles are cluster-scoped and fixed, so there is
+one ptah-operator per cluster (a second release would collide on them, and Helm
+refuses to take over objects another release owns). fullnameOverride renames the
+namespaced objects (the Deployment, its budget, the Services, the Secret, the
+rotator's CronJob, Job, ServiceAccount and Role); nameOverride the
+app.kubernetes.io/name label. The manager's identity
+(system:serviceaccount:<namespace>:<serviceAccount name>) is written into the
+admission rules that trust it, from the same helper.
 */}}
-{{- define "ptah.name" -}}ptah-operator{{- end -}}
+{{- define "ptah.name" -}}
+{{ .Values.nameOverride | default "ptah-operator" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
 
-{{- define "ptah.serviceAccountName" -}}ptah-operator{{- end -}}
+{{- define "ptah.fullname" -}}
+{{ .Values.fullnameOverride | default "ptah-operator" | trunc 40 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* serviceAccount.name, else the full name when the chart creates it. */}}
+{{- define "ptah.serviceAccountName" -}}
+{{ .Values.serviceAccount.name | default (include "ptah.fullname" .) }}
+{{- end -}}
 
 {{/* The username the API server gives the manager's requests; admission trusts only it. */}}
 {{- define "ptah.managerUsername" -}}
@@ -19,11 +31,11 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "ptah.serviceAccountNa
 {{ .Values.coordination.namespace | default .Release.Namespace }}
 {{- end -}}
 
-{{- define "ptah.webhookServiceName" -}}ptah-operator-webhook{{- end -}}
+{{- define "ptah.webhookServiceName" -}}{{ include "ptah.fullname" . }}-webhook{{- end -}}
 
-{{- define "ptah.metricsServiceName" -}}ptah-operator-metrics{{- end -}}
+{{- define "ptah.metricsServiceName" -}}{{ include "ptah.fullname" . }}-metrics{{- end -}}
 
-{{- define "ptah.generatedSecretName" -}}ptah-operator-webhook-tls{{- end -}}
+{{- define "ptah.generatedSecretName" -}}{{ include "ptah.fullname" . }}-webhook-tls{{- end -}}
 
 {{- define "ptah.webhookSecretName" -}}
 {{ .Values.webhook.existingSecret | default (include "ptah.generatedSecretName" .) }}
@@ -92,6 +104,14 @@ of one file still checks them.
 {{- if and (or .Values.lab.faultPoints .Values.lab.swapSteps) (ne (regexReplaceAll "^(.*/)?([^/@]*)@.*$" (toString .Values.execution.executorImage) "${2}") "ptah-lab-executor") -}}
 {{- fail "lab.faultPoints and lab.swapSteps are for the lab's fault suite only: they need execution.executorImage to be the lab's stand-in executor (a repository named ptah-lab-executor)" -}}
 {{- end -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name: the manager must run as a ServiceAccount the admission rules can name" -}}
+{{- end -}}
+{{- range .Values.extraEnv -}}
+{{- if or (hasPrefix "PTAH_" .name) (has .name (list "POD_NAME" "POD_NAMESPACE" "PYTHONDONTWRITEBYTECODE" "PYTHONUNBUFFERED")) -}}
+{{- fail (printf "extraEnv may not set %s: the chart sets the manager's own variables from its values (README, \"The manager container\")" .name) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.podDisruptionBudget.enabled (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
 {{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no manager Pod could ever be evicted and every node drain would stall; lower it, raise replicaCount, or set podDisruptionBudget.enabled=false" -}}
 {{- end -}}
@@ -128,23 +148,15 @@ request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.me
 {{- end -}}
 
 {{/*
-The caBundle one webhook entry should carry: the live one when the chart reuses
-the Secret it issued before (a rotation may be publishing an overlap bundle, and
-an upgrade must not undo it), the fallback otherwise.
-Arguments: kind (ValidatingWebhookConfiguration or MutatingWebhookConfiguration),
-configuration, webhook, fallback, carryOver.
+A webhook entry's caBundle: only the one the user gave with webhook.existingSecret.
+Otherwise none is rendered, and the rotator or cert-manager's CA injector owns the
+field in the cluster; Helm's three-way merge and GitOps leave a field alone that the
+chart never renders.
 */}}
-{{- define "ptah.caBundleFor" -}}
-{{- $bundle := .fallback -}}
-{{- if .carryOver -}}
-{{- $live := lookup "admissionregistration.k8s.io/v1" .kind "" .configuration -}}
-{{- range ($live.webhooks | default list) -}}
-{{- if and (eq .name $.webhook) .clientConfig.caBundle -}}
-{{- $bundle = .clientConfig.caBundle -}}
+{{- define "ptah.caBundle" -}}
+{{- if .Values.webhook.existingSecret -}}
+caBundle: {{ .Values.webhook.caBundle | b64enc }}
 {{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $bundle -}}
 {{- end -}}
 
 {{/*
@@ -168,7 +180,7 @@ so a create never reads oldObject and an absent policy is never indexed.
 has(object.spec.policy) && has(object.spec.policy.apply) && object.spec.policy.apply == 'Always' && (request.operation == 'CREATE' || !has(oldObject.spec.policy) || !has(oldObject.spec.policy.apply) || oldObject.spec.policy.apply != 'Always')
 {{- end -}}
 
-{{- define "ptah.rotatorServiceAccountName" -}}ptah-operator-cert-rotator{{- end -}}
+{{- define "ptah.rotatorServiceAccountName" -}}{{ include "ptah.fullname" . }}-cert-rotator{{- end -}}
 
 {{/*
 Whether the chart's own rotator keeps the certificates alive: only for the

@@ -1,0 +1,210 @@
+"""``make run RUN_ARGS="--once --approve --lifecycle"``: the chart's life after install.
+
+Once both examples are InSync on the chart installed from ``oci://``:
+
+1. **Upgrade** to a second packaged version (the same chart, packaged as
+   ``<version>-lab.2`` and pushed beside the first), with ``--reuse-values``: the
+   pre-upgrade hook (``manager.crdapply``) must have succeeded, as Helm's record of the
+   release says, and the manager must be ready again.
+2. **Rollback** to revision 1: the chart version is the first again, the pre-rollback
+   hook ran again, and the manager is ready.
+3. **Uninstall**, as docs/operations.md says: the examples are deleted while the
+   manager runs (it releases their finalizers), then ``helm uninstall``. Nothing of the
+   operator may be left but what the page says is left on purpose: the CRDs and the
+   rotator's Secret, which is then deleted too.
+
+Any step that does not hold ends the run with a sentence (``InstallError``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from jobclaim.apiserver import LEASES, PODS, NotFound, Resource
+from lab import install
+
+if TYPE_CHECKING:
+    from lab.clusterrun import LabRun
+
+__all__ = ["run_lifecycle"]
+
+CRDS: Final = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+)
+HOOK_MANAGER: Final = "ptah-operator-crd-upgrade"
+SECRET: Final = "ptah-operator-webhook-tls"
+PART_OF: Final = {"app.kubernetes.io/part-of": "ptah-operator"}
+# What the chart installs, by kind: after uninstall none may carry the chart's label.
+INSTALLED: Final = (
+    Resource("apps", "v1", "deployments", "Deployment"),
+    Resource("", "v1", "services", "Service"),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount"),
+    Resource("", "v1", "secrets", "Secret"),
+    Resource("batch", "v1", "cronjobs", "CronJob"),
+    Resource("batch", "v1", "jobs", "Job"),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    Resource(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        namespaced=False,
+    ),
+    Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        namespaced=False,
+    ),
+    Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        namespaced=False,
+    ),
+    Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        namespaced=False,
+    ),
+)
+DEADLINE: Final = 300.0
+
+
+def _helm(run: LabRun, *argv: str) -> str:
+    kubeconfig = str(run.lab.kubeconfig("admin"))
+    return install.run_helm(
+        [*argv, "--kubeconfig", kubeconfig, "--namespace", _namespace(run)],
+        f"helm {argv[0]}",
+        timeout=DEADLINE,
+    )
+
+
+def _namespace(run: LabRun) -> str:
+    assert run.chart is not None
+    return run.chart.namespace
+
+
+def _release(run: LabRun) -> dict[str, Any]:
+    (release,) = [
+        r for r in json.loads(_helm(run, "list", "-o", "json")) if r["name"] == install.RELEASE
+    ]
+    found: dict[str, Any] = release
+    return found
+
+
+def _hook_ran(run: LabRun) -> str | None:
+    """None when Helm's record of the release shows the CRD hook Job succeeded; else
+    what it and the CRDs show instead."""
+    status = json.loads(_helm(run, "status", install.RELEASE, "-o", "json"))
+    runs = [
+        hook.get("last_run") or {}
+        for hook in status.get("hooks") or []
+        if hook.get("name") == HOOK_MANAGER and hook.get("kind") == "Job"
+    ]
+    if any(last.get("phase") == "Succeeded" for last in runs):
+        return None
+    (crd,) = [
+        c for c in run.admin.list(CRDS, None) if c["metadata"]["name"].startswith("ptahschemas.")
+    ]
+    managers = sorted(
+        {str(entry.get("manager")) for entry in crd["metadata"].get("managedFields") or []}
+    )
+    return f"the hook's runs in Helm's record: {runs}; ptahschemas' field managers: {managers}"
+
+
+def _until(what: str, condition: Callable[[], bool]) -> None:
+    end = time.monotonic() + DEADLINE
+    while not condition():
+        if time.monotonic() > end:
+            raise install.InstallError(f"{what} did not happen within {DEADLINE:.0f}s")
+        time.sleep(0.5)
+
+
+def _leftovers(run: LabRun) -> list[str]:
+    found = []
+    for resource in INSTALLED:
+        namespace = _namespace(run) if resource.namespaced else None
+        for obj in run.admin.list(resource, namespace, label_selector=PART_OF):
+            found.append(f"{resource.kind} {obj['metadata']['name']}")
+    return sorted(found)
+
+
+def run_lifecycle(
+    run: LabRun, say: Callable[[str], None], resources: Sequence[tuple[Resource, str, str]]
+) -> None:
+    """Upgrade, roll back, then uninstall; ``resources`` (kind, namespace, name) are the
+    operator's objects the run made, deleted before the uninstall."""
+    assert run.chart is not None and run.chart_source is not None
+    first = run.chart_source
+    namespace = _namespace(run)
+
+    # 1. Upgrade to a second packaged version.
+    version = f"{first.version}-lab.2"
+    package = install.package_chart(run.workdir / "push" / "chart-2", version=version)
+    second = install.push_chart(package, run.lab.registry)
+    _helm(run, "upgrade", install.RELEASE, *second.arguments(), "--reuse-values")
+    release = _release(run)
+    if release["chart"] != f"ptah-operator-{version}" or str(release["revision"]) != "2":
+        raise install.InstallError(f"the upgrade left the release at {release}")
+    missing = _hook_ran(run)
+    if missing:
+        raise install.InstallError(f"the pre-upgrade hook did not run: {missing}")
+    install.wait_ready(run.admin, namespace, report=say, timeout=DEADLINE, check=run.lab.check)
+    say(f"# upgraded to {second}: revision 2, the CRD hook Job succeeded, manager ready")
+
+    # 2. Roll back to the first.
+    _helm(run, "rollback", install.RELEASE, "1")
+    release = _release(run)
+    if release["chart"] != f"ptah-operator-{first.version}" or str(release["revision"]) != "3":
+        raise install.InstallError(f"the rollback left the release at {release}")
+    missing = _hook_ran(run)
+    if missing:
+        raise install.InstallError(f"the pre-rollback hook did not run: {missing}")
+    install.wait_ready(run.admin, namespace, report=say, timeout=DEADLINE, check=run.lab.check)
+    say(f"# rolled back to {first}: revision 3, the hook ran again, manager ready")
+
+    # 3. Uninstall as docs/operations.md says: the resources first, while the manager runs.
+    for resource, where, name in resources:
+        run.admin.delete(resource, where, name)
+
+    def gone() -> bool:
+        for resource, where, name in resources:
+            try:
+                run.admin.get(resource, where, name)
+            except NotFound:
+                continue
+            return False
+        return True
+
+    _until("the examples' finalizers released", gone)
+    _helm(run, "uninstall", install.RELEASE, "--wait")
+    _until(
+        "the manager's Pods gone",
+        lambda: not run.admin.list(PODS, namespace, label_selector=install.MANAGER_PODS),
+    )
+    left = _leftovers(run)
+    if left != [f"Secret {SECRET}"]:
+        raise install.InstallError(
+            f"helm uninstall left {left}; only the rotator's Secret {SECRET} may stay"
+        )
+    run.admin.delete(INSTALLED[3], namespace, SECRET)
+    leases = [lease["metadata"]["name"] for lease in run.admin.list(LEASES, namespace)]
+    say(
+        "# uninstalled: the examples released first, nothing of the chart left but the "
+        f"rotator's Secret {SECRET} (deleted) and the CRDs; the manager's Leases "
+        f"(released, not deleted): {', '.join(sorted(leases)) or 'none'}"
+    )

@@ -1,0 +1,79 @@
+"""What ``python -m manager.crdapply`` refuses: applying a CRD that drops a version or a
+field objects are stored in. One row passes; each other changes one thing and is refused
+with its sentence. tests/realapi/test_crd_upgrade.py applies the real CRDs with the
+chart's grants on the real API server."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from jobclaim.crds import crds
+from manager.crdapply import dropped
+
+SCHEMAS = "ptahschemas.operator.ptah.run"
+
+
+def generated() -> dict[str, Any]:
+    (crd,) = [
+        yaml.safe_load(text)
+        for text in crds().values()
+        if yaml.safe_load(text)["metadata"]["name"] == SCHEMAS
+    ]
+    return dict(crd)
+
+
+def stored(crd: dict[str, Any], *versions: str) -> dict[str, Any]:
+    live = copy.deepcopy(crd)
+    live["status"] = {"storedVersions": list(versions)}
+    return live
+
+
+def spec_properties(crd: dict[str, Any]) -> dict[str, Any]:
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    properties: dict[str, Any] = schema["properties"]["spec"]["properties"]
+    return properties
+
+
+def test_the_same_crd_drops_nothing() -> None:
+    crd = generated()
+    assert dropped(stored(crd, "v1alpha1"), crd) == []
+
+
+def test_a_new_field_drops_nothing() -> None:
+    crd, new = generated(), generated()
+    spec_properties(new)["fromTheFuture"] = {"type": "string"}
+    assert dropped(stored(crd, "v1alpha1"), new) == []
+
+
+def test_a_stored_field_the_new_crd_lacks_is_refused() -> None:
+    live, new = generated(), generated()
+    spec_properties(live)["fromTheFuture"] = {
+        "type": "object",
+        "properties": {"depth": {"type": "integer"}},
+    }
+    assert dropped(stored(live, "v1alpha1"), new) == [
+        f"{SCHEMAS}: v1alpha1 field spec.fromTheFuture is stored and the new CRD drops it",
+        f"{SCHEMAS}: v1alpha1 field spec.fromTheFuture.depth is stored and the new CRD drops it",
+    ]
+
+
+@pytest.mark.parametrize("served", [False, None], ids=["not served", "gone"])
+def test_a_stored_version_the_new_crd_does_not_serve_is_refused(served: bool | None) -> None:
+    live, new = generated(), generated()
+    if served is None:
+        new["spec"]["versions"][0]["name"] = "v1alpha2"
+    else:
+        new["spec"]["versions"][0]["served"] = served
+    assert dropped(stored(live, "v1alpha1"), new) == [
+        f"{SCHEMAS}: objects are stored as v1alpha1, which the new CRD does not serve"
+    ]
+
+
+def test_a_version_nothing_is_stored_in_may_go() -> None:
+    live, new = generated(), generated()
+    new["spec"]["versions"][0]["name"] = "v1alpha2"
+    assert dropped(stored(live), new) == []

@@ -66,7 +66,7 @@ namespace="{{ .Release.Namespace }}",service="{{ include "ptah.metricsServiceNam
         severity: warning
       annotations:
         summary: "A claim is past its dispatch window or Job deadline ({{ "{{" }} $labels.kind {{ "}}" }})."
-        description: "{{ "{{" }} $value {{ "}}" }} claim(s) should have been harvested or retired by now."
+        description: "{{ "{{" }} $value {{ "}}" }} claim(s) are past the time they should have been harvested or retired."
         runbook_url: {{ $base }}/PtahClaimStuck.md
     - alert: PtahResourcesOverdue
       expr: max by (kind) (ptah_resources_overdue{ {{- $sel }}}) > 0

@@ -210,7 +210,7 @@ def test_the_runner_from_the_manager_image_runs_ptah_in_the_executor_image(
     # No API server here: the runner resolves, cannot create its record (the cluster
     # scenarios read records from these same images), and leaves its summary.
     assert main.returncode == 3, main.stderr
-    assert "resolve op-images succeeded" in main.stderr
-    assert "no result record could be written" in main.stderr
+    assert b"resolve op-images succeeded" in main.stderr
+    assert b"no result record could be written" in main.stderr
     resolved = parse_summary_for(summary.read_text(), "resolve", "op-images")
     assert resolved.error_code is None and resolved.result_digest.startswith("sha256:")

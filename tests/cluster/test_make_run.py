@@ -131,6 +131,10 @@ def test_no_operation_pod_log_holds_sql_and_the_manager_reads_no_log(lab_run: La
     ]
     assert pods, "no operation Pod is left to read"
     for pod in pods:
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        state = next((c.get("state") or {} for c in statuses if c.get("name") == "ptah"), {})
+        if not (state.get("running") or state.get("terminated")):
+            continue  # a reading of a later scenario still initializing: no log yet
         log = lab_run.admin.read_pod_log(
             NAMESPACE, pod["metadata"]["name"], container="ptah", limit_bytes=1 << 20
         )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import PTAHRESULTRECORDS, PTAHSCHEMAPLANS
+from tests.runner.test_harvest import pod_of
 from tests.webhook.scenes import (
     JOB_UID,
     MANAGER_USERNAME,
@@ -33,34 +34,17 @@ POD_UID = "7c0ffee0-0000-4000-8000-00000000d00d"
 
 
 def _running_pod(job: Obj) -> Obj:
-    template = copy.deepcopy(job["spec"]["template"])
-    meta = job["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": meta["name"] + "-x7k2q",
-            "namespace": meta["namespace"],
-            "uid": POD_UID,
-            "labels": template["metadata"]["labels"],
-            "annotations": template["metadata"]["annotations"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": template["spec"],
-        "status": {
-            "phase": "Running",
-            "containerStatuses": [{"name": "ptah", "restartCount": 0, "state": {"running": {}}}],
-        },
+    """The Job's Pod as the Job controller made it (tests.runner.test_harvest.pod_of),
+    its runner still running: the moment a runner writes its record."""
+    pod: Obj = pod_of(job, uid=POD_UID)
+    pod.update(apiVersion="v1", kind="Pod")
+    pod["metadata"].update(name=job["metadata"]["name"] + "-x7k2q")
+    pod["metadata"]["namespace"] = job["metadata"]["namespace"]
+    pod["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "ptah", "restartCount": 0, "state": {"running": {}}}],
     }
+    return pod
 
 
 def record_create() -> Scene:

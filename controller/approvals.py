@@ -328,7 +328,7 @@ def consume_approval(
     *,
     now: str,
     claim: str,
-) -> None:
+) -> bool:
     """Spend the approval ``name`` with UID ``uid`` on ``claim`` (the claim's operation
     id): its ``Consumed`` condition and ``consumedBy``, written by a status patch at the
     resourceVersion read. Admission admits the claim's Job only on an approval its
@@ -336,13 +336,15 @@ def consume_approval(
 
     Idempotent: an approval already consumed by the same claim is left alone, so a
     pass that stopped after the write (or lost its answer) finds its own spending; one
-    another claim spent raises ``ApprovalGone``.
+    another claim spent raises ``ApprovalGone``. Answers whether this call wrote the
+    spending: a mark withdrawn and made again passes here twice, and the approval was
+    spent once (what is announced and counted is the write, not the pass).
     Raises ``ApprovalGone`` when the approval was deleted, replaced by another of the
     same name, is being deleted or was marked stale: it no longer authorizes anything,
     and the claim must be retired rather than dispatched.
     """
 
-    def attempt() -> None:
+    def attempt() -> bool:
         try:
             current = api.get(resource, namespace, name)
         except NotFound as error:
@@ -355,7 +357,7 @@ def consume_approval(
             spent_by = (current.get("status") or {}).get("consumedBy")
             if spent_by != claim:
                 raise ApprovalGone(f"approval {name} was spent by another claim ({spent_by})")
-            return
+            return False
         if meta.get("deletionTimestamp"):
             raise ApprovalGone(f"approval {name} is being deleted")
         if _is_true(conditions, STALE):
@@ -367,8 +369,9 @@ def consume_approval(
             consumed_status(current, now=now, claim=claim),
             resource_version=str(meta.get("resourceVersion") or ""),
         )
+        return True
 
-    compare_and_swap(attempt)
+    return compare_and_swap(attempt)
 
 
 def witness_apply_job(

@@ -152,7 +152,7 @@ class DispatchPass:
         if approval is None:
             return None
         try:
-            consume_approval(
+            spent = consume_approval(
                 ctx.api,
                 ctx.family.approvals,
                 ctx.namespace,
@@ -163,7 +163,9 @@ class DispatchPass:
             )
         except ApprovalGone as error:
             return retire_undispatched(ctx, f"its approval is gone: {error}", drop_plan=False)
-        ctx.crossed("ApprovalConsumed", f"approval {approval.name} is spent")
+        if spent:
+            # Said by the write: a mark withdrawn and made again passes here twice.
+            ctx.crossed("ApprovalConsumed", f"approval {approval.name} is spent")
         return None
 
     def mark(self) -> Stop | None:

@@ -239,7 +239,7 @@ def test_consuming_writes_the_consumed_condition_and_keeps_the_rest() -> None:
     api = InMemoryApi(clock=Clock())
     ref = held_arrange(api)
     condition(api, "Accepted", "True")
-    consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
+    assert consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     conditions = api.get(PTAHSCHEMAAPPROVALS, NS, ref.name)["status"]["conditions"]
     assert [c["type"] for c in conditions] == ["Accepted", CONSUMED]
     consumed = conditions[1]
@@ -258,7 +258,8 @@ def test_consuming_is_idempotent_after_a_lost_answer() -> None:
     with pytest.raises(Unavailable):
         consume_approval(api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now=NOW, claim=CLAIM)
     api.clear_calls()
-    consume_approval(
+    # The second pass wrote nothing, and says so: the spending is announced once.
+    assert not consume_approval(
         api, PTAHSCHEMAAPPROVALS, NS, ref.name, ref.uid, now="2026-12-02T13:00:00Z", claim=CLAIM
     )
     assert api.writes() == []

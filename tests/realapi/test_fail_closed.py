@@ -170,6 +170,9 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
         assert claim["id"] == refused_claim["id"]
         assert events.reasons().count("Claimed") == 1
         assert "ClaimRetired" not in events.reasons()
+        # Marked twice, spent once: the spending is announced (and counted) once.
+        assert events.reasons().count("DispatchMarked") == 2
+        assert events.reasons().count("ApprovalConsumed") == 1
     finally:
         unregister(operator, names)
         jobs.close()

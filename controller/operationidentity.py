@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 
-from jobclaim import digest_of, job_name
+from jobclaim import digest_of, job_name, resolved_source
 from jobclaim.api import (
     ActiveOperationStatus,
     MigrationOperationStatus,
-    OCIArtifactAccessBinding,
     PtahMigration,
     PtahSchema,
-    PtahSchemaStatus,
 )
 
 
@@ -33,29 +31,6 @@ def operation_id(fingerprint: str, nonce: bytes) -> str:
 
 
 _Operation = TypeVar("_Operation", ActiveOperationStatus, MigrationOperationStatus)
-
-# The one operation that reads the artifact as written; it is what pins it.
-_RESOLVE = "Resolve"
-
-
-def resolved_source(
-    resource: PtahSchema | PtahMigration, operation: str
-) -> OCIArtifactAccessBinding | None:
-    """The resolved artifact a claim of ``operation`` snapshots, or None for Resolve.
-
-    Every operation after Resolve works on the artifact Resolve pinned by digest
-    (``status.source`` of a schema, ``status.artifact`` of a migration), and the
-    claim records it so the Job is rebuilt from the claim alone: a tag that moved
-    after Resolve must not reach Verify, a fetch or an Apply.
-    """
-    if operation == _RESOLVE:
-        return None
-    status = resource.status
-    if status is None:
-        return None
-    if isinstance(status, PtahSchemaStatus):
-        return status.source
-    return status.artifact
 
 
 class ClaimFields(TypedDict):

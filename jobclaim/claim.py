@@ -12,9 +12,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jobclaim.api._base import API_VERSION
-from jobclaim.api.common import ExecutionBindingStatus
+from jobclaim.api.common import (
+    ArtifactVerificationStatus,
+    ExecutionBindingStatus,
+    OCIArtifactAccessBinding,
+)
+from jobclaim.api.meta import ConfigMapKeySelector
 from jobclaim.api.migration import PtahMigration
-from jobclaim.api.schema import CurrentPlanStatus, PendingObservationStatus, PtahSchema
+from jobclaim.api.schema import (
+    CurrentPlanStatus,
+    PendingObservationStatus,
+    PtahSchema,
+    PtahSchemaStatus,
+)
 from jobclaim.api.snapshot import AdmissionSnapshot
 from jobclaim.operations import Family, OperationInfo, family_of_kind, operation_info
 
@@ -174,3 +184,48 @@ def migration_claim(
         built=built,
         stored=stored,
     )
+
+
+# -- the artifact a claim reads --------------------------------------------------------
+
+# The one operation that reads the artifact as written; it is what pins it.
+RESOLVE: Final = "Resolve"
+# The operations that need no verification of the artifact before they run: Resolve
+# pins it, Verify is the verification. Every other operation reads what they vouched for.
+UNVERIFIED_OPERATIONS: Final = frozenset({RESOLVE, "Verify"})
+
+
+def resolved_artifact(resource: PtahSchema | PtahMigration) -> OCIArtifactAccessBinding | None:
+    """What the last Resolve recorded: a schema's ``status.source``, a migration's
+    ``status.artifact``."""
+    status = resource.status
+    if status is None:
+        return None
+    if isinstance(status, PtahSchemaStatus):
+        return status.source
+    return status.artifact
+
+
+def resolved_source(
+    resource: PtahSchema | PtahMigration, operation: str
+) -> OCIArtifactAccessBinding | None:
+    """The resolved artifact a claim of ``operation`` snapshots, or None for Resolve.
+
+    Every operation after Resolve works on the artifact Resolve pinned by digest, and
+    the claim records it so the Job is rebuilt from the claim alone: a tag that moved
+    after Resolve must not reach Verify, a fetch or an Apply. The controller forms
+    claims with it and admission holds every new claim to it.
+    """
+    return None if operation == RESOLVE else resolved_artifact(resource)
+
+
+def verification_policy(resource: PtahSchema | PtahMigration) -> ConfigMapKeySelector | None:
+    """The ConfigMap key the spec names as the artifact's verification policy."""
+    if isinstance(resource, PtahSchema):
+        return resource.spec.desired.verification_policy_from
+    return resource.spec.artifact.verification_policy_from
+
+
+def verification(resource: PtahSchema | PtahMigration) -> ArtifactVerificationStatus | None:
+    """What the last Verify reading recorded."""
+    return resource.status.verification if resource.status else None

@@ -24,7 +24,9 @@ from jobclaim import (
     LABEL_OPERATION,
     LABEL_OPERATION_ID,
     LEASE_EPOCH_ANNOTATION,
+    RESOLVE,
     STAMPED,
+    UNVERIFIED_OPERATIONS,
     finished,
     lease_holder,
     lease_name,
@@ -32,7 +34,11 @@ from jobclaim import (
     operation_info,
     owner_family,
     pod_stopped,
+    resolved_artifact,
+    resolved_source,
     stamp_problem,
+    verification,
+    verification_policy,
 )
 from jobclaim.api import (
     ApprovalStatus,
@@ -50,7 +56,7 @@ from jobclaim.apiserver import (
     PTAHRESULTRECORDS,
     PTAHSCHEMAPROOFSETTLEMENTS,
 )
-from runner import decode_result
+from runner import RunnerResult, decode_result
 from webhook.objects import Candidate, stored
 from webhook.records import claim_job_problem, result_problem
 from webhook.rules import MANAGER_STATE, ReadKey, Reads, Settings, Trail, read, rule
@@ -80,6 +86,13 @@ TRANSITIONS: Final = rule(
     longer held by the claim under the recorded epoch. On a decision (an approval, an
     acknowledgment, a settlement), a Consumed record, once written, stays, with the
     claim it names, and so does the one Job it names as the Job it authorized.
+    The artifact is the readings' word, not the manager's: a resolved artifact
+    (status.source, status.artifact) is recorded only from the Resolve claim's
+    completed Job and the record its Pod wrote of that exact resolution; a
+    verification under a policy only from the Verify claim's, of the artifact that
+    claim read and the policy digest its Pod recorded. A new claim reads the
+    resolved artifact as status records it, and where the spec names a verification
+    policy, no claim but Resolve and Verify stands before that artifact is verified.
     """,
     admits="the manager's status writes that keep every record the lifecycle relies on",
 )
@@ -116,6 +129,20 @@ WITNESS_CHANGED: Final = TRANSITIONS.refuses(
 WITNESS_UNSPENT: Final = TRANSITIONS.refuses(
     "the manager may not name a Job in {kind} {name} before it is consumed"
 )
+ARTIFACT_UNATTESTED: Final = TRANSITIONS.refuses(
+    "the manager may not record {digest} as the resolved artifact: {why}"
+)
+VERIFICATION_UNATTESTED: Final = TRANSITIONS.refuses(
+    "the manager may not record artifact {digest} as verified: {why}"
+)
+CLAIM_OFF_ARTIFACT: Final = TRANSITIONS.refuses(
+    "the {operation} claim {claim} must read the artifact Resolve recorded ({recorded}), "
+    "not {claimed}"
+)
+CLAIM_UNVERIFIED: Final = TRANSITIONS.refuses(
+    "the {operation} claim {claim} may not stand before artifact {digest} is verified under "
+    "the spec's verification policy {policy}"
+)
 
 Owner = PtahSchema | PtahMigration
 # What a marked claim is: none of it may change while the claim stands. The source is
@@ -143,6 +170,8 @@ def judge_transition(
     if isinstance(before, PtahSchema | PtahMigration) and isinstance(after, type(before)):
         yield from _hold_claim(before, after, trail)
         yield from _hold_records(before, after, trail, settings)
+        yield from _hold_artifact(before, after, trail)
+        _hold_new_claim(before, after, trail)
         trail.passed("every record the lifecycle relies on is kept or settled")
         return
     status_before = getattr(before, "status", None)
@@ -219,6 +248,13 @@ def _hold_records(before: Owner, after: Owner, trail: Trail, settings: Settings)
 def _reading_done(owner: Owner, types: Sequence[str]) -> Reads[str | None]:
     """None when the old status's read-only claim of ``types`` has its Job Complete
     and its Pod's own record of a successful reading; otherwise why it is no evidence."""
+    found = yield from _reading_result(owner, types)
+    return found if isinstance(found, str) else None
+
+
+def _reading_result(owner: Owner, types: Sequence[str]) -> Reads[RunnerResult | str]:
+    """What the old status's read-only claim of ``types`` read, from its completed
+    Job's own Pod record; or why there is no such evidence."""
     claim = _claim(owner)
     if claim is None or claim.type not in types or not claim.job_uid:
         return f"no {' or '.join(types)} reading of it was recorded"
@@ -248,11 +284,12 @@ def _reading_done(owner: Owner, types: Sequence[str]) -> Reads[str | None]:
     except ValueError as error:
         return f"the reading's record {record_key} does not decode: {error}"
     why = result_problem(owner, job, record)
-    if why is None and decode_result(record.spec.result).error is not None:
+    result = decode_result(record.spec.result) if why is None else None
+    if result is not None and result.error is not None:
         why = "it records a failed reading"
-    if why is not None:
+    if result is None or why is not None:
         return f"the reading's record {record_key} is no evidence: {why}"
-    return None
+    return result
 
 
 def _hold_pending_observation(before: PtahSchema, after: PtahSchema, trail: Trail) -> Reads[None]:
@@ -312,6 +349,91 @@ def _hold_unresolved_run(before: PtahMigration, after: PtahMigration, trail: Tra
     if why is not None:
         raise trail.deny(RECORD_DROPPED, record="unresolvedRun", what=what, why=why)
     trail.passed(f"the unresolvedRun of {what} settled ({resolved.resolution})")
+
+
+def _hold_artifact(before: Owner, after: Owner, trail: Trail) -> Reads[None]:
+    """A resolved artifact or a verification changes only by its reading's record.
+
+    Status is the manager's to write, so without this a stolen manager identity could
+    pin any digest of the spec's repository (an image nobody resolved or verified)
+    and every later Job would read it by jobclaim.match.
+    """
+    artifact = resolved_artifact(after)
+    if artifact is not None and artifact != resolved_artifact(before):
+        found = yield from _reading_result(before, (RESOLVE,))
+        why = found if isinstance(found, str) else _resolution_problem(found, artifact)
+        if why is not None:
+            raise trail.deny(ARTIFACT_UNATTESTED, digest=artifact.digest, why=why)
+        trail.passed(f"artifact {artifact.digest} recorded from its Resolve record")
+    verified = verification(after)
+    if verified is None or verified == verification(before) or verified.policy_digest is None:
+        # Without a policy digest a verification vouches for nothing a claim relies on.
+        return
+    found = yield from _reading_result(before, ("Verify",))
+    why = found if isinstance(found, str) else _verification_problem(before, found, verified)
+    if why is not None:
+        raise trail.deny(VERIFICATION_UNATTESTED, digest=verified.artifact_digest, why=why)
+    trail.passed(f"artifact {verified.artifact_digest} verified by its Verify record")
+
+
+def _resolution_problem(result: RunnerResult, artifact: Any) -> str | None:
+    section = result.resolve
+    if section is None:
+        return "the Resolve record holds no resolution"
+    recorded = (
+        section.resolved_reference,
+        section.resolved_digest,
+        section.resolved_media_type,
+        section.resolved_size,
+    )
+    if recorded != (artifact.reference, artifact.digest, artifact.media_type, artifact.size):
+        return f"the Resolve record pinned {section.resolved_reference}@{section.resolved_digest}"
+    return None
+
+
+def _verification_problem(before: Owner, result: RunnerResult, verified: Any) -> str | None:
+    section = result.verify
+    read = _claim(before).source
+    if section is None:
+        return "the Verify record holds no verification"
+    if read is None or read.digest != verified.artifact_digest:
+        return f"the Verify reading read {read.digest if read else 'no artifact'}"
+    if section.verification_policy_digest != verified.policy_digest:
+        return f"the Verify record checked policy {section.verification_policy_digest}"
+    return None
+
+
+def _hold_new_claim(before: Owner, after: Owner, trail: Trail) -> None:
+    """A claim written now reads the artifact status records, verified where the spec
+    asks: the claim is what its Job is matched against, so it is where a digest
+    nobody resolved or verified would enter."""
+    claim, old = _claim(after), _claim(before)
+    if claim is None or (old is not None and old.id == claim.id and old.source == claim.source):
+        return
+    recorded = resolved_source(after, claim.type)
+    if claim.source != recorded:
+        raise trail.deny(
+            CLAIM_OFF_ARTIFACT,
+            operation=claim.type,
+            claim=claim.id,
+            recorded=recorded.reference if recorded else "none",
+            claimed=claim.source.reference if claim.source else "none",
+        )
+    policy = verification_policy(after)
+    if policy is None or claim.type in UNVERIFIED_OPERATIONS:
+        trail.passed(f"the {claim.type} claim reads the artifact status records")
+        return
+    verified = verification(after)
+    digest = claim.source.digest if claim.source else "none"
+    if verified is None or verified.policy_digest is None or verified.artifact_digest != digest:
+        raise trail.deny(
+            CLAIM_UNVERIFIED,
+            operation=claim.type,
+            claim=claim.id,
+            digest=digest,
+            policy=f"{policy.name}/{policy.key}",
+        )
+    trail.passed(f"the {claim.type} claim reads artifact {digest}, verified under its policy")
 
 
 def _decision_problem(

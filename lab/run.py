@@ -82,6 +82,8 @@ from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
 from lab.localplane import LocalControlPlane
+from lab.polling import DEADLINE, until
+from lab.standin import ON_NODE, resolve_and_verify
 from runner import RUNNER_PROTOCOL_VERSION
 from webhook import CONTROLLER_WRITE, ENDPOINT_PATHS, MANAGER_STATE, Engine, Settings
 from webhook.app import create_app
@@ -107,6 +109,7 @@ __all__ = [
     "register_webhooks",
     "seed_plan",
     "stood_in_line",
+    "until",
     "until_granted",
     "webhook_configurations",
 ]
@@ -127,10 +130,6 @@ SPEC_OR_WRITER_CHANGED: Final = (
 )
 MANAGER_NAMESPACE: Final = "ptah-system"
 FIELD_MANAGER: Final = "ptah-localrun"
-# Bounds a failure of something the API server does asynchronously (a CRD becoming
-# Established, a webhook configuration coming into force); never waited out when
-# things work.
-DEADLINE: Final = 60.0
 
 CRDS: Final = Resource(
     "apiextensions.k8s.io",
@@ -270,18 +269,6 @@ LEASE_RULES: Final[list[Object]] = [
         "verbs": ["get", "create", "update"],
     }
 ]
-
-
-def until(condition: Callable[[], bool], what: str, *, deadline: float = DEADLINE) -> None:
-    """Poll ``condition`` until it holds. Used only for what the API server does on
-    its own time and announces nowhere we can wait on."""
-    end = time.monotonic() + deadline
-    pause = 0.05
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"gave up after {deadline:.0f}s waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
 
 
 # -- RBAC grants in force ----------------------------------------------------------------
@@ -962,7 +949,9 @@ def example_schema(namespace: str, name: str = "orders") -> Object:
     return dict(raw)
 
 
-# The readings no Pod can run here, in the order the controller claims them.
+# The readings whose executor is stood in for, in the order the controller claims
+# them: Resolve and Verify run on the stand-in node (lab.standin: their Jobs' own Pods
+# record what they read, and the controller harvests it); Observe and Plan are written.
 STOOD_IN: Final = ("Resolve", "Verify", "Observe", "Plan")
 SEEDED_ARTIFACT: Final = "sha256:" + "5" * 64
 
@@ -971,25 +960,11 @@ def stood_in_line(plan: str) -> str:
     """What ``make run`` says about the readings it stands in for."""
     return (
         f"# STAND-IN for the readings {', '.join(STOOD_IN)}: there is no kubelet here, so "
-        "the controller's Resolve Job never runs; its claim and Job were withdrawn and "
-        "what the four readings would have recorded (status.source, verification, "
-        f"observation, and plan {plan} with its chunks) was written directly"
+        f"the {' and '.join(ON_NODE)} Pods' results were recorded under their own bound "
+        "tokens and harvested by the controller; the Observe claim was withdrawn and what "
+        f"Observe and Plan would have recorded (observation, and plan {plan} with its "
+        "chunks) was written directly"
     )
-
-
-def _first_reading(admin: KubeApi, namespace: str, name: str) -> Object:
-    """Wait until the controller claimed its first reading and recorded its Job: the
-    Job then waits for a node that does not exist, and the controller for the Job."""
-
-    def claimed() -> Object | None:
-        schema = admin.get(PTAHSCHEMAS, namespace, name)
-        claim = (schema.get("status") or {}).get("activeOperation") or {}
-        return schema if claim.get("type") == "Resolve" and claim.get("jobUID") else None
-
-    until(lambda: claimed() is not None, f"the controller to claim Resolve for {name}")
-    found = claimed()
-    assert found is not None
-    return found
 
 
 def seed_plan(
@@ -998,6 +973,7 @@ def seed_plan(
     namespace: str,
     name: str,
     *,
+    plane: LocalControlPlane,
     statements: Sequence[bytes] = (EXAMPLE_STATEMENTS,),
     await_reading: bool = True,
     destructive: bool = False,
@@ -1006,24 +982,33 @@ def seed_plan(
 
     On a cluster the controller claims each reading, its Job runs, and the harvest
     records what it found; the Plan's harvest publishes the plan (a PtahSchemaPlan and
-    its chunks) and records it in ``status.plan``. Here no Pod ever runs, so the
-    controller's first reading (Resolve) waits forever for its Job. This waits for
-    that claim, then writes what the four readings would have left: the plan and its
-    chunks by the admin (the webhook admits a manager's plan only from a harvested
-    Plan Job, which cannot exist here), and by the manager (the only identity allowed
-    to write status) ``status.source``, ``verification``, ``observation`` (drift),
-    ``observedGeneration`` and ``status.plan``, in the write that withdraws the
-    Resolve claim. The Resolve Job is then deleted, as its cleanup TTL would once
+    its chunks) and records it in ``status.plan``. Here no Pod ever runs. Resolve and
+    Verify run on the stand-in node (``lab.standin``): their Pods record what they
+    read under their own bound tokens, as admission requires of a resolved artifact
+    and a verification. Then this writes what Observe and Plan would have left: the
+    plan and its chunks by the admin (the webhook admits a manager's plan only from a
+    harvested Plan Job, which cannot exist here), and by the manager (the only
+    identity allowed to write status) ``observation`` (drift), ``observedGeneration``
+    and ``status.plan``, in the write that withdraws the claim then in flight (the
+    controller's Observe), whose Job is then deleted, as its cleanup TTL would once
     harvested. Everything after this is the real controller deciding from the records.
 
     ``await_reading=False`` is for a caller that runs the controller's passes itself:
-    it need not wait for a claim, and withdraws any reading claimed by then.
+    Resolve and Verify are then claimed and harvested here, and any reading claimed
+    by then is withdrawn.
     """
-    schema = (
-        _first_reading(admin, namespace, name)
-        if await_reading
-        else admin.get(PTAHSCHEMAS, namespace, name)
+    resolve_and_verify(
+        plane,
+        admin,
+        manager,
+        namespace,
+        name,
+        digest=SEEDED_ARTIFACT,
+        record=LOCAL_MANAGER,
+        admission=manager_config().admission,
+        await_reading=await_reading,
     )
+    schema = admin.get(PTAHSCHEMAS, namespace, name)
     binding = (schema.get("status") or {}).get("executionBinding")
     if not binding:
         raise ValueError(f"PtahSchema {namespace}/{name} has no execution binding yet")
@@ -1082,10 +1067,7 @@ def seed_plan(
         destructive=destructive,
     )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    ref = parsed.spec.desired.oci_ref
     readings = {
-        "source": {"reference": ref, "digest": SEEDED_ARTIFACT},
-        "verification": {"artifactDigest": SEEDED_ARTIFACT, "verifiedAt": now},
         "observation": {"observedAt": now, "artifactDigest": SEEDED_ARTIFACT, "drift": True},
         "plan": current.to_wire(),
     }
@@ -1380,7 +1362,7 @@ def _run(args: argparse.Namespace, stopping: threading.Event) -> int:
             report=report,
             stopping=stopping,
         )
-        plan = seed_plan(admin, manager, namespace, name)
+        plan = seed_plan(admin, manager, namespace, name, plane=plane)
         _say(stood_in_line(plan.name))
         approval = approve(admin, namespace, name)
         approved = approval["metadata"]["name"]

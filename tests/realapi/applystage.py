@@ -68,6 +68,7 @@ from jobclaim.apiserver import (
 from jobclaim.builder import repository_of
 from jobclaim.times import timestamp, utc_now
 from lab import run as localrun
+from lab.standin import claim_reading, resolution, resolve_result, run_on_stand_in
 from tests.jobclaim.world import SEQUENCE, snapshot_for
 from tests.realapi.attackstage import (
     Stage,
@@ -129,10 +130,10 @@ class Forged:
     target_key: str | None = None
     coordination: str | None = None
 
-    def binding(self) -> ExecutionBindingStatus:
+    def binding(self, epoch: str | None = None) -> ExecutionBindingStatus:
         base = localrun.LOCAL_BINDING
         return ExecutionBindingStatus(
-            epoch="v1-" + uuid.uuid4().hex,
+            epoch=epoch or "v1-" + uuid.uuid4().hex,
             controller_state_version=base.controller_state_version,
             ptah_version=self.ptah_version or base.ptah_version,
             executor_image=self.executor or base.executor_image,
@@ -252,11 +253,13 @@ def stage_apply(
     raw["spec"]["policy"]["apply"] = policy
     stored = admin.create(PTAHSCHEMAS, ns, raw)
     binding = forged.binding()
+    # The readings ran under the controller's own binding (their Jobs were admitted);
+    # a forged one is sealed in with the claim below, as a stolen identity would.
     manager.patch_status(
         PTAHSCHEMAS,
         ns,
         name,
-        {"executionBinding": binding.to_wire()},
+        {"executionBinding": CONTROLLER.binding(binding.epoch).to_wire()},
         resource_version=stored["metadata"]["resourceVersion"],
     )
     approval: Object | None = None
@@ -264,7 +267,15 @@ def stage_apply(
         # A person approved an earlier plan of this schema; the manager holds that
         # approval for the plan it publishes next.
         other = (b"CREATE TABLE orders_v3 (id bigint);\n",)
-        localrun.seed_plan(admin, manager, ns, name, statements=other, await_reading=False)
+        localrun.seed_plan(
+            admin,
+            manager,
+            ns,
+            name,
+            plane=stage.operator.plane,
+            statements=other,
+            await_reading=False,
+        )
         approval = admin.create(
             PTAHSCHEMAAPPROVALS, ns, localrun.approval_for(admin.get(PTAHSCHEMAS, ns, name))
         )
@@ -273,6 +284,7 @@ def stage_apply(
         manager,
         ns,
         name,
+        plane=stage.operator.plane,
         statements=statements,
         await_reading=False,
         destructive=destructive,
@@ -296,6 +308,7 @@ def stage_apply(
     assert status is not None
     claimed = status.model_copy(
         update={
+            "execution_binding": binding,
             "active_operation": claim,
             "plan": plan.model_copy(update={"approval": reserved}),
             "phase": "Applying",
@@ -364,12 +377,29 @@ def migrations(versions: tuple[str, ...] = SEQUENCE) -> tuple[MigrationSequenceE
 def read_migration(
     stage: Stage, migration: PtahMigration, artifact: str = MIGRATIONS_DIGEST
 ) -> PtahMigration:
-    """The manager records what Resolve, Verify and History would have found: the
-    artifact pinned by digest, verified, and two migrations pending against it."""
+    """Resolve runs on the stand-in node (its Pod records the artifact pinned by
+    digest, which admission requires of ``status.artifact``); the manager then records
+    what Resolve, Verify and History found: that artifact, verified (the example names
+    no policy, so nothing rests on it), and two migrations pending against it."""
+    ops = stage.operator
+    ns, name = stage.namespace, migration.metadata.name or ""
+    claim = claim_reading(
+        ops.manager,
+        PTAHMIGRATIONS,
+        ns,
+        name,
+        "Resolve",
+        record=localrun.LOCAL_MANAGER,
+        admission=localrun.manager_config().admission,
+    )
+    pinned = resolution(migration.spec.artifact.oci_ref, artifact)
+    run_on_stand_in(ops.plane, ops.admin, ns, claim["jobName"], resolve_result(claim, pinned))
+    migration = PtahMigration.model_validate(ops.manager.get(PTAHMIGRATIONS, ns, name))
     now = timestamp(utc_now())
     status = migration.status.to_wire() if migration.status else {}
+    status.pop("activeOperation", None)
     status.update(
-        artifact={"reference": f"{MIGRATIONS_REPOSITORY}@{artifact}", "digest": artifact},
+        artifact=pinned.to_wire(),
         verification={"artifactDigest": artifact, "verifiedAt": now},
         history={
             "observedAt": now,
@@ -433,7 +463,11 @@ def stage_migration_apply(
     raw["spec"]["policy"]["apply"] = policy
     created = PtahMigration.model_validate(admin.create(PTAHMIGRATIONS, ns, raw))
     binding = forged.binding()
-    migration = write_status(stage, created, PtahMigrationStatus(execution_binding=binding))
+    # The readings run under the controller's own binding; a forged one is sealed in
+    # with the claim below.
+    migration = write_status(
+        stage, created, PtahMigrationStatus(execution_binding=CONTROLLER.binding(binding.epoch))
+    )
     approval: Object | None = None
     if approve_another_plan:
         # A person approved the plan of an earlier reading (another artifact); the
@@ -466,7 +500,9 @@ def stage_migration_apply(
     record = forged.record()
     status = migration.status
     assert status is not None
-    claimed = status.model_copy(update={"active_operation": claim, "phase": "Applying"})
+    claimed = status.model_copy(
+        update={"execution_binding": binding, "active_operation": claim, "phase": "Applying"}
+    )
     if unresolved:
         claimed = claimed.model_copy(update={"unresolved_run": _unresolved()})
     sequence = tuple(entry.version for entry in migrations())

@@ -69,7 +69,7 @@ def test_an_approved_schema_gets_exactly_one_recorded_job(
         "orders",
         lambda s: bool((s.get("status") or {}).get("executionBinding")),
     )
-    plan = localrun.seed_plan(admin, operator.manager, namespace, "orders")
+    plan = localrun.seed_plan(admin, operator.manager, namespace, "orders", plane=operator.plane)
     approval = localrun.approve(admin, namespace, "orders")
     stored = localrun.wait_for(
         admin, namespace, "orders", lambda s: localrun.recorded_job(s) is not None

@@ -104,7 +104,9 @@ def outcomes(
                     _name(index),
                     lambda s: bool((s.get("status") or {}).get("executionBinding")),
                 )
-                localrun.seed_plan(admin, operator.manager, namespace, _name(index))
+                localrun.seed_plan(
+                    admin, operator.manager, namespace, _name(index), plane=operator.plane
+                )
                 localrun.approve(admin, namespace, _name(index))
             yield _collect(admin, namespace)
         finally:

@@ -114,6 +114,19 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
     controller = localrun.LocalController(counting_manager, namespace, events=events)
     reconcile = controller.reconciler.reconcile
     try:
+        # The readings before the Apply run on the stand-in node, their Jobs admitted.
+        key = Key("PtahSchema", namespace, "orders")
+        operator.admin.create(PTAHSCHEMAS, namespace, localrun.example_schema(namespace))
+        reconcile(key)  # installs the execution binding
+        localrun.seed_plan(
+            operator.admin,
+            operator.manager,
+            namespace,
+            "orders",
+            plane=operator.plane,
+            await_reading=False,
+        )
+        localrun.approve(operator.admin, namespace, "orders")
         # The Job webhook answers, then stops: its port stays bound and refuses.
         localrun.until(
             lambda: _answering(dry_run_job_create(operator.plane, namespace, "manager")),
@@ -124,13 +137,6 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
             lambda: WEBHOOK_DOWN in dry_run_job_create(operator.plane, namespace, "manager").text,
             "the API server to call the stopped Job webhook",
         )
-        key = Key("PtahSchema", namespace, "orders")
-        operator.admin.create(PTAHSCHEMAS, namespace, localrun.example_schema(namespace))
-        reconcile(key)  # installs the execution binding
-        localrun.seed_plan(
-            operator.admin, operator.manager, namespace, "orders", await_reading=False
-        )
-        localrun.approve(operator.admin, namespace, "orders")
 
         stops = _pass_until(reconcile, key, lambda s: bool(counting_manager.job_creates))
         refused = stops[-1]

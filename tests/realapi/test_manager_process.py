@@ -199,7 +199,13 @@ def create_and_bind(made: Rig) -> None:
 
 def seed_and_approve(made: Rig) -> None:
     """What a Plan Job would publish (no kubelet here), and a person's approval."""
-    localrun.seed_plan(made.api, made.staged.operator.manager, made.namespace, "orders")
+    localrun.seed_plan(
+        made.api,
+        made.staged.operator.manager,
+        made.namespace,
+        "orders",
+        plane=made.staged.operator.plane,
+    )
     localrun.approve(made.api, made.namespace, "orders")
 
 

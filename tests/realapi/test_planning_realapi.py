@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +34,6 @@ from jobclaim.api import PtahSchema
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
-    PODS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
@@ -45,13 +43,13 @@ from jobclaim.apiserver import (
 )
 from kube.client import KubeApi
 from lab import run as localrun
+from lab.standin import run_on_stand_in
 from tests.outcomes.scriptednode import POLICY, Database, result_for_job
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     operator,
     registered_webhook,
 )
-from tests.realapi.podtoken import record_as_pod
 
 pytestmark = pytest.mark.controlplane
 
@@ -68,7 +66,6 @@ class NodeLogs(KubeApi):
 
     refused: list[str]
     shadow: bool
-    records: Path
 
     def create(self, resource: Resource, namespace: str | None, obj: Object) -> Object:
         if self.shadow and resource == PTAHSCHEMAPLANS:
@@ -91,13 +88,9 @@ class NodeLogs(KubeApi):
 
 
 @pytest.fixture
-def node_logs(
-    operator: Operator,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[NodeLogs]:
+def node_logs(operator: Operator) -> Iterator[NodeLogs]:  # noqa: F811
     api = NodeLogs.from_kubeconfig(operator.plane.kubeconfig("manager"))
     api.refused, api.shadow = [], True
-    api.records = tmp_path_factory.mktemp("records")
     with api:
         yield api
 
@@ -108,57 +101,14 @@ def _status(operator: Operator, namespace: str) -> dict[str, Any]:  # noqa: F811
 
 def _run_on_stand_in_node(
     operator: Operator,  # noqa: F811
-    logs: NodeLogs,
     namespace: str,
     claim: dict[str, Any],
     db: Database,
 ) -> None:
     """Run the claim's recorded Job: its Pod records its result, then succeeds."""
-    admin = operator.admin
-    job = admin.get(JOBS, namespace, claim["jobName"])
-
-    def pod() -> Object | None:
-        for found in admin.list(PODS, namespace):
-            refs = found["metadata"].get("ownerReferences") or []
-            if any(r.get("uid") == job["metadata"]["uid"] for r in refs):
-                return found
-        return None
-
-    localrun.until(lambda: pod() is not None, f"the Job controller to start {claim['jobName']}")
-    started = pod()
-    assert started is not None
-    name = started["metadata"]["name"]
+    job = operator.admin.get(JOBS, namespace, claim["jobName"])
     result = result_for_job(job, claim, db, policy=POLICY)
-    record_as_pod(operator.plane, started, result, logs.records / name)
-    admin.patch_status(
-        PODS,
-        namespace,
-        name,
-        {
-            **(started.get("status") or {}),
-            "phase": "Succeeded",
-            "containerStatuses": [
-                {
-                    "name": "ptah",
-                    "image": started["spec"]["containers"][0]["image"],
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
-                }
-            ],
-        },
-        resource_version=started["metadata"]["resourceVersion"],
-    )
-    localrun.until(
-        lambda: any(
-            c.get("type") == "Complete" and c.get("status") == "True"
-            for c in (admin.get(JOBS, namespace, claim["jobName"]).get("status") or {}).get(
-                "conditions", []
-            )
-        ),
-        f"the Job controller to complete {claim['jobName']}",
-    )
+    run_on_stand_in(operator.plane, operator.admin, namespace, claim["jobName"], result)
 
 
 def _unharvested_plan_is_refused(
@@ -221,7 +171,7 @@ def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_app
                 break
             if claim.get("jobUID") and claim["type"] not in ran[-1:]:
                 # The Job the controller created for its own claim was admitted.
-                _run_on_stand_in_node(operator, node_logs, namespace, claim, db)
+                _run_on_stand_in_node(operator, namespace, claim, db)
                 if claim["type"] == "Plan":
                     _unharvested_plan_is_refused(operator, node_logs, namespace, db)
                 ran.append(claim["type"])

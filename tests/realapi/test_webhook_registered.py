@@ -31,6 +31,7 @@ from jobclaim.api import PtahSchema
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Conflict, Object
 from kube.client import KubeApi
 from lab import run as localrun
+from lab.localplane import LocalControlPlane
 from tests.realapi.operator import (  # noqa: F401
     Operator,
     Webhooked,
@@ -51,6 +52,7 @@ class Hooked:
     staged: Webhooked
     cluster: Cluster
     hook: localrun.LocalWebhook
+    plane: LocalControlPlane
 
 
 @pytest.fixture
@@ -64,7 +66,12 @@ def hooked(
     settings = localrun.LOCAL_SETTINGS if "run_images" in request.keywords else SETTINGS
     certificates = tmp_path_factory.mktemp("webhook-certs")
     with registered_webhook(operator, certificates, settings=settings) as (staged, hook):
-        yield Hooked(staged, Cluster(operator.admin, operator.manager, staged.namespace), hook)
+        yield Hooked(
+            staged,
+            Cluster(operator.admin, operator.manager, staged.namespace),
+            hook,
+            operator.plane,
+        )
 
 
 def run_images(test: Any) -> Any:
@@ -129,7 +136,8 @@ def _fail(cluster: Cluster, name: str) -> None:
 
 def test_the_cleanup_ttl_on_a_job_no_record_names_is_refused(hooked: Hooked) -> None:
     cluster = hooked.cluster
-    _, job = claimed_schema(cluster, "orders-unrecorded")
+    # A Plan's Job gets its cleanup TTL only after its harvest (a Resolve's is born with it).
+    _, job = claimed_schema(cluster, "orders-unrecorded", operation="Plan", plane=hooked.plane)
     created = cluster.manager.create(JOBS, cluster.namespace, job)
     # Terminal, so the only thing wrong is that the claim never recorded its UID.
     _fail(cluster, created["metadata"]["name"])
@@ -141,7 +149,7 @@ def test_the_cleanup_ttl_on_a_job_no_record_names_is_refused(hooked: Hooked) -> 
 
 def test_the_cleanup_ttl_on_the_recorded_terminal_job_is_admitted(hooked: Hooked) -> None:
     cluster = hooked.cluster
-    schema, job = claimed_schema(cluster, "orders-recorded")
+    schema, job = claimed_schema(cluster, "orders-recorded", operation="Plan", plane=hooked.plane)
     created = cluster.manager.create(JOBS, cluster.namespace, job)
     _record(cluster, schema, created["metadata"]["uid"])
     _fail(cluster, created["metadata"]["name"])
@@ -251,7 +259,9 @@ def test_a_projection_after_dispatch_started_is_refused(
             "orders",
             lambda s: bool((s.get("status") or {}).get("executionBinding")),
         )
-        plan = localrun.seed_plan(operator.admin, operator.manager, namespace, "orders")
+        plan = localrun.seed_plan(
+            operator.admin, operator.manager, namespace, "orders", plane=operator.plane
+        )
         localrun.approve(operator.admin, namespace, "orders")
         localrun.wait_for(
             operator.admin, namespace, "orders", lambda s: localrun.recorded_job(s) is not None

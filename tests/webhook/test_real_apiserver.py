@@ -28,6 +28,7 @@ import pytest
 
 import certs
 from controller.operationidentity import input_fingerprint, schema_operation
+from controller.podintent import AdmissionSettings
 from jobclaim import CLEANUP_TTL_SECONDS, build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (
@@ -44,6 +45,7 @@ from jobclaim.crds import crd_for
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until, until_granted
+from lab.standin import resolve_and_verify
 from tests.apiconformance.kinds import CRDS, WEBHOOKS
 from tests.jobclaim.world import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
 from tests.realapi.conftest import control_plane  # noqa: F401
@@ -219,24 +221,55 @@ def cluster(
         manager.close()
 
 
-def claimed_schema(cluster: Cluster, name: str) -> tuple[PtahSchema, Object]:
-    """A PtahSchema stored by the admin, and its Plan claim written by the manager:
-    the claim is made around the UID the API server assigned."""
+def claimed_schema(
+    cluster: Cluster,
+    name: str,
+    *,
+    operation: str = "Resolve",
+    plane: LocalControlPlane | None = None,
+) -> tuple[PtahSchema, Object]:
+    """A PtahSchema stored by the admin, and its claim of ``operation`` written by the
+    manager: the claim is made around the UID the API server assigned.
+
+    A claim after Resolve reads the artifact a Resolve Pod recorded, verified by a
+    Verify Pod; both then run first, on the stand-in node of ``plane``, whose Job
+    controller makes their Pods."""
     raw = example("ptahschema.yaml")
     raw["metadata"] = {"name": name, "namespace": cluster.namespace}
     stored = cluster.admin.create(PTAHSCHEMAS, cluster.namespace, raw)
+    if operation != "Resolve":
+        assert plane is not None, f"a {operation} claim needs its readings run on a plane"
+        stored = cluster.manager.patch_status(
+            PTAHSCHEMAS,
+            cluster.namespace,
+            name,
+            {"executionBinding": BINDING.to_wire()},
+            resource_version=stored["metadata"]["resourceVersion"],
+        )
+        resolve_and_verify(
+            plane,
+            cluster.admin,
+            cluster.manager,
+            cluster.namespace,
+            name,
+            digest=RESOLVED.digest,
+            record=MANAGER,
+            admission=AdmissionSettings(),
+            await_reading=False,
+        )
+        stored = cluster.admin.get(PTAHSCHEMAS, cluster.namespace, name)
     schema = PtahSchema.model_validate(stored)
-    # What Resolve recorded, which the Plan claim snapshots.
-    schema = schema.model_copy(update={"status": PtahSchemaStatus(source=RESOLVED)})
     claim = schema_operation(
         schema,
-        operation="Plan",
-        fingerprint=input_fingerprint({"operation": "Plan", "name": name}),
+        operation=operation,
+        fingerprint=input_fingerprint({"operation": operation, "name": name}),
         epoch=BINDING.epoch,
         nonce=uuid.uuid4().bytes,
         started_at=NOW,
     )
-    status = PtahSchemaStatus(execution_binding=BINDING, source=RESOLVED, active_operation=claim)
+    status = (schema.status or PtahSchemaStatus()).model_copy(
+        update={"execution_binding": BINDING, "active_operation": claim}
+    )
     draft = build_job(
         schema_job_inputs(
             schema.model_copy(update={"status": status}), binding=BINDING, manager=MANAGER
@@ -327,17 +360,19 @@ def test_a_merge_patch_reaches_the_cleanup_rule_as_an_update(cluster: Cluster) -
         recorded.to_wire(),
         resource_version=schema.metadata.resource_version or "",
     )
-    # No Job controller runs here, so the Job never finishes: the request got through
-    # decoding, identity, the owner read and the claim's record to the terminal rule.
+    # A reading's Job carries its cleanup TTL from its create, so a merge patch of it
+    # reaches the cleanup rule (as an UPDATE) and is refused by that rule's own sentence.
     message = refusal(
         lambda: cluster.manager.patch_spec(
             JOBS,
             cluster.namespace,
             job["metadata"]["name"],
-            {"ttlSecondsAfterFinished": CLEANUP_TTL_SECONDS},
+            {"ttlSecondsAfterFinished": 2 * CLEANUP_TTL_SECONDS},
         )
     )
-    assert "the Job's cleanup TTL cannot be set before the Job is terminal" in message
+    assert (
+        f"the Job update is not the exact none-to-{CLEANUP_TTL_SECONDS} cleanup TTL transition"
+    ) in message
 
 
 def test_only_the_manager_writes_status(cluster: Cluster) -> None:

@@ -38,6 +38,7 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Object,
+    Refused,
 )
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from jobclaim.times import timestamp, utc_now
@@ -229,18 +230,6 @@ JOB_ROWS: Final[list[JobRow]] = [
 # the claim's artifact, which the plan binds, and an unresolved run is its earlier Apply.
 MIGRATION_JOB_ROWS: Final[list[JobRow]] = [
     (
-        "the claim's artifact re-pointed at another registry, under policy.apply Always",
-        {"artifact": EVIL_ARTIFACT, "policy": "Always", "approve": False},
-        jobs.CANNOT_REBUILD,
-        f"the resolved artifact {EVIL_ARTIFACT.reference} is not from the spec's repository",
-    ),
-    (
-        "the claim re-pointed at migrations nobody approved",
-        {"artifact": UNAPPROVED},
-        jobs.PLAN_NOT_RECORDED,
-        f"it was made from the artifact {MIGRATIONS_DIGEST}, not {UNAPPROVED.digest}",
-    ),
-    (
         "an Apply while an earlier run is unresolved",
         {"unresolved": True},
         authority.EARLIER_APPLY,
@@ -248,6 +237,36 @@ MIGRATION_JOB_ROWS: Final[list[JobRow]] = [
     ),
     *BOTH_JOB_ROWS,
 ]
+
+
+# A claim reads the artifact a Resolve Pod recorded in status: one re-pointed elsewhere
+# is refused at its write, before any Job (the Job rules refuse it too: the builder
+# takes no other repository, and the plan binds the artifact it was read from).
+CLAIM_ARTIFACT_ROWS: Final[list[tuple[str, dict[str, Any], str]]] = [
+    (
+        "the claim's artifact re-pointed at another registry, under policy.apply Always",
+        {"artifact": EVIL_ARTIFACT, "policy": "Always", "approve": False},
+        f"not {EVIL_ARTIFACT.reference}",
+    ),
+    (
+        "the claim re-pointed at migrations nobody approved",
+        {"artifact": UNAPPROVED},
+        f"not {UNAPPROVED.reference}",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "forged", "detail"), CLAIM_ARTIFACT_ROWS, ids=[r[0] for r in CLAIM_ARTIFACT_ROWS]
+)
+def test_a_migration_claim_off_its_recorded_artifact_is_refused(
+    stage: Stage, name: str, forged: dict[str, Any], detail: str
+) -> None:
+    with pytest.raises(Refused) as refused:
+        stage_migration_apply(stage, **forged)
+    message = str(refused.value)
+    assert template(transitions.CLAIM_OFF_ARTIFACT) in message, message
+    assert detail in message, message
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -390,9 +409,38 @@ def _replaced(status: dict[str, Any]) -> None:
     )
 
 
+def _repinned(status: dict[str, Any]) -> None:
+    """The resolved artifact moved to another digest of the spec's repository: an image
+    no Resolve Pod recorded (one the thief pushed, or an old one)."""
+    field = "source" if "source" in status else "artifact"
+    pinned, digest = status[field], "sha256:" + "e" * 64
+    status[field] = {
+        **pinned,
+        "digest": digest,
+        "reference": f"{pinned['reference']}"[:-64] + "e" * 64,
+    }
+
+
+def _reverified(status: dict[str, Any]) -> None:
+    """The verification rewritten as if checked under another policy."""
+    status["verification"] = {**status["verification"], "policyDigest": "sha256:" + "d" * 64}
+
+
 StatusRow = tuple[str, Any, Any, tuple[str, ...]]
 
 STATUS_ROWS: Final[list[StatusRow]] = [
+    (
+        "the resolved artifact re-pinned to a digest no Resolve Pod recorded",
+        _repinned,
+        transitions.ARTIFACT_UNATTESTED,
+        FAMILIES,
+    ),
+    (
+        "the verification rewritten under a policy no Verify Pod checked",
+        _reverified,
+        transitions.VERIFICATION_UNATTESTED,
+        FAMILIES,
+    ),
     (
         "dispatchStarted and jobUID cleared",
         lambda s: s["activeOperation"].update(dispatchStarted=False, jobUID=None),

@@ -437,3 +437,43 @@ FETCH_CA_ROWS = [
 @pytest.mark.parametrize("row", FETCH_CA_ROWS, ids=str)
 def test_a_fetch_step_trusts_only_the_ca_bundle_the_spec_names(row: Row) -> None:
     expect(row, ca_job("migration", "Apply"))
+
+
+# -- a DockerConfigJSON credential (registryAuthFrom.mode) -------------------------------
+
+DOCKER_SOURCE: Obj = {"registryAuthFrom": {"name": "pull-secret", "mode": "DockerConfigJSON"}}
+
+
+def auth_volume(scene: Scene) -> Obj:
+    volume: Obj = next(v for v in pod(scene)["volumes"] if v["name"] == "registry-auth")
+    return volume
+
+
+def database_container_reads_the_docker_config(scene: Scene) -> None:
+    main = pod(scene)["containers"][0]
+    main["volumeMounts"].append(
+        {"name": "registry-auth", "mountPath": "/registry-auth", "readOnly": True}
+    )
+    main["env"].append({"name": "DOCKER_CONFIG", "value": "/registry-auth"})
+
+
+DOCKER_CONFIG_ROWS = [
+    Row("the exact Job of a migration Apply reading a DockerConfigJSON Secret", unchanged, None),
+    Row(
+        "a Job reading another Secret as its docker config",
+        lambda s: auth_volume(s)["secret"].update(secretName="someone-elses-pull-secret"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job whose database container reads the docker config",
+        database_container_reads_the_docker_config,
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", DOCKER_CONFIG_ROWS, ids=str)
+def test_a_docker_config_credential_is_read_only_as_the_spec_names_it(row: Row) -> None:
+    expect(row, job_create("migration", "Apply", source=DOCKER_SOURCE))

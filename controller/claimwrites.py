@@ -44,15 +44,30 @@ from controller.mutationlifecycle import (
     snapshot_is_first_write,
 )
 from controller.operationidentity import input_fingerprint
-from controller.passcontext import Approval, Operation, PassContext, Status, claim_view
+from controller.passcontext import (
+    Approval,
+    Operation,
+    PassContext,
+    Status,
+    claim_view,
+    migration_of,
+    schema_of,
+)
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot
 from controller.targetlock import LeaseState
-from jobclaim import coordination_digest, job_name, lease_holder, operation_info
+from jobclaim import (
+    coordination_digest,
+    job_name,
+    lease_holder,
+    operation_info,
+    reaches_registry,
+    sha256_digest,
+)
 from jobclaim.api import (
     DatabaseTargetSpec,
     TargetLockReleaseStatus,
 )
-from jobclaim.apiserver import ApiError
+from jobclaim.apiserver import CONFIGMAPS, ApiError, NotFound
 from jobclaim.errors import InvalidInput, PtahError
 from jobclaim.times import timestamp
 
@@ -97,7 +112,42 @@ def form_claim(ctx: PassContext, operation: str, inputs: Mapping[str, Any] | Non
         nonce=nonce,
         started_at=started_at,
     )
-    return claim.model_copy(update=realm_fields(ctx, operation, claim.id))
+    fields = {**realm_fields(ctx, operation, claim.id), **registry_ca_fields(ctx, operation)}
+    return claim.model_copy(update=fields)
+
+
+class RegistryCAUnreadable(PtahError):
+    """The registry CA bundle the spec names cannot be read, so no claim can pin it."""
+
+
+def registry_ca_fields(ctx: PassContext, operation: str) -> dict[str, Any]:
+    """The registry CA bundle's digest, pinned by a new claim whose Pod reaches the registry.
+
+    Read when the claim is made, like the verification policy a plan binds: the Job
+    carries the digest (``jobclaim.builder``), so the webhook admits only a Job that
+    trusts the bundle the claim pinned, and the runner refuses to start Resolve or
+    Verify when the mounted bundle is another. A bundle that cannot be read makes no
+    claim: the pass stops and says why, and nothing runs without the CA it was given.
+    """
+    family = ctx.family.name
+    source = schema_of(ctx).spec.desired if family == "schema" else migration_of(ctx).spec.artifact
+    transport = source.transport
+    selector = transport.ca_from if transport else None
+    runner = operation_info(family, operation).runner_operation
+    if selector is None or not reaches_registry(runner):
+        return {}
+    try:
+        obj = ctx.api.get(CONFIGMAPS, ctx.namespace, selector.name)
+    except NotFound as error:
+        raise RegistryCAUnreadable(
+            f"the registry CA ConfigMap {selector.name} does not exist"
+        ) from error
+    data = (obj.get("data") or {}).get(selector.key)
+    if not isinstance(data, str) or not data.strip():
+        raise RegistryCAUnreadable(
+            f"the registry CA ConfigMap {selector.name} holds no {selector.key}"
+        )
+    return {"registry_ca_digest": sha256_digest(data.encode("utf-8"))}
 
 
 def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[str, Any]:

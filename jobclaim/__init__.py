@@ -49,6 +49,7 @@ from jobclaim.builder import (
     build_job,
     labels_for,
     migration_job_inputs,
+    reaches_registry,
     schema_job_inputs,
 )
 from jobclaim.claim import (
@@ -272,6 +273,7 @@ __all__ = [
     "projection_problem",
     "published_plan_problem",
     "quantity_value",
+    "reaches_registry",
     "reading_plan_content",
     "recorded_content_problem",
     "resolved_artifact",

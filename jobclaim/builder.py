@@ -21,7 +21,7 @@ from jobclaim.api.common import (
     OCIArtifactAccessBinding,
     OCIArtifactSourceSpec,
 )
-from jobclaim.api.meta import SecretKeySelector
+from jobclaim.api.meta import ConfigMapKeySelector, SecretKeySelector
 from jobclaim.api.migration import PtahMigration
 from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
 from jobclaim.claim import CLEANUP_TTL_SECONDS, Owner
@@ -64,6 +64,15 @@ SCHEMA_FILE: Final = "/source/schema.hcl"
 MIGRATIONS_DIR: Final = "/source/migrations"
 POLICY_DIR: Final = "/policy"
 POLICY_FILE: Final = "/policy/policy"
+# The registry's CA bundle (transport.caFrom) and a DockerConfigJSON credential, each
+# mounted only into the one container of a Pod that reaches the registry.
+REGISTRY_CA_DIR: Final = "/registry-ca"
+REGISTRY_CA_FILE: Final = "/registry-ca/ca.pem"
+REGISTRY_AUTH_DIR: Final = "/registry-auth"
+# Kubernetes' key of a kubernetes.io/dockerconfigjson Secret, and the file name docker
+# (and so ptah) looks for in the directory DOCKER_CONFIG names.
+DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
+DOCKER_CONFIG_FILE: Final = "config.json"
 WORK_DIR: Final = "/tmp"
 RUNNER_MODULE: Final = "runner"
 RUNNER_COMMAND: Final = (
@@ -94,8 +103,13 @@ REGISTRY_KEYS: Final = (
     ("PTAH_OCI_PASSWORD", "password"),
     ("PTAH_OCI_TOKEN", "token"),
 )
-# Read-only projections: the plan's chunks and the verification policy.
+# Read-only projections: the plan's chunks, the verification policy, the registry's CA
+# bundle and its DockerConfigJSON credential.
 READ_ONLY_MODE: Final = 0o440
+# The operations whose own container reaches the registry; the ones that read the
+# artifact from a database's side get it from their fetch step instead.
+REGISTRY_READS: Final = frozenset({"resolve", "verify"})
+FETCH_READS: Final = frozenset({"observe", "plan", "migration-history", "migration-apply"})
 
 
 class JobInputs(NamedTuple):
@@ -135,6 +149,9 @@ class JobInputs(NamedTuple):
     # write), never from status: a manager that could name it could point a Job's
     # scratch work at any database whose Secret the namespace holds.
     dev_url_from: SecretKeySelector | None = None
+    # The digest of the registry CA bundle the claim pinned when it was made (status,
+    # which the manager writes; the ConfigMap key it names is the spec's).
+    registry_ca_digest: str | None = None
 
 
 def schema_job_inputs(
@@ -178,6 +195,7 @@ def schema_job_inputs(
         transaction_mode=schema.spec.policy.transaction_mode,
         lock_timeout=schema.spec.policy.lock_timeout,
         dev_url_from=schema.spec.dev.url_from if schema.spec.dev else None,
+        registry_ca_digest=operation.registry_ca_digest,
     )
 
 
@@ -216,6 +234,7 @@ def migration_job_inputs(
         coordination_digest=operation.coordination_digest,
         transaction_mode=migration.spec.policy.transaction_mode,
         lock_timeout=migration.spec.policy.lock_timeout,
+        registry_ca_digest=operation.registry_ca_digest,
     )
 
 
@@ -254,6 +273,16 @@ def _refuse_inputs(inputs: JobInputs) -> None:
             f"a {inputs.operation} claim records no resolved artifact to read "
             "(only Resolve reads the reference as written)"
         )
+    ca = _registry_ca(inputs)
+    if ca is not None and reaches_registry(info.runner_operation):
+        digest = inputs.registry_ca_digest
+        if digest is None or not is_digest(digest):
+            # Without the pin the Pod would trust whatever the ConfigMap holds when it
+            # starts, which anyone who may edit ConfigMaps here could choose.
+            raise BuildRefused(
+                f"the {inputs.operation} claim pins no digest of its registry CA bundle "
+                f"(ConfigMap {ca.name} key {ca.key})"
+            )
     if family == "schema" and inputs.operation == "Apply":
         plan = inputs.plan
         if plan is None:
@@ -399,6 +428,11 @@ def _registry_env(inputs: JobInputs) -> list[dict[str, Any]]:
     auth = inputs.source.registry_auth_from if inputs.source else None
     if auth is None:
         return []
+    if auth.mode == "DockerConfigJSON":
+        # ptah reads docker's configuration (its docs/oci.md: DOCKER_CONFIG, then
+        # config.json); the Secret is mounted there (_registry_volumes), and no key of
+        # it becomes a variable.
+        return [_value("DOCKER_CONFIG", REGISTRY_AUTH_DIR)]
     env = []
     for name, key in REGISTRY_KEYS:
         ref: dict[str, Any] = {"name": auth.name, "key": key}
@@ -410,11 +444,51 @@ def _registry_env(inputs: JobInputs) -> list[dict[str, Any]]:
 
 def _transport_env(inputs: JobInputs) -> list[dict[str, Any]]:
     """The spec's registry transport, for a container that reaches the registry: ptah's
-    ``--plain-http`` through its ``PTAH_PLAIN_HTTP`` twin (the runner passes it through)."""
+    ``--plain-http`` through its ``PTAH_PLAIN_HTTP`` twin (the runner passes it through),
+    and the CA bundle as ``PTAH_OCI_CA_FILE``, the PEM file ptah trusts in addition to
+    the system roots (ptah's docs/oci.md, "Reaching a private registry")."""
     transport = inputs.source.transport if inputs.source else None
-    if transport is None or not transport.plain_http:
+    if transport is None:
         return []
-    return [_value("PTAH_PLAIN_HTTP", "true")]
+    env = []
+    if transport.plain_http:
+        env.append(_value("PTAH_PLAIN_HTTP", "true"))
+    if transport.ca_from is not None:
+        env.append(_value("PTAH_OCI_CA_FILE", REGISTRY_CA_FILE))
+    return env
+
+
+def _registry_ca(inputs: JobInputs) -> ConfigMapKeySelector | None:
+    transport = inputs.source.transport if inputs.source else None
+    return transport.ca_from if transport else None
+
+
+def reaches_registry(runner_operation: str) -> bool:
+    """Whether some container of the operation's Pod talks to the registry."""
+    return runner_operation in REGISTRY_READS or runner_operation in FETCH_READS
+
+
+def _registry_volumes(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The CA bundle and the DockerConfigJSON credential, as volumes and the mounts of the
+    one container that reaches the registry; none for a Pod that never does."""
+    runner = operation_info(inputs.owner.family or "", inputs.operation).runner_operation
+    if not reaches_registry(runner):
+        return [], []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    ca = _registry_ca(inputs)
+    if ca is not None:
+        items = [{"key": ca.key, "path": "ca.pem"}]
+        config_map = {"name": ca.name, "items": items, "defaultMode": READ_ONLY_MODE}
+        volumes.append({"name": "registry-ca", "configMap": config_map})
+        mounts.append({"name": "registry-ca", "mountPath": REGISTRY_CA_DIR, "readOnly": True})
+    auth = inputs.source.registry_auth_from if inputs.source else None
+    if auth is not None and auth.mode == "DockerConfigJSON":
+        items = [{"key": DOCKER_CONFIG_KEY, "path": DOCKER_CONFIG_FILE}]
+        secret = {"secretName": auth.name, "items": items, "defaultMode": READ_ONLY_MODE}
+        volumes.append({"name": "registry-auth", "secret": secret})
+        mounts.append({"name": "registry-auth", "mountPath": REGISTRY_AUTH_DIR, "readOnly": True})
+    return volumes, mounts
 
 
 def _env(inputs: JobInputs) -> list[dict[str, Any]]:
@@ -432,9 +506,13 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         _value("PTAH_VERSION", inputs.binding.ptah_version),
         *identity_env(),
     ]
-    if runner in ("resolve", "verify"):
+    if runner in REGISTRY_READS:
         env.extend(_registry_env(inputs))
         env.extend(_transport_env(inputs))
+        if _registry_ca(inputs) is not None and inputs.registry_ca_digest is not None:
+            # The runner's own input: it holds the mounted bundle to the claim's pin
+            # before ptah reads it, and hands ptah a copy it checked.
+            env.append(_value("PTAH_EXPECTED_OCI_CA_DIGEST", inputs.registry_ca_digest))
     if runner == "resolve":
         env.append(_value("PTAH_REQUESTED_REFERENCE", requested))
     elif runner == "verify":
@@ -494,7 +572,11 @@ def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, 
         return None
     # The fetch step is the one that holds the registry credential: the process that
     # runs SQL next never does. It reaches the registry, so it gets the transport too.
+    # It runs ptah itself, so nothing holds its CA bundle to the claim's pin before
+    # ptah reads it; it pulls by digest, which ptah checks against the bytes, so a
+    # bundle swapped in can decide only whether the pull succeeds, never what it reads.
     registry = _registry_env(inputs) + _transport_env(inputs)
+    _, registry_mounts = _registry_volumes(inputs)
     return {
         "name": name,
         "image": inputs.binding.executor_image,
@@ -505,6 +587,7 @@ def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, 
         "volumeMounts": [
             {"name": "source", "mountPath": SOURCE_DIR},
             {"name": "tmp", "mountPath": WORK_DIR},
+            *registry_mounts,
         ],
         "workingDir": WORK_DIR,
         **_container_defaults(),
@@ -536,6 +619,12 @@ def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[d
         config_map = {"name": selector.name, "items": items, "defaultMode": READ_ONLY_MODE}
         volumes.append({"name": "policy", "configMap": config_map})
         mounts.append({"name": "policy", "mountPath": POLICY_DIR, "readOnly": True})
+    registry_volumes, registry_mounts = _registry_volumes(inputs)
+    volumes.extend(registry_volumes)
+    if runner in REGISTRY_READS:
+        # Only Resolve's and Verify's own container reaches the registry; the others'
+        # fetch step mounts these (_fetch_container), never the one that opens the database.
+        mounts.extend(registry_mounts)
     if inputs.plan is not None:
         names = projection_names(inputs.plan.name, inputs.plan.chunk_count)
         sources = [

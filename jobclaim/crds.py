@@ -71,9 +71,10 @@ from jobclaim.api import (
     PtahSchemaApprovalSpec,
     PtahSchemaProofSettlementSpec,
     PtahSchemaSpec,
+    RegistryTransportSpec,
 )
 from jobclaim.api._values import DURATION_PATTERN_CEL, VALIDATIONS
-from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
+from jobclaim.api.common import CA_WITHOUT_TLS, CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.api.schema import DEV_IS_TARGET
 from jobclaim.apiserver import BY_KIND, Resource
 from jobclaim.errors import PtahError
@@ -234,6 +235,12 @@ CROSS_FIELD_RULES: Final[Mapping[type[BaseModel], tuple[ValidationRule, ...]]] =
                 " || !self.transport.plainHTTP || !has(self.registryAuthFrom)"
             ),
             message=CREDENTIAL_IN_CLEAR,
+        ),
+    ),
+    RegistryTransportSpec: (
+        ValidationRule(
+            rule="!has(self.caFrom) || !has(self.plainHTTP) || !self.plainHTTP",
+            message=CA_WITHOUT_TLS,
         ),
     ),
     ExecutionSpec: (

@@ -19,6 +19,7 @@ drawing; a new exception class belongs in it):
      ├── controller: one meaning each, raised by the pass and caught by the reconciler
      │    ├── MayHaveDispatched    a claim that may have a Job handed to dispatch or discard
      │    ├── UnknownOperation     a claim of an operation the family does not define
+     │    ├── RegistryCAUnreadable  the registry CA bundle a new claim would pin cannot be read
      │    ├── NoClaim              a step that needs the claim found none
      │    ├── NotThisFamily        a family's step handed the other family's resource
      │    ├── ApprovalGone         the approval no longer authorizes anything

@@ -53,6 +53,10 @@ ENV_LOCK_TIMEOUT: Final = "PTAH_LOCK_TIMEOUT"
 ENV_OCI_REGISTRY: Final = "PTAH_OCI_REGISTRY"
 ENV_OCI_CREDENTIAL: Final = ("PTAH_OCI_USERNAME", "PTAH_OCI_PASSWORD", "PTAH_OCI_TOKEN")
 ENV_OCI_SECRETS: Final = ("PTAH_OCI_PASSWORD", "PTAH_OCI_TOKEN")
+# ptah's CA bundle for the registry (its docs/oci.md) and docker's configuration
+# directory, where a DockerConfigJSON Secret's credential is mounted.
+ENV_OCI_CA_FILE: Final = "PTAH_OCI_CA_FILE"
+ENV_DOCKER_CONFIG: Final = "DOCKER_CONFIG"
 
 # The runner's inputs: stripped from the child's environment.
 ENV_OPERATION: Final = "PTAH_OPERATION"
@@ -77,6 +81,7 @@ ENV_TRANSACTION_MODE: Final = "PTAH_TRANSACTION_MODE"
 ENV_EXCLUDE: Final = "PTAH_EXCLUDE"
 ENV_PROTECTED_TABLES: Final = "PTAH_PROTECTED_TABLES"
 ENV_WORK_DIR: Final = "PTAH_RUNNER_WORK_DIR"
+ENV_EXPECTED_CA_DIGEST: Final = "PTAH_EXPECTED_OCI_CA_DIGEST"
 # Tuning, not set by the Job builder: where the summary goes and how long to wait.
 ENV_TERMINATION_LOG: Final = "PTAH_TERMINATION_LOG"
 ENV_KILL_GRACE: Final = "PTAH_KILL_GRACE_SECONDS"
@@ -106,6 +111,7 @@ RUNNER_KEYS: Final = frozenset(
         ENV_EXCLUDE,
         ENV_PROTECTED_TABLES,
         ENV_WORK_DIR,
+        ENV_EXPECTED_CA_DIGEST,
         ENV_TERMINATION_LOG,
         ENV_KILL_GRACE,
         ENV_DRAIN,
@@ -268,6 +274,9 @@ class RunConfig:
     sequence_document: bytes = b""
     sequence: tuple[SequenceEntry, ...] = ()
     migrations_dir: str = ""
+    # The registry CA bundle the Job mounts, and the digest the claim pinned it by.
+    registry_ca_file: str = ""
+    registry_ca_digest: str = ""
     transaction_mode: str = "all"
     exclude: tuple[str, ...] = ()
     protected_tables: tuple[str, ...] = ()
@@ -362,6 +371,11 @@ def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> 
     """
     credential = [name for name in ENV_OCI_CREDENTIAL if env.get(name)]
     granted = env.get(ENV_OCI_REGISTRY, "")
+    registry_only = [n for n in (ENV_DOCKER_CONFIG, ENV_OCI_CA_FILE) if env.get(n)]
+    if operation not in ("resolve", "verify") and registry_only:
+        # A DockerConfigJSON credential or the CA bundle is mounted only where the
+        # registry is reached (the fetch step pulled the artifact before this started).
+        return _invalid(f"{operation} opens the database and must not hold {registry_only[0]}")
     if not credential and not granted:
         return None
     if operation not in ("resolve", "verify"):
@@ -382,6 +396,30 @@ def registry_problem(operation: str, env: Mapping[str, str], reference: str) -> 
             "the registry credential is granted for another registry than the reference names",
         )
     return None
+
+
+def _registry_ca(env: Mapping[str, str]) -> dict[str, object] | StartRefusal:
+    """The CA bundle ptah is to trust and the digest the claim pinned it by; both or
+    neither. A bundle with no pin is refused: whoever may edit the ConfigMap could then
+    choose which registry certificates ptah believes."""
+    ca_file = env.get(ENV_OCI_CA_FILE, "")
+    digest = env.get(ENV_EXPECTED_CA_DIGEST, "")
+    if not ca_file and not digest:
+        return {}
+    if not ca_file:
+        return _invalid(f"{ENV_EXPECTED_CA_DIGEST} is set without {ENV_OCI_CA_FILE}")
+    if not digest:
+        return StartRefusal(
+            "registry_ca_unpinned",
+            f"{ENV_OCI_CA_FILE} is set without {ENV_EXPECTED_CA_DIGEST}, the digest the claim "
+            "pinned it by",
+        )
+    path = _absolute(env, ENV_OCI_CA_FILE)
+    if isinstance(path, StartRefusal):
+        return path
+    if not _DIGEST.fullmatch(digest):
+        return _invalid(f"{ENV_EXPECTED_CA_DIGEST} is not a sha256 digest")
+    return {"registry_ca_file": path, "registry_ca_digest": digest}
 
 
 def _list(env: Mapping[str, str], name: str) -> tuple[str, ...] | StartRefusal:
@@ -454,6 +492,10 @@ def _operation_inputs(operation: str, env: Mapping[str, str]) -> dict[str, objec
         refusal = registry_problem(operation, env, reference)
         if refusal is not None:
             return refusal
+        pinned = _registry_ca(env)
+        if isinstance(pinned, StartRefusal):
+            return pinned
+        found.update(pinned)
     else:
         refusal = registry_problem(operation, env, "")
         if refusal is not None:

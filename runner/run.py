@@ -36,6 +36,7 @@ from typing import Final
 
 from runner import ptahcli
 from runner.config import (
+    ENV_OCI_CA_FILE,
     RunConfig,
     StartRefusal,
     bind,
@@ -86,6 +87,9 @@ PREFIX: Final = "ptah-runner: "
 # What the runner echoes of an error to its own stderr (the record carries less).
 MAX_ECHO: Final = 4096
 MAX_POLICY_BYTES: Final = 1024 * 1024
+MAX_CA_BYTES: Final = 1024 * 1024
+# Where the checked copy of the registry CA bundle is staged for ptah.
+CA_SNAPSHOT: Final = "registry-ca.pem"
 
 
 def _say(fd: int) -> Callable[[str], None]:
@@ -173,7 +177,42 @@ def _prepare_apply(config: RunConfig) -> int:
     return len(plan.statements)
 
 
+def _stage_registry_ca(config: RunConfig, env: Mapping[str, str]) -> Mapping[str, str]:
+    """The child's environment with ptah pointed at a checked copy of the CA bundle.
+
+    The mounted key is a ConfigMap the kubelet may swap under the Pod at any time; the
+    copy is the bytes that matched the claim's pin, and the only ones ptah reads.
+    """
+    if not config.registry_ca_file:
+        return env
+    data = _read_bounded(config.registry_ca_file, MAX_CA_BYTES)
+    if data is None:
+        raise _Refused(
+            StartRefusal("registry_ca_unreadable", "the registry CA bundle cannot be read")
+        )
+    if sha256_digest(data) != config.registry_ca_digest:
+        raise _Refused(
+            StartRefusal(
+                "registry_ca_mismatch",
+                f"the registry CA bundle is {sha256_digest(data)}, not "
+                f"{config.registry_ca_digest}, the one the claim pinned",
+            )
+        )
+    snapshot = ptahcli.work_path(config, CA_SNAPSHOT)
+    try:
+        write_private(snapshot, data)
+    except OSError as error:
+        raise _Refused(
+            StartRefusal(
+                "registry_ca_unreadable",
+                f"the registry CA bundle cannot be staged: {error.strerror}",
+            )
+        ) from None
+    return {**env, ENV_OCI_CA_FILE: snapshot}
+
+
 def _operate(config: RunConfig, env: Mapping[str, str], session: _Session) -> RunnerResult:
+    env = _stage_registry_ca(config, env)
     steps = ptahcli.steps(config, env)
     operation = config.operation
     if operation == "resolve":

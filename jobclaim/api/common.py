@@ -72,6 +72,13 @@ CREDENTIAL_IN_CLEAR: Final = (
 )
 
 
+# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
+CA_WITHOUT_TLS: Final = (
+    "transport.caFrom cannot be combined with transport.plainHTTP: "
+    "a registry spoken to in plain HTTP presents no certificate for the CA to check"
+)
+
+
 class RegistryTransportSpec(WireModel):
     """How the Pods that reach the registry talk to it."""
 
@@ -80,6 +87,35 @@ class RegistryTransportSpec(WireModel):
     """Talk plain HTTP to the registry (a registry on a private network without TLS); reaches
     ptah as PTAH_PLAIN_HTTP in the Resolve, Verify and fetch steps only. Refused together with
     registryAuthFrom."""
+    ca_from: ConfigMapKeySelector | None = Field(default=None, alias="caFrom")
+    """The ConfigMap key holding a PEM bundle trusted, in addition to the system roots, for the
+    registry's certificate (a registry with its own authority). Each claim that reaches the
+    registry pins the key's SHA-256 digest; ptah reads the bundle as PTAH_OCI_CA_FILE in the
+    Resolve, Verify and fetch steps only, and a Resolve or Verify whose bundle is not the
+    pinned one does not run."""
+
+    @model_validator(mode="after")
+    def _ca_needs_tls(self) -> RegistryTransportSpec:
+        if self.plain_http and self.ca_from is not None:
+            raise ValueError(CA_WITHOUT_TLS)
+        return self
+
+
+RegistryAuthMode = Literal["Environment", "DockerConfigJSON"]
+
+
+class RegistryAuthReference(WireModel):
+    """A Secret holding the registry credential, and the form it holds it in."""
+
+    name: ObjectName
+    """The Secret's name, in the resource's namespace."""
+    mode: RegistryAuthMode = "Environment"
+    """How the Secret holds the credential. Environment (the default): its key registry grants
+    the credential to one registry host[:port], and username and password, or token, hold it;
+    they reach ptah as PTAH_OCI_* variables. DockerConfigJSON: a Secret of type
+    kubernetes.io/dockerconfigjson, whose .dockerconfigjson key is mounted as config.json in the
+    directory DOCKER_CONFIG names, so ptah picks the credential for the registry by host as
+    docker does."""
 
 
 class OCIArtifactSourceSpec(WireModel):
@@ -88,17 +124,19 @@ class OCIArtifactSourceSpec(WireModel):
     oci_ref: Annotated[str, Field(min_length=1), OCI_REFERENCE_RULE]
     """The OCI artifact (tag or digest) holding the desired schema or the migrations; the Resolve
     reading pins it to a digest."""
-    registry_auth_from: NamedReference | None = None
-    """A Secret with registry credentials for the artifact, read only by the Pods that reach the
-    registry (Resolve, Verify, and the fetch step), never by one that opens the database. Its key
-    registry (required) grants the credential to one registry host[:port]; username and password,
-    or token, hold the credential."""
+    registry_auth_from: RegistryAuthReference | None = None
+    """A Secret with registry credentials for the artifact, read only by the containers that reach
+    the registry (Resolve, Verify, and the fetch step), never by one that opens the database. In
+    the default mode, Environment, its key registry (required) grants the credential to one
+    registry host[:port], and username and password, or token, hold the credential; mode
+    DockerConfigJSON reads a kubernetes.io/dockerconfigjson Secret instead."""
     verification_policy_from: ConfigMapKeySelector | None = None
     """The ConfigMap key holding the verification policy the Verify reading checks the artifact
     against; a plan is bound to its UID and digest."""
     # Absent (not a default object) so a source that never names it is written as before.
     transport: RegistryTransportSpec | None = None
-    """How the registry is reached: transport.plainHTTP for a registry without TLS."""
+    """How the registry is reached: transport.plainHTTP for a registry without TLS,
+    transport.caFrom for one whose certificate a private authority signed."""
 
     @model_validator(mode="after")
     def _no_credential_in_clear(self) -> OCIArtifactSourceSpec:

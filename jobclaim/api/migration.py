@@ -127,6 +127,9 @@ class MigrationOperationStatus(WireModel):
     """The execution epoch the claim was made under."""
     source: OCIArtifactAccessBinding | None = None
     """The artifact, pinned by digest, the claim reads."""
+    registry_ca_digest: Digest | None = Field(default=None, alias="registryCADigest")
+    """The SHA-256 digest of the registry CA bundle (spec transport.caFrom) the claim pinned when
+    it was made; its Job trusts that bundle and no other."""
     target: DatabaseTargetSpec | None = None
     """The database target the claim was made for (from the spec at the time)."""
     coordination_digest: Digest | None = None

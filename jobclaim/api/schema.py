@@ -237,6 +237,9 @@ class ActiveOperationStatus(WireModel):
     """The UID of the verification policy ConfigMap the claim reads."""
     verification_policy_digest: Digest | None = None
     """The digest of the verification policy the claim reads."""
+    registry_ca_digest: Digest | None = Field(default=None, alias="registryCADigest")
+    """The SHA-256 digest of the registry CA bundle (spec transport.caFrom) the claim pinned when
+    it was made; its Job trusts that bundle and no other."""
 
 
 class PendingObservationStatus(WireModel):

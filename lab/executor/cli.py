@@ -357,23 +357,26 @@ def _dispatch(
     if (noun, verb) == ("migrations", "hash"):
         return migrations.hash_directory(_migrations_dir(values, command)), 0
     plain = bool(values.get("plain_http"))
+    # ptah's variable with no flag twin (its docs/oci.md): a PEM bundle trusted in
+    # addition to the system roots for the registry's certificate.
+    ca_file = env.get("PTAH_OCI_CA_FILE") or None
     if (noun, verb) == ("schema", "pull"):
         out = _need(values, "out", "schema pull needs --out FILE")
-        return oci.pull_schema(values["ref"], out, plain), 0
+        return oci.pull_schema(values["ref"], out, plain, ca_file), 0
     if (noun, verb) == ("migrations", "pull"):
         out = _need(values, "out", "migrations pull needs --out DIR")
-        return oci.pull_migrations(values["ref"], out, plain), 0
+        return oci.pull_migrations(values["ref"], out, plain, ca_file), 0
     as_json = _format(values)
     if verb == "resolve":
-        return oci.resolve(values["ref"], plain, as_json), 0
+        return oci.resolve(values["ref"], plain, as_json, ca_file), 0
     if verb == "inspect":
-        return oci.inspect(values["ref"], plain, as_json), 0
+        return oci.inspect(values["ref"], plain, as_json, ca_file), 0
     policy = _need(
         values,
         "policy",
         "oci verify needs --policy FILE: verification with no policy would check nothing",
     )
-    return oci.verify(values["ref"], policy, plain, as_json)
+    return oci.verify(values["ref"], policy, plain, as_json, ca_file)
 
 
 def _drift_text(report: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,11 +77,14 @@ def parse_reference(text: str) -> Reference:
     return Reference(text, prefix, match["host"], match["repo"], match["tag"], match["digest"])
 
 
-def _base(ref: Reference, plain_http: bool) -> str:
+def _base(ref: Reference, plain_http: bool, ca_file: str | None = None) -> str:
     host = (
         ref.host.rsplit(":", 1)[0] if not ref.host.startswith("[") else ref.host.split("]")[0] + "]"
     )
-    scheme = "http" if plain_http or host in _LOOPBACK else "https"
+    # The lab's loopback registry speaks http; a CA bundle says the registry presents a
+    # certificate, so it is spoken to over TLS wherever it is.
+    loopback_http = host in _LOOPBACK and ca_file is None
+    scheme = "http" if plain_http or loopback_http else "https"
     return f"{scheme}://{ref.host}/v2/{ref.repo}"
 
 
@@ -111,10 +115,11 @@ class Fetched:
     manifest: dict[str, Any]
 
 
-def fetch_manifest(client: httpx.Client, ref: Reference, plain_http: bool) -> Fetched:
-    response = _get(
-        client, f"{_base(ref, plain_http)}/manifests/{ref.target}", ref.text, {"Accept": _ACCEPT}
-    )
+def fetch_manifest(
+    client: httpx.Client, ref: Reference, plain_http: bool, ca_file: str | None = None
+) -> Fetched:
+    url = f"{_base(ref, plain_http, ca_file)}/manifests/{ref.target}"
+    response = _get(client, url, ref.text, {"Accept": _ACCEPT})
     body = response.content
     digest = _sha256(body)
     if ref.digest and digest != ref.digest:
@@ -133,10 +138,28 @@ def fetch_manifest(client: httpx.Client, ref: Reference, plain_http: bool) -> Fe
     return Fetched(ref, digest, media_type, body, manifest)
 
 
-def _client() -> httpx.Client:
+def _client(ca_file: str | None = None) -> httpx.Client:
     # No proxy and no credentials from the environment: the process that may hold a
     # database credential talks to the lab's registry only.
-    return httpx.Client(timeout=_TIMEOUT, trust_env=False, follow_redirects=True)
+    return httpx.Client(
+        timeout=_TIMEOUT, trust_env=False, follow_redirects=True, verify=_trust(ca_file)
+    )
+
+
+def _trust(ca_file: str | None) -> ssl.SSLContext | bool:
+    """The system roots, and ``PTAH_OCI_CA_FILE``'s bundle in addition, as ptah trusts
+    them (its docs/oci.md): naming an authority adds it, never replaces the roots."""
+    if ca_file is None:
+        return True
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except (OSError, ssl.SSLError, ValueError) as error:
+        raise ExecutorError(
+            f"cannot read the registry CA bundle {ca_file} (PTAH_OCI_CA_FILE): "
+            f"{type(error).__name__}"
+        ) from error
+    return context
 
 
 def _artifact_type(manifest: dict[str, Any]) -> str:
@@ -154,9 +177,9 @@ def _layers(fetched: Fetched) -> list[dict[str, Any]]:
     return layers
 
 
-def _fetch(text: str, plain_http: bool) -> Fetched:
-    with _client() as client:
-        return fetch_manifest(client, parse_reference(text), plain_http)
+def _fetch(text: str, plain_http: bool, ca_file: str | None) -> Fetched:
+    with _client(ca_file) as client:
+        return fetch_manifest(client, parse_reference(text), plain_http, ca_file)
 
 
 def _descriptor(fetched: Fetched) -> dict[str, Any]:
@@ -170,13 +193,13 @@ def _descriptor(fetched: Fetched) -> dict[str, Any]:
     }
 
 
-def resolve(text: str, plain_http: bool, as_json: bool) -> str:
-    report = ResolveReport(**_descriptor(_fetch(text, plain_http)))
+def resolve(text: str, plain_http: bool, as_json: bool, ca_file: str | None = None) -> str:
+    report = ResolveReport(**_descriptor(_fetch(text, plain_http, ca_file)))
     return render(report) if as_json else f"{report.pinned_reference}\n"
 
 
-def inspect(text: str, plain_http: bool, as_json: bool) -> str:
-    fetched = _fetch(text, plain_http)
+def inspect(text: str, plain_http: bool, as_json: bool, ca_file: str | None = None) -> str:
+    fetched = _fetch(text, plain_http, ca_file)
     annotations = fetched.manifest.get("annotations") or {}
     report = InspectReport(
         **_descriptor(fetched),
@@ -231,9 +254,11 @@ def load_policy(path: str) -> None:
         )
 
 
-def verify(text: str, policy_path: str, plain_http: bool, as_json: bool) -> tuple[str, int]:
+def verify(
+    text: str, policy_path: str, plain_http: bool, as_json: bool, ca_file: str | None = None
+) -> tuple[str, int]:
     load_policy(policy_path)
-    fetched = _fetch(text, plain_http)
+    fetched = _fetch(text, plain_http, ca_file)
     ref = fetched.ref
     satisfied: list[str] = []
     findings: list[VerificationFinding] = []
@@ -259,11 +284,16 @@ def verify(text: str, policy_path: str, plain_http: bool, as_json: bool) -> tupl
     ), code
 
 
-def _blob(client: httpx.Client, fetched: Fetched, layer: dict[str, Any], plain_http: bool) -> bytes:
+def _blob(
+    client: httpx.Client,
+    fetched: Fetched,
+    layer: dict[str, Any],
+    plain_http: bool,
+    ca_file: str | None = None,
+) -> bytes:
     digest = layer["digest"]
-    data = _get(
-        client, f"{_base(fetched.ref, plain_http)}/blobs/{digest}", f"blob {digest}"
-    ).content
+    url = f"{_base(fetched.ref, plain_http, ca_file)}/blobs/{digest}"
+    data = _get(client, url, f"blob {digest}").content
     if _sha256(data) != digest:
         raise ExecutorError(f"blob {digest} of {fetched.ref.text} does not hash to its digest")
     return data
@@ -275,17 +305,17 @@ def _expect_type(fetched: Fetched, wanted: str) -> None:
         raise ExecutorError(f"{fetched.ref.text} is a {found or 'untyped'} artifact, not {wanted}")
 
 
-def pull_schema(text: str, out: str, plain_http: bool) -> str:
+def pull_schema(text: str, out: str, plain_http: bool, ca_file: str | None = None) -> str:
     ref = parse_reference(text)
-    with _client() as client:
-        fetched = fetch_manifest(client, ref, plain_http)
+    with _client(ca_file) as client:
+        fetched = fetch_manifest(client, ref, plain_http, ca_file)
         _expect_type(fetched, SCHEMA_ARTIFACT_TYPE)
         layers = _layers(fetched)
         if len(layers) != 1:
             raise ExecutorError(
                 f"the schema artifact {text} has {len(layers)} layers; it must have exactly one"
             )
-        data = _blob(client, fetched, layers[0], plain_http)
+        data = _blob(client, fetched, layers[0], plain_http, ca_file)
     path = Path(out)
     temporary = path.with_name(f".{path.name}.pull")
     temporary.write_bytes(data)
@@ -296,17 +326,17 @@ def pull_schema(text: str, out: str, plain_http: bool) -> str:
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
-def pull_migrations(text: str, out: str, plain_http: bool) -> str:
+def pull_migrations(text: str, out: str, plain_http: bool, ca_file: str | None = None) -> str:
     ref = parse_reference(text)
     files: dict[str, bytes] = {}
-    with _client() as client:
-        fetched = fetch_manifest(client, ref, plain_http)
+    with _client(ca_file) as client:
+        fetched = fetch_manifest(client, ref, plain_http, ca_file)
         _expect_type(fetched, MIGRATIONS_ARTIFACT_TYPE)
         for layer in _layers(fetched):
             name = (layer.get("annotations") or {}).get(TITLE)
             if not isinstance(name, str) or not _SAFE_NAME.match(name) or name in files:
                 raise ExecutorError(f"a layer of {text} is not named by a plain, unique file title")
-            files[name] = _blob(client, fetched, layer, plain_http)
+            files[name] = _blob(client, fetched, layer, plain_http, ca_file)
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):

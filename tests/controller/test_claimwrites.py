@@ -3,13 +3,15 @@ both families claimed through the table and taken through the same sequence."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controller.claimwrites import epoch_update, placeholder_epoch
 from controller.targetlock import LeaseState
-from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder
+from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder, sha256_digest
 from jobclaim.api import ActiveOperationStatus
-from jobclaim.apiserver import LEASES, PTAHSCHEMAPLANS, PTAHSCHEMAS
+from jobclaim.apiserver import CONFIGMAPS, LEASES, PTAHMIGRATIONS, PTAHSCHEMAPLANS, PTAHSCHEMAS
 from kube.fake.inmemory import matching
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
 from tests.jobclaim.world import EPOCH
@@ -250,3 +252,69 @@ def test_a_reading_without_a_lease_leaves_nothing_holding_deletion() -> None:
     rig.api.delete(PTAHSCHEMAS, NS, key.name)
     # No finalizer: the resource goes at once, and its Job is the owner's to collect.
     assert rig.api.peek(PTAHSCHEMAS, NS, key.name) is None
+
+
+# -- the registry CA bundle a claim pins (transport.caFrom) ------------------------------
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def with_ca(rig: Any, key: Any, *, config_map: dict[str, str] | None) -> None:
+    """The migration's source names a CA bundle; ``config_map`` is its data, or None for
+    no ConfigMap at all."""
+    stored = rig.resource(key)
+    artifact = {
+        **stored["spec"]["artifact"],
+        "transport": {"caFrom": {"name": "ca", "key": "ca.pem"}},
+    }
+    rig.api.patch_spec(PTAHMIGRATIONS, NS, key.name, {"artifact": artifact})
+    if config_map is not None:
+        rig.api.create(
+            CONFIGMAPS, NS, {"metadata": {"name": "ca", "namespace": NS}, "data": config_map}
+        )
+
+
+CA_ROWS: list[tuple[str, dict[str, str] | None, str | None]] = [
+    ("the bundle is there", {"ca.pem": CA_PEM}, None),
+    ("no ConfigMap", None, "the registry CA ConfigMap ca does not exist"),
+    ("no such key", {"other.pem": CA_PEM}, "the registry CA ConfigMap ca holds no ca.pem"),
+    ("an empty key", {"ca.pem": "  \n"}, "the registry CA ConfigMap ca holds no ca.pem"),
+]
+
+
+@pytest.mark.parametrize(
+    ("config_map", "refusal"), [r[1:] for r in CA_ROWS], ids=[r[0] for r in CA_ROWS]
+)
+def test_a_claim_that_reaches_the_registry_pins_its_ca_bundle(
+    config_map: dict[str, str] | None, refusal: str | None
+) -> None:
+    rig = make_rig()
+    key = add_migration(rig)
+    with_ca(rig, key, config_map=config_map)
+    stop = rig.reconciler.claim(key, "Resolve")
+    if refusal is not None:
+        # No claim without the pin: nothing runs trusting a bundle nobody pinned.
+        assert stop.reason == "the claim could not be made"
+        assert str(stop.error) == refusal
+        assert rig.claim(key) == {}
+        return
+    assert stop.reason.startswith("the claim is persisted")
+    assert rig.claim(key)["registryCADigest"] == sha256_digest(CA_PEM.encode())
+    rig.settle(key)
+    (job,) = rig.jobs()
+    (runner,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in runner["env"]}
+    assert env["PTAH_EXPECTED_OCI_CA_DIGEST"] == sha256_digest(CA_PEM.encode())
+
+
+def test_a_pass_that_would_claim_without_the_bundle_stops_and_says_why() -> None:
+    rig = make_rig()
+    key = add_migration(rig)
+    with_ca(rig, key, config_map=None)
+    # The changed spec asks for a new Resolve; without the bundle no claim is made.
+    stop = rig.reconcile(key)
+    assert (stop.reason, str(stop.error)) == (
+        "the pass could not finish",
+        "the registry CA ConfigMap ca does not exist",
+    )
+    assert rig.claim(key) == {} and rig.jobs() == []

@@ -162,11 +162,11 @@ RESOLVED_MIGRATIONS = OCIArtifactAccessBinding(
 )
 
 
-def schema_world(operation: str = "Apply") -> World:
+def schema_world(operation: str = "Apply", *, registry_ca_digest: str | None = None) -> World:
     raw = example("ptahschema.yaml")
     raw["metadata"].update(uid="schema-uid-1", generation=1, resourceVersion="10")
     # A private registry, so the golden Jobs pin where its credential goes.
-    raw["spec"]["desired"]["registryAuthFrom"] = {"name": "orders-registry"}
+    raw["spec"]["desired"].setdefault("registryAuthFrom", {"name": "orders-registry"})
     schema = PtahSchema.model_validate(raw)
     schema = schema.model_copy(update={"status": PtahSchemaStatus(source=RESOLVED)})
     fingerprint = input_fingerprint({"operation": operation, "generation": 1})
@@ -178,7 +178,7 @@ def schema_world(operation: str = "Apply") -> World:
         nonce=b"\x01" * 16,
         started_at=NOW,
         execution_not_after="2026-12-02T12:15:00Z",
-    )
+    ).model_copy(update={"registry_ca_digest": registry_ca_digest})
     plan = plan_for("schema-uid-1") if operation == "Apply" else None
     status = PtahSchemaStatus(
         execution_binding=BINDING, source=RESOLVED, plan=plan, active_operation=claim
@@ -199,10 +199,10 @@ def schema_world(operation: str = "Apply") -> World:
 SEQUENCE = ("20260101000000", "20260102000000")
 
 
-def migration_world(operation: str = "Apply") -> World:
+def migration_world(operation: str = "Apply", *, registry_ca_digest: str | None = None) -> World:
     raw = example("ptahmigration.yaml")
     raw["metadata"].update(uid="migration-uid-1", generation=1, resourceVersion="10")
-    raw["spec"]["artifact"]["registryAuthFrom"] = {"name": "billing-registry"}
+    raw["spec"]["artifact"].setdefault("registryAuthFrom", {"name": "billing-registry"})
     migration = PtahMigration.model_validate(raw)
     migration = migration.model_copy(
         update={"status": PtahMigrationStatus(artifact=RESOLVED_MIGRATIONS)}
@@ -216,7 +216,7 @@ def migration_world(operation: str = "Apply") -> World:
         nonce=b"\x02" * 16,
         started_at=NOW,
         execution_not_after="2026-12-02T12:15:00Z",
-    )
+    ).model_copy(update={"registry_ca_digest": registry_ca_digest})
     sequence = SEQUENCE if operation == "Apply" else ()
     status = PtahMigrationStatus(
         execution_binding=BINDING, artifact=RESOLVED_MIGRATIONS, active_operation=claim

@@ -346,6 +346,31 @@ def test_a_job_other_than_its_claim_builds_is_refused(
     refused_with(create_job(stage, staged.job), template(jobs.OUTSIDE_INTENT))
 
 
+def _foreign_ca(job: Object) -> None:
+    """The fetch step told to trust a CA bundle the spec never named (so its claim
+    pinned none): whoever wrote it could then answer for the registry."""
+    pod = job["spec"]["template"]["spec"]
+    items = [{"key": "ca.pem", "path": "ca.pem"}]
+    config_map = {"name": "attacker-ca", "items": items, "defaultMode": 0o440}
+    pod["volumes"].append({"name": "registry-ca", "configMap": config_map})
+    fetch = pod["initContainers"][1]
+    fetch["volumeMounts"].append(
+        {"name": "registry-ca", "mountPath": "/registry-ca", "readOnly": True}
+    )
+    fetch.setdefault("env", []).append({"name": "PTAH_OCI_CA_FILE", "value": "/registry-ca/ca.pem"})
+
+
+def test_a_job_trusting_a_ca_bundle_its_claim_never_pinned_is_refused(stage: Stage) -> None:
+    staged = stage_migration_apply(stage)
+    assert staged.job["spec"]["template"]["spec"]["initContainers"][1]["name"] == (
+        "fetch-migrations"
+    )
+    _foreign_ca(staged.job)
+    response = create_job(stage, staged.job)
+    refused_with(response, template(jobs.OUTSIDE_INTENT))
+    assert "the Job's spec is not the one its claim builds" in response.json()["message"]
+
+
 # -- the table: plans ----------------------------------------------------------------------
 
 

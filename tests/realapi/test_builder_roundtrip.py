@@ -48,7 +48,13 @@ def admin(control_plane: LocalControlPlane) -> Iterator[KubeApi]:
 
 
 def _world(
-    family: str, operation: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+    family: str,
+    operation: str,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    source: dict[str, Any] | None = None,
+    registry_ca_digest: str | None = None,
 ) -> world.World:
     example = world.example
 
@@ -56,12 +62,13 @@ def _world(
         # The claim reserves the Job's namespace, so the resource moves, not the Job.
         raw = example(name)
         raw["metadata"]["namespace"] = namespace
+        raw["spec"]["desired" if family == "schema" else "artifact"].update(source or {})
         return raw
 
     monkeypatch.setattr(world, "example", moved_here)
     if family == "schema":
-        return world.schema_world(operation)
-    return world.migration_world(operation)
+        return world.schema_world(operation, registry_ca_digest=registry_ca_digest)
+    return world.migration_world(operation, registry_ca_digest=registry_ca_digest)
 
 
 def _rebuild(made: world.World) -> Object:
@@ -147,6 +154,39 @@ def test_the_stored_job_is_its_rebuild_field_for_field(
     for mode in ("rebuild-stored", "envelope"):
         verdict = match(stored, made.claim(mode))
         assert verdict.matched, f"{mode}: {verdict.reason}"
+
+
+# A private registry: its CA bundle and a DockerConfigJSON credential, as volumes.
+PRIVATE_REGISTRY: Final = {
+    "transport": {"caFrom": {"name": "registry-ca", "key": "ca.pem"}},
+    "registryAuthFrom": {"name": "pull-secret", "mode": "DockerConfigJSON"},
+}
+
+
+@pytest.mark.parametrize(
+    ("family", "operation"), [("schema", "Resolve"), ("schema", "Plan"), ("migration", "Apply")]
+)
+def test_a_job_reaching_a_private_registry_is_stored_as_built(
+    admin: KubeApi,
+    namespace: str,
+    family: str,
+    operation: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = _world(
+        family,
+        operation,
+        namespace,
+        monkeypatch,
+        source=PRIVATE_REGISTRY,
+        registry_ca_digest="sha256:" + "a" * 64,
+    )
+    volumes = {v["name"] for v in made.built["spec"]["template"]["spec"]["volumes"]}
+    assert {"registry-ca", "registry-auth"} <= volumes
+    stored = _stored(admin, namespace, made.built)
+    assert _differences(_rebuild(made), _as_built(stored)) == []
+    verdict = match(stored, made.claim("rebuild-stored"))
+    assert verdict.matched, verdict.reason
 
 
 def test_a_server_default_the_builder_left_out_is_named(

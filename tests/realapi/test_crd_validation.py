@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from jobclaim.api import KINDS
-from jobclaim.api.common import CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
+from jobclaim.api.common import CA_WITHOUT_TLS, CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
 from jobclaim.apiserver import (
     PTAHMIGRATIONS,
     PTAHSCHEMAAPPROVALS,
@@ -160,6 +160,36 @@ INVALID = [
         ),
         "spec.desired",
         CREDENTIAL_IN_CLEAR,
+    ),
+    (
+        "PtahMigration",
+        _both(
+            _set("spec.artifact.transport.plainHTTP", True),
+            _set(
+                "spec.artifact.registryAuthFrom",
+                {"name": "registry-credentials", "mode": "DockerConfigJSON"},
+            ),
+        ),
+        "spec.artifact",
+        CREDENTIAL_IN_CLEAR,
+    ),
+    (
+        "PtahSchema",
+        _set("spec.desired.transport", {"plainHTTP": True, "caFrom": {"name": "ca", "key": "ca"}}),
+        "spec.desired.transport",
+        CA_WITHOUT_TLS,
+    ),
+    (
+        "PtahSchema",
+        _set("spec.desired.registryAuthFrom", {"name": "pull", "mode": "Netrc"}),
+        "spec.desired.registryAuthFrom.mode",
+        "Unsupported value",
+    ),
+    (
+        "PtahMigration",
+        _set("spec.artifact.transport.caFrom", {"name": "ca"}),
+        "spec.artifact.transport.caFrom.key",
+        "Required value",
     ),
     (
         "PtahSchema",
@@ -301,6 +331,22 @@ def _fields(node: dict[str, Any], schemas: dict[str, Any], path: str) -> list[tu
     if isinstance(node.get("items"), dict):
         found += _fields(node["items"], schemas, f"{path}[]")
     return found
+
+
+def test_a_registry_credential_named_without_a_mode_is_stored_in_todays_mode(
+    operator: Operator,  # noqa: F811
+) -> None:
+    namespace = _unjudged_namespace(operator)
+    spec = copy.deepcopy(MINIMAL["PtahMigration"])
+    spec["artifact"]["registryAuthFrom"] = {"name": "registry-credentials"}
+    spec["artifact"]["transport"] = {"caFrom": {"name": "registry-ca", "key": "ca.pem"}}
+    operator.admin.create(PTAHMIGRATIONS, namespace, {"metadata": {"name": "m"}, "spec": spec})
+    stored = operator.admin.get(PTAHMIGRATIONS, namespace, "m")["spec"]["artifact"]
+    assert stored["registryAuthFrom"] == {"name": "registry-credentials", "mode": "Environment"}
+    assert stored["transport"] == {
+        "plainHTTP": False,
+        "caFrom": {"name": "registry-ca", "key": "ca.pem"},
+    }
 
 
 def test_kubectl_explain_describes_every_field_of_every_kind(

@@ -33,6 +33,7 @@ A script in ``STANDIN_SCRIPT`` (JSON) changes what it reports or how it misbehav
     holder       start a helper that keeps stdout and stderr open, PID to this path
     daemon       start a helper with its output closed, PID to this path
     log          append {"argv": [...], "env": {...PTAH_* names}} to this JSON-lines file
+    ca_seen      write {"path": ..., "content": ...} of the PTAH_OCI_CA_FILE it was given here
 
 Standard library only; it runs under whatever interpreter the test gives it.
 """
@@ -404,6 +405,10 @@ def main() -> int:
         seen = {k: v for k, v in os.environ.items() if k.startswith("PTAH_")}
         with Path(script["log"]).open("a", encoding="utf-8") as log:
             log.write(json.dumps({"argv": argv, "env": sorted(seen)}) + "\n")
+    if script.get("ca_seen") and os.environ.get("PTAH_OCI_CA_FILE"):
+        path = os.environ["PTAH_OCI_CA_FILE"]
+        seen_ca = {"path": path, "content": Path(path).read_text(encoding="utf-8")}
+        Path(script["ca_seen"]).write_text(json.dumps(seen_ca), encoding="utf-8")
     if script.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for line in script.get("stderr", []):

@@ -53,6 +53,10 @@ def test_bind(name: str, changes: dict[str, str | None], problem: str | None) ->
 
 OTHER = "sha256:" + "9" * 64
 NO_REGISTRY: dict[str, str | None] = dict.fromkeys(REGISTRY)
+PINNED_CA: dict[str, str | None] = {
+    "PTAH_OCI_CA_FILE": "/registry-ca/ca.pem",
+    "PTAH_EXPECTED_OCI_CA_DIGEST": OTHER,
+}
 MYSQL_URL = "mysql://ptah:s3cret-Pa55word@db.internal:3306/orders"
 # Each row: the operation, one change to a valid environment, the refusal code.
 REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
@@ -154,6 +158,50 @@ REFUSALS: list[tuple[str, str, dict[str, str | None], str | None]] = [
         "migration-apply",
         {"PTAH_OCI_REGISTRY": "registry.example"},
         "configuration_invalid",
+    ),
+    ("resolve trusting a pinned CA bundle", "resolve", PINNED_CA, None),
+    ("verify trusting a pinned CA bundle", "verify", PINNED_CA, None),
+    (
+        "a CA bundle the claim did not pin",
+        "resolve",
+        {"PTAH_OCI_CA_FILE": "/registry-ca/ca.pem"},
+        "registry_ca_unpinned",
+    ),
+    (
+        "a pin with no bundle",
+        "verify",
+        {"PTAH_EXPECTED_OCI_CA_DIGEST": OTHER},
+        "configuration_invalid",
+    ),
+    (
+        "a pin that is not a digest",
+        "resolve",
+        {**PINNED_CA, "PTAH_EXPECTED_OCI_CA_DIGEST": "sha256:x"},
+        "configuration_invalid",
+    ),
+    (
+        "a relative CA bundle",
+        "verify",
+        {**PINNED_CA, "PTAH_OCI_CA_FILE": "ca.pem"},
+        "configuration_invalid",
+    ),
+    (
+        "a plan holding the CA bundle",
+        "plan",
+        {"PTAH_OCI_CA_FILE": "/registry-ca/ca.pem"},
+        "configuration_invalid",
+    ),
+    (
+        "a migration apply holding a docker config",
+        "migration-apply",
+        {"DOCKER_CONFIG": "/registry-auth"},
+        "configuration_invalid",
+    ),
+    (
+        "resolve reading a docker config, no grant needed",
+        "resolve",
+        {**NO_REGISTRY, "DOCKER_CONFIG": "/registry-auth"},
+        None,
     ),
     ("no dev database, read-only", "observe", {"PTAH_DEV_URL": None}, None),
     (

@@ -171,6 +171,54 @@ def test_the_runners_own_refusals_start_nothing(
     assert not log.exists(), "ptah ran"
 
 
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("operation", ["resolve", "verify"])
+def test_ptah_reads_the_checked_copy_of_the_pinned_ca_bundle(
+    tmp_path: Path, operation: str
+) -> None:
+    bundle = tmp_path / "registry-ca.pem"
+    bundle.write_text(CA_PEM)
+    seen = tmp_path / "ca-seen.json"
+    pinned = "sha256:" + hashlib.sha256(CA_PEM.encode()).hexdigest()
+    run = scripted(
+        tmp_path,
+        operation,
+        {"ca_seen": str(seen)},
+        PTAH_OCI_CA_FILE=str(bundle),
+        PTAH_EXPECTED_OCI_CA_DIGEST=pinned,
+    )
+    assert read_back(run, operation).result.error_code is None
+    told = json.loads(seen.read_text())
+    # The bytes that matched the pin, copied where the kubelet cannot swap them.
+    assert told["content"] == CA_PEM and told["path"] != str(bundle)
+
+
+@pytest.mark.parametrize(
+    ("name", "pinned", "code"),
+    [
+        ("another bundle than the claim pinned", "sha256:" + "9" * 64, "registry_ca_mismatch"),
+        ("a bundle the claim did not pin", None, "registry_ca_unpinned"),
+    ],
+)
+def test_a_ca_bundle_that_is_not_the_pinned_one_starts_nothing(
+    tmp_path: Path, name: str, pinned: str | None, code: str
+) -> None:
+    bundle = tmp_path / "registry-ca.pem"
+    bundle.write_text(CA_PEM)
+    log = tmp_path / "seen.jsonl"
+    run = scripted(
+        tmp_path,
+        "resolve",
+        {"log": str(log)},
+        PTAH_OCI_CA_FILE=str(bundle),
+        PTAH_EXPECTED_OCI_CA_DIGEST=pinned,
+    )
+    _not_started(run, "resolve", code)
+    assert not log.exists(), "ptah ran"
+
+
 @pytest.mark.parametrize(
     ("name", "content", "code"),
     [

@@ -117,14 +117,20 @@ def owner_world(
     execution: Obj | None = None,
     attempt: int = 1,
     name: str | None = None,
+    source: Obj | None = None,
+    registry_ca_digest: str | None = None,
 ) -> World:
-    """``tests.jobclaim.world``'s schema or migration world, with spec knobs to vary."""
+    """``tests.jobclaim.world``'s schema or migration world, with spec knobs to vary:
+    ``source`` is merged into the artifact source, ``registry_ca_digest`` is the CA
+    bundle's digest the claim pinned."""
     raw = example("ptahschema.yaml" if family == "schema" else "ptahmigration.yaml")
     raw["metadata"].update(uid=OWNER_UIDS[family], generation=1, resourceVersion="10")
     if name is not None:
         raw["metadata"]["name"] = name
     if execution is not None:
         raw["spec"]["execution"] = execution
+    if source is not None:
+        raw["spec"]["desired" if family == "schema" else "artifact"].update(source)
     fingerprint = input_fingerprint({"operation": operation, "generation": 1})
     claim_of = schema_operation if family == "schema" else migration_operation
     model = PtahSchema if family == "schema" else PtahMigration
@@ -146,6 +152,7 @@ def owner_world(
         attempt=attempt,
         execution_not_after="2026-12-02T12:15:00Z",
     )
+    claim = claim.model_copy(update={"registry_ca_digest": registry_ca_digest})
     if family == "schema":
         plan = plan_for(OWNER_UIDS[family]) if operation == "Apply" else None
         status: Any = resolved.model_copy(

@@ -347,3 +347,133 @@ def test_the_world_is_the_controllers_own() -> None:
     """The scene's owner and Job come from jobclaim's builder, not from a fixture."""
     world = owner_world("schema", "Apply")
     assert job_create("schema", "Apply").obj == world.submitted
+
+
+# -- the registry's CA bundle (transport.caFrom): the claim pins it by digest ----------
+
+CA_SOURCE: Obj = {"transport": {"caFrom": {"name": "registry-ca", "key": "ca.pem"}}}
+PINNED_CA = "sha256:" + "a" * 64
+
+
+def ca_volume(scene: Scene) -> Obj:
+    volume: Obj = next(v for v in pod(scene)["volumes"] if v["name"] == "registry-ca")
+    return volume
+
+
+def env_of(container: Obj, name: str) -> Obj:
+    found: Obj = next(e for e in container["env"] if e["name"] == name)
+    return found
+
+
+def database_container_mounts_the_ca(scene: Scene) -> None:
+    pod(scene)["containers"][0]["volumeMounts"].append(
+        {"name": "registry-ca", "mountPath": "/registry-ca", "readOnly": True}
+    )
+
+
+def ca_job(family: str, operation: str) -> Scene:
+    return job_create(family, operation, source=CA_SOURCE, registry_ca_digest=PINNED_CA)
+
+
+RESOLVE_CA_ROWS = [
+    Row("the exact Job of a Resolve claim that pinned the CA bundle", unchanged, None),
+    Row(
+        "a Job trusting another CA ConfigMap",
+        lambda s: ca_volume(s)["configMap"].update(name="attacker-ca"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job trusting another key of the ConfigMap",
+        lambda s: ca_volume(s)["configMap"]["items"][0].update(key="other.pem"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job trusting other CA content than the claim pinned",
+        lambda s: env_of(pod(s)["containers"][0], "PTAH_EXPECTED_OCI_CA_DIGEST").update(
+            value="sha256:" + "b" * 64
+        ),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job whose ptah reads a bundle the runner did not check",
+        lambda s: env_of(pod(s)["containers"][0], "PTAH_OCI_CA_FILE").update(value="/tmp/ca.pem"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a claim that pinned no CA bundle",
+        claim(registry_ca_digest=None),
+        jobs.CANNOT_REBUILD,
+        "pins no digest of its registry CA bundle (ConfigMap registry-ca key ca.pem)",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", RESOLVE_CA_ROWS, ids=str)
+def test_a_resolve_job_trusts_only_the_ca_bundle_its_claim_pinned(row: Row) -> None:
+    expect(row, ca_job("schema", "Resolve"))
+
+
+FETCH_CA_ROWS = [
+    Row("the exact Job of a migration Apply whose fetch step trusts the CA", unchanged, None),
+    Row(
+        "a Job trusting another CA ConfigMap in its fetch step",
+        lambda s: ca_volume(s)["configMap"].update(name="attacker-ca"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job mounting the CA bundle where the database is opened",
+        database_container_mounts_the_ca,
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", FETCH_CA_ROWS, ids=str)
+def test_a_fetch_step_trusts_only_the_ca_bundle_the_spec_names(row: Row) -> None:
+    expect(row, ca_job("migration", "Apply"))
+
+
+# -- a DockerConfigJSON credential (registryAuthFrom.mode) -------------------------------
+
+DOCKER_SOURCE: Obj = {"registryAuthFrom": {"name": "pull-secret", "mode": "DockerConfigJSON"}}
+
+
+def auth_volume(scene: Scene) -> Obj:
+    volume: Obj = next(v for v in pod(scene)["volumes"] if v["name"] == "registry-auth")
+    return volume
+
+
+def database_container_reads_the_docker_config(scene: Scene) -> None:
+    main = pod(scene)["containers"][0]
+    main["volumeMounts"].append(
+        {"name": "registry-auth", "mountPath": "/registry-auth", "readOnly": True}
+    )
+    main["env"].append({"name": "DOCKER_CONFIG", "value": "/registry-auth"})
+
+
+DOCKER_CONFIG_ROWS = [
+    Row("the exact Job of a migration Apply reading a DockerConfigJSON Secret", unchanged, None),
+    Row(
+        "a Job reading another Secret as its docker config",
+        lambda s: auth_volume(s)["secret"].update(secretName="someone-elses-pull-secret"),
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+    Row(
+        "a Job whose database container reads the docker config",
+        database_container_reads_the_docker_config,
+        OUTSIDE,
+        "spec is not the one its claim builds",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", DOCKER_CONFIG_ROWS, ids=str)
+def test_a_docker_config_credential_is_read_only_as_the_spec_names_it(row: Row) -> None:
+    expect(row, job_create("migration", "Apply", source=DOCKER_SOURCE))

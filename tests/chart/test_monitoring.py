@@ -7,8 +7,10 @@ runbooks and the dashboard, checked with the real helm and the real promtool.
   ``promtool test rules`` passes tests/chart/promtool/ptah-alerts.test.yaml over the
   plain file, which is the chart's render with the default thresholds; each mutation
   of a rule (a threshold, a hold time, a selector) makes those tests fail.
-- Every alert links docs/runbooks/<alert>.md, which exists and says what the alert
-  means, how to confirm it with kubectl ptah status and Events, and what to do.
+- Every alert links its section of docs/runbooks.md (the heading is the alert's name,
+  the link its anchor), and every section is an alert's: each says what the alert
+  means, how to confirm it with kubectl ptah status and Events, and what to do, with
+  commands the plugin takes and thresholds the chart has.
 - Every metric a rule or the dashboard names is one the manager exports.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,20 +27,21 @@ from typing import Any
 import pytest
 import yaml
 
+from kubectl_ptah import cli
 from manager.metrics import GAUGE_HELP, ManagerMetrics
 from tests.chart.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
 from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, load_documents, of_kind, only
 
 pytestmark = pytest.mark.helm
 
-RUNBOOKS = ROOT / "docs" / "runbooks"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
 PROMTOOL_TESTS = Path(__file__).resolve().parent / "promtool"
 DASHBOARDS = CHART / "dashboards"
 ENABLED = {
     "monitoring.serviceMonitor.enabled": "true",
     "monitoring.prometheusRule.enabled": "true",
 }
-RUNBOOK_SECTIONS = ("## What it means", "## Confirm it", "## What to do")
+RUNBOOK_PARTS = ("### What it means", "### Confirm it", "### What to do")
 
 
 def rendered_rule(helm: Helm, **settings: str) -> Object:
@@ -162,21 +166,71 @@ def test_the_promtool_tests_pass_and_bite(
         assert done.returncode != 0, f"{row}: the promtool tests did not notice\n{output}"
 
 
-def test_every_alert_links_a_runbook_that_says_what_to_do(helm: Helm) -> None:
-    base = "https://runbooks.example.com/ptah/"
-    rule = rendered_rule(helm, **{"monitoring.prometheusRule.runbookBaseURL": base})
+def anchor(heading: str) -> str:
+    """The anchor GitHub (and most Markdown renderers) give a heading: lower case,
+    punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_sections() -> dict[str, str]:
+    """docs/runbooks.md's second-level sections, by heading."""
+    parts = re.split(r"^## (.+)$", RUNBOOKS.read_text(), flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_every_alert_links_its_runbook_section_and_every_section_is_an_alerts(
+    helm: Helm,
+) -> None:
+    page = "https://runbooks.example.com/ptah/runbooks.md"
+    rule = rendered_rule(helm, **{"monitoring.prometheusRule.runbookBaseURL": page})
     names = [a["alert"] for a in alerts(rule)]
     assert len(names) == len(set(names)) == 9
+    sections = runbook_sections()
     for alert in alerts(rule):
         name = alert["alert"]
-        assert alert["annotations"]["runbook_url"] == f"{base.rstrip('/')}/{name}.md"
-        runbook = RUNBOOKS / f"{name}.md"
-        assert runbook.exists(), f"{name} has no runbook"
-        text = runbook.read_text()
-        for section in RUNBOOK_SECTIONS:
-            assert section in text, f"{runbook.name} lacks {section!r}"
-        assert "kubectl ptah status" in text and "kubectl get events" in text, runbook.name
-    assert sorted(p.stem for p in RUNBOOKS.glob("Ptah*.md")) == sorted(names)
+        assert alert["annotations"]["runbook_url"] == f"{page}#{anchor(name)}"
+        assert name in sections, f"docs/runbooks.md has no section headed {name}"
+        text = sections[name]
+        for part in RUNBOOK_PARTS:
+            assert part in text, f"the {name} runbook lacks {part!r}"
+        assert "kubectl ptah status" in text and "kubectl get events" in text, name
+    assert sorted(sections) == sorted(names), "a runbook section names no alert"
+
+
+def test_every_link_within_the_runbooks_lands_on_a_heading() -> None:
+    text = RUNBOOKS.read_text()
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    # Only the first of equal headings gets the bare anchor; the alerts' are unique.
+    targets = {anchor(h) for h in headings}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(links) >= 9, "the page's table links every section"
+    assert [link for link in links if link not in targets] == []
+
+
+# The command lines the runbooks give: `kubectl ptah <command> <kind> ...`, up to a
+# comment, a closing backtick or the line's end.
+PLUGIN_LINE = re.compile(r"kubectl ptah ([a-z]+ (?:schema|migration)\b[^`#\n]*)")
+
+
+def test_every_kubectl_ptah_line_the_runbooks_give_is_one_the_plugin_takes() -> None:
+    lines = PLUGIN_LINE.findall(RUNBOOKS.read_text())
+    commands = {line.split()[0] for line in lines}
+    # The control: the page gives status, acknowledge and settle lines to check.
+    assert {"status", "acknowledge", "settle"} <= commands
+    parser = cli._parser()
+    for line in lines:
+        try:
+            parser.parse_args(shlex.split(line))
+        except SystemExit as refused:
+            raise AssertionError(f"kubectl ptah refuses {line!r}") from refused
+
+
+def test_every_threshold_the_runbooks_name_is_one_the_chart_has() -> None:
+    named = set(re.findall(r"`thresholds\.(\w+)`", RUNBOOKS.read_text()))
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    thresholds = values["monitoring"]["prometheusRule"]["thresholds"]
+    assert len(named) >= 5
+    assert named - set(thresholds) == set()
 
 
 def test_every_metric_the_rules_name_is_exported(helm: Helm) -> None:

@@ -2,22 +2,27 @@
 
 The controller's stages log through ``logging`` without passing the resource along;
 the pass's fields (``controller.passlog``) join every line of the pass, and the
-summary line of a pass that crossed a boundary is said at info. The rotator's lines
-are the same JSON.
+summary line of a pass that crossed a boundary is said at info. A leader transition
+is said both ways. The rotator's lines are the same JSON.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections.abc import Iterator
 
 import orjson
 import pytest
 
+from controller.leaderelection import LeaderElector
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Subject
 from controller.passlog import pass_fields
+from controller.reconciler import Key, Reconciler
 from manager import logs, rotator
-from tests.controller.dispatchworld import add_migration, make_rig
+from tests.controller.dispatchworld import LEASE_NS, NS, Clocks, add_migration, make_rig
 
 
 @pytest.fixture
@@ -80,3 +85,55 @@ def test_the_rotator_says_its_lines_as_json(lines: io.StringIO) -> None:
     rotator._said("written after: the serving certificate was renewed")
     (line,) = parsed(lines)
     assert line["logger"] == "manager.rotator" and line["level"] == "info"
+
+
+class _TakenOver:
+    """An observer whose first leading turn lets another replica take the Lease over:
+    the leader's next renewal then fails, and the loop ends on its own."""
+
+    def __init__(self, leader: LeaderElector, other: LeaderElector, clocks: Clocks) -> None:
+        self.leader, self.other, self.clocks = leader, other, clocks
+
+    def loop_turned(self, leading: bool) -> None:
+        if leading and not self.other.leading:
+            assert not self.other.try_acquire_or_renew()  # its first sighting of the holder
+            self.clocks.advance(self.leader.duration)
+            assert self.other.try_acquire_or_renew()
+
+    def pass_started(self, key: Key) -> None:
+        pass
+
+    def pass_finished(
+        self,
+        key: Key,
+        stop: Stop,
+        seconds: float,
+        reasons: list[str],
+        subject: Subject | None = None,
+    ) -> None:
+        pass
+
+    def waited(self, seconds: float) -> None:
+        pass
+
+
+def test_a_leader_transition_is_said_when_won_and_when_lost(lines: io.StringIO) -> None:
+    rig = make_rig()
+    clock = rig.clocks.monotonic
+    leader = LeaderElector(rig.api, LEASE_NS, "ptah-leader", "manager-0", clock=clock)
+    other = LeaderElector(rig.api, LEASE_NS, "ptah-leader", "manager-1", clock=clock)
+    observer = _TakenOver(leader, other, rig.clocks)
+    reconciler = Reconciler(
+        rig.env, rig.sink, namespace=NS, elector=leader, observer=observer, watch_pause=0.01
+    )
+    reconciler.run(threading.Event())  # returns once leadership is lost
+    said = [
+        (line["level"], line["message"], line.get("identity"))
+        for line in parsed(lines)
+        if line["logger"] == "controller.reconciler"
+    ]
+    assert ("info", "became leader", "manager-0") in said
+    assert ("warning", "leadership lost; stopping the workers", None) in said
+    assert said.index(("info", "became leader", "manager-0")) < said.index(
+        ("warning", "leadership lost; stopping the workers", None)
+    )

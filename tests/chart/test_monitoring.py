@@ -67,7 +67,9 @@ def exported_names() -> set[str]:
 
 
 def metric_names(expression: str) -> set[str]:
-    return set(re.findall(r"\b(ptah_[a-z_]+)", expression))
+    """The metrics a query names: ours, and the process and GC collectors' (the
+    dashboard's CPU and memory panel), which a query could misspell as well."""
+    return set(re.findall(r"\b((?:ptah|process|python)_[a-z_]+)", expression))
 
 
 def test_the_monitoring_objects_are_opt_in(default_render: list[Object]) -> None:

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 # The Event reason of a pass that created a Job: one dispatch.
 DISPATCHED: Final = "JobCreated"
 PASS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-# An operation runs from its Job's start to its harvest: seconds to an hour and more.
+# An operation runs from its claim to its harvest or retirement: seconds to an hour and more.
 OPERATION_BUCKETS: Final = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 APPLY_OUTCOMES: Final = ("succeeded", "failed", "unknown", "partial", "retired")
 GAUGE_HELP: Final = {
@@ -250,7 +250,8 @@ class ManagerMetrics:
         )
         self.operation_seconds = Histogram(
             "ptah_operation_duration_seconds",
-            "From a claim's Job start to the pass that ended the claim, by kind and operation.",
+            "From a claim's making (or its latest attempt's: status.activeOperation.startedAt) "
+            "to the pass that ended the claim, by kind and operation.",
             ["kind", "operation"],
             buckets=OPERATION_BUCKETS,
             registry=r,

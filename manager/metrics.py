@@ -204,7 +204,8 @@ class ManagerMetrics:
         self.webhook = WebhookMetrics(registry=r)
         self.readings = Counter(
             "ptah_readings",
-            "Readings that ended, by kind, operation and result (recorded, failed).",
+            "Readings that ended, by kind, operation and result (recorded, failed, retired "
+            "before dispatch).",
             ["kind", "operation", "result"],
             registry=r,
         )

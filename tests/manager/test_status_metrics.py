@@ -394,3 +394,53 @@ def test_the_plans_are_listed_once_a_minute_and_absent_while_the_list_fails() ->
     failing[0] = True
     now[0] = 61.0
     assert metrics.registry.get_sample_value("ptah_stored_plans", stored) is None
+
+
+# -- names and labels ----------------------------------------------------------------------
+
+# Every label the registry may carry: bounded sets the code enumerates (the collectors'
+# own are the Python version and GC generation). A resource's name or namespace is
+# never one: it would grow the series without bound.
+BOUNDED_LABELS = {
+    "kind",
+    "phase",
+    "outcome",
+    "operation",
+    "result",
+    "how",
+    "stage",
+    "category",
+    "endpoint",
+    "rule",
+    "verdict",
+    "le",
+    "generation",
+    "implementation",
+    "major",
+    "minor",
+    "patchlevel",
+    "version",
+}
+
+
+def test_no_series_names_a_resource_and_every_counter_is_total() -> None:
+    rig = make_rig()
+    metrics = ManagerMetrics(now=rig.clocks.wall)
+    rig.reconciler.observer = metrics
+    keys = [add_schema(rig, "orders-x7"), add_migration(rig, "billing-x7")]
+    for key in keys:
+        passes(rig, key)
+    harvest_with(rig, keys[1], "migration-apply", UNKNOWN_RUN)
+    passes(rig, keys[1])
+    rig.api.fail_read(lambda *_: True)  # a failed pass: stage and category labels too
+    rig.reconciler.process(keys[0])
+    samples = [(f, s) for f in metrics.registry.collect() for s in f.samples]
+    # The control: the passes moved labelled series, so the checks below check them.
+    assert sample(metrics, "ptah_applies_total", kind="PtahMigration", outcome="unknown") == 1.0
+    assert any(s.name == "ptah_pass_failures_total" for _, s in samples)
+    names = {key.name for key in keys} | {NS}
+    for family, s in samples:
+        assert set(s.labels) <= BOUNDED_LABELS, (s.name, s.labels)
+        assert not names & set(s.labels.values()), (s.name, s.labels)
+        if family.type == "counter":
+            assert s.name.endswith(("_total", "_created")), s.name

@@ -279,6 +279,14 @@ VALUE_ROWS = [
         "unknownOutcomeFor",
     ),
     ("no runbook base", "runbookBaseURL", "", "runbookBaseURL"),
+    # Each alert appends its section's anchor: a page with one of its own would link
+    # every alert to neither.
+    (
+        "a runbook page with an anchor of its own",
+        "runbookBaseURL",
+        "https://wiki.example.com/ptah#runbooks",
+        "runbookBaseURL",
+    ),
     ("a threshold the rules do not know", "thresholds.pagerFor", "1m", "pagerFor"),
 ]
 

@@ -22,7 +22,14 @@ from controller.passcontext import Subject
 from controller.passlog import pass_fields
 from controller.reconciler import Key, Reconciler
 from manager import logs, rotator
-from tests.controller.dispatchworld import LEASE_NS, NS, Clocks, add_migration, make_rig
+from tests.controller.dispatchworld import (
+    LEASE_NS,
+    NS,
+    Clocks,
+    add_migration,
+    add_schema,
+    make_rig,
+)
 
 
 @pytest.fixture
@@ -79,6 +86,29 @@ def test_a_pass_that_claims_is_said_at_info_with_its_claim(lines: io.StringIO) -
     assert claimed, passes
     assert claimed[0]["resource"] == key.name and claimed[0]["namespace"] == key.namespace
     assert claimed[0]["operation"] and claimed[0]["attempt"] == 1
+
+
+PASS_KEYS = ("kind", "namespace", "resource", "phase", "operation", "operationId", "attempt")
+
+
+def test_every_line_of_a_pass_has_the_same_keys_null_until_known(lines: io.StringIO) -> None:
+    rig = make_rig()
+    waiting = add_schema(rig, approve=False)  # no claim: its plan waits for a person
+    claiming = add_migration(rig)
+    rig.reconciler.process(waiting)
+    rig.reconciler.process(claiming)
+    with pass_fields("PtahSchema", NS, "unread"):
+        logging.getLogger("controller.somewhere").info("before the resource is read")
+    said = [line for line in parsed(lines) if "resource" in line]
+    assert {line["resource"] for line in said} == {waiting.name, claiming.name, "unread"}
+    for line in said:
+        assert set(PASS_KEYS) <= set(line), line
+    unread = next(line for line in said if line["resource"] == "unread")
+    assert unread["phase"] is None and unread["operation"] is None
+    last = {line["resource"]: line for line in said}
+    assert (last[waiting.name]["operation"], last[waiting.name]["attempt"]) == (None, None)
+    assert last[waiting.name]["phase"] == "AwaitingApproval"
+    assert (last[claiming.name]["operation"], last[claiming.name]["attempt"]) == ("Apply", 1)
 
 
 def test_the_rotator_says_its_lines_as_json(lines: io.StringIO) -> None:

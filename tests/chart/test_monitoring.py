@@ -11,7 +11,8 @@ runbooks and the dashboard, checked with the real helm and the real promtool.
   the link its anchor), and every section is an alert's: each says what the alert
   means, how to confirm it with kubectl ptah status and Events, and what to do, with
   commands the plugin takes and thresholds the chart has.
-- Every metric a rule or the dashboard names is one the manager exports.
+- Every metric a rule or the dashboard names is one the manager exports, and every
+  dashboard query is PromQL promtool parses.
 """
 
 from __future__ import annotations
@@ -266,6 +267,39 @@ def test_every_dashboard_query_names_only_exported_metrics() -> None:
         named = set().union(*(metric_names(q) for q in queries))
         # A histogram is queried by its series' names.
         assert named - exported == set(), f"{path.name} names metrics the manager never exports"
+
+
+# Grafana's variables, as a query gets them: a rate window and the job selected.
+GRAFANA_VARIABLES = (("$__rate_interval", "5m"), ("$job", ".+"))
+
+
+def dashboard_rules(dashboard: Any) -> dict[str, Any]:
+    """Every panel query of ``dashboard`` as a recording rule, so promtool parses it."""
+    rules = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in GRAFANA_VARIABLES:
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"{panel['title']}: a variable the test does not know"
+            rules.append({"record": f"dashboard:query_{len(rules)}", "expr": expr})
+    return {"groups": [{"name": "dashboard", "rules": rules}]}
+
+
+def test_every_dashboard_query_is_promql_promtool_parses(promtool: Path, tmp_path: Path) -> None:
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        rules = dashboard_rules(json.loads(path.read_text()))
+        count = len(rules["groups"][0]["rules"])
+        checked = tmp_path / f"{path.stem}.rules.yaml"
+        checked.write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+        done = subprocess.run(
+            [str(promtool), "check", "rules", str(checked)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{path.name}: " + done.stdout + done.stderr
+        assert f"SUCCESS: {count} rules found" in done.stdout
 
 
 # (row, setting, value, what the refusal names): the control renders; each other row

@@ -1,6 +1,6 @@
 """What the durable status says a person may have to act on, as metric values. Pure.
 
-Two functions and the facts they read, nothing that does I/O:
+Functions and the facts they read, nothing that does I/O:
 
 - ``facts_of`` reads one PtahSchema's or PtahMigration's stored status into the few
   facts the metrics need (``Facts``).

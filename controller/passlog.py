@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Final
 
 from controller.passcontext import Subject
 
@@ -36,10 +36,20 @@ def subject_fields(subject: Subject) -> dict[str, Any]:
     }
 
 
+# What a pass says of its resource before it has read it: every line of a pass carries
+# the same keys, null until known (a log query filters on a key, not on its absence).
+UNREAD: Final[dict[str, Any]] = {
+    "phase": None,
+    "operation": None,
+    "operationId": None,
+    "attempt": None,
+}
+
+
 @contextmanager
 def pass_fields(kind: str, namespace: str, name: str) -> Iterator[dict[str, Any]]:
     """Set the pass's fields for its duration; the dict yielded may be updated."""
-    fields: dict[str, Any] = {"kind": kind, "namespace": namespace, "resource": name}
+    fields: dict[str, Any] = {"kind": kind, "namespace": namespace, "resource": name, **UNREAD}
     token = _FIELDS.set(fields)
     try:
         yield fields

@@ -572,6 +572,27 @@ def settle(
     )
 
 
+CLAIM_FIELDS: Final = (
+    "type",
+    "id",
+    "attempt",
+    "jobName",
+    "dispatchStarted",
+    "startedAt",
+    "dispatchNotAfter",
+    "executionNotAfter",
+)
+OWED_FIELDS: Final = (
+    "pendingObservation",
+    "unresolvedRun",
+    "settledProof",
+    "resolvedRun",
+    "pendingLockRelease",
+    "readingFailure",
+    "nextReconciliationTime",
+)
+
+
 def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
     raw = _get(api, args.kind, args.namespace, args.name)
     found = raw.get("status") or {}
@@ -584,8 +605,15 @@ def status(api: ApiClient, args: argparse.Namespace) -> dict[str, Any]:
     }
     claim = found.get("activeOperation")
     if claim:
-        out["claim"] = {k: claim.get(k) for k in ("type", "id", "jobName", "dispatchStarted")}
-    for owed in ("pendingObservation", "unresolvedRun", "settledProof", "resolvedRun"):
+        # With its deadlines: a claim past them is what PtahClaimStuck pages for.
+        out["claim"] = {
+            k: claim.get(k)
+            for k in CLAIM_FIELDS
+            if k in ("type", "id", "jobName", "dispatchStarted") or claim.get(k) is not None
+        }
+    # What is owed, and what stands in its way: each alert's runbook (docs/runbooks.md)
+    # confirms its state here.
+    for owed in OWED_FIELDS:
         if found.get(owed):
             out[owed] = found[owed]
     out["conditions"] = [

@@ -6,7 +6,8 @@ The webhook's decision lines are JSON already; their fields are merged into the 
 rather than nested as a string, so a reviewer filters them like any other field.
 A traceback is a field of its line, never lines of its own. A line written during a
 pass carries the pass's fields (``controller.passlog``: kind, namespace, resource,
-operation, attempt, phase), and a record's ``extra={"fields": {...}}`` adds its own.
+operation, attempt, phase; null until the pass has read them, or when the resource
+has no claim), and a record's ``extra={"fields": {...}}`` adds its own.
 """
 
 from __future__ import annotations
@@ -48,9 +49,12 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
             merged = True
     if not merged:
         fields["message"] = message
-    for extra in (current_fields(), getattr(record, "fields", None)):
-        if isinstance(extra, dict):
-            fields.update({k: v for k, v in extra.items() if k not in fields and v is not None})
+    # A pass's fields are all kept, null included (no claim: no operation, no attempt),
+    # so every line of a pass has the same keys; a record's own extras drop their nulls.
+    fields.update({k: v for k, v in current_fields().items() if k not in fields})
+    extra = getattr(record, "fields", None)
+    if isinstance(extra, dict):
+        fields.update({k: v for k, v in extra.items() if k not in fields and v is not None})
     if record.exc_info:
         fields["exception"] = logging.Formatter().formatException(record.exc_info)
     return fields

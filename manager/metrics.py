@@ -7,10 +7,12 @@ name, which would grow the series without bound.
 
 The domain figures (``manager.statusmetrics``) are the status each pass last read or
 wrote: gauges computed from it at every scrape, counters moved by what one pass
-changed in it. Only the leader runs passes, so only the leader reports them; a
-replica that is not leading forgets what it saw, and a new leader reports the same
-gauges as its predecessor once its first passes (one per resource, from the initial
-watch listing) have run.
+changed in it. The one thing remembered beyond those facts is which approvals each
+resource's plan has had counted seen, so that a claim retired unspent and made again
+on the same approval does not count it twice. Only the leader runs passes, so only
+the leader reports them; a replica that is not leading forgets what it saw, and a
+new leader reports the same gauges as its predecessor once its first passes (one per
+resource, from the initial watch listing) have run.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from manager.statusmetrics import (
     KINDS,
     Facts,
     Gauges,
+    SeenApprovals,
+    approvals_seen,
     facts_of,
     gauges,
     stored_plans,
@@ -53,7 +57,7 @@ log = logging.getLogger(__name__)
 # The Event reason of a pass that created a Job: one dispatch.
 DISPATCHED: Final = "JobCreated"
 PASS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-# An operation runs from its Job's start to its harvest: seconds to an hour and more.
+# An operation runs from its claim to its harvest or retirement: seconds to an hour and more.
 OPERATION_BUCKETS: Final = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 APPLY_OUTCOMES: Final = ("succeeded", "failed", "unknown", "partial", "retired")
 GAUGE_HELP: Final = {
@@ -129,6 +133,7 @@ class StatusCollector(Collector):
         self._now = now
         self._lock = threading.Lock()
         self._facts: dict[Key, Facts] = {}
+        self._approvals: dict[Key, SeenApprovals] = {}
 
     def seen(self, key: Key, facts: Facts | None) -> Facts | None:
         """Record ``key``'s facts (None: the resource is gone); the facts before."""
@@ -140,9 +145,21 @@ class StatusCollector(Collector):
                 self._facts[key] = facts
             return before
 
+    def approvals_seen(self, key: Key, facts: Facts | None, reasons: list[str]) -> int:
+        """How many approvals ``key``'s pass saw first (``statusmetrics.approvals_seen``),
+        remembering its approvals for the next pass."""
+        with self._lock:
+            counted, remembered = approvals_seen(self._approvals.get(key), facts, reasons)
+            if remembered is None:
+                self._approvals.pop(key, None)
+            else:
+                self._approvals[key] = remembered
+            return counted
+
     def forget_all(self) -> None:
         with self._lock:
             self._facts.clear()
+            self._approvals.clear()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._lock:
@@ -187,12 +204,20 @@ class ManagerMetrics:
         self.webhook = WebhookMetrics(registry=r)
         self.readings = Counter(
             "ptah_readings",
-            "Readings that ended, by kind, operation and result (recorded, failed).",
+            "Readings that ended, by kind, operation and result (recorded, failed, retired "
+            "before dispatch).",
             ["kind", "operation", "result"],
             registry=r,
         )
         self.plans = Counter(
             "ptah_plans", "Plans a resource came to stand on, by kind.", ["kind"], registry=r
+        )
+        self.approvals_seen = Counter(
+            "ptah_approvals_seen",
+            "Approvals found authorizing a resource's current plan and reserved on an "
+            "Apply claim, once per approval and manager, by kind.",
+            ["kind"],
+            registry=r,
         )
         self.approvals_spent = Counter(
             "ptah_approvals_spent",
@@ -226,7 +251,8 @@ class ManagerMetrics:
         )
         self.operation_seconds = Histogram(
             "ptah_operation_duration_seconds",
-            "From a claim's Job start to the pass that ended the claim, by kind and operation.",
+            "From a claim's making (or its latest attempt's: status.activeOperation.startedAt) "
+            "to the pass that ended the claim, by kind and operation.",
             ["kind", "operation"],
             buckets=OPERATION_BUCKETS,
             registry=r,
@@ -234,6 +260,7 @@ class ManagerMetrics:
         for kind in KINDS:
             for outcome in APPLY_OUTCOMES:
                 self.applies.labels(kind, outcome)
+            self.approvals_seen.labels(kind)
             self.approvals_spent.labels(kind)
             self.releases.labels(kind)
         self.passes = Counter(
@@ -318,6 +345,10 @@ class ManagerMetrics:
         if stop.error is not None:
             stage = after.claim.type if after is not None and after.claim is not None else "none"
             self.failures.labels(key.kind, stage, type(stop.error).__name__).inc()
+        if not unread:
+            seen = self.status.approvals_seen(key, after, reasons)
+            if seen:
+                self.approvals_seen.labels(key.kind).inc(seen)
         self._count(key.kind, before, after, reasons)
 
     def _count(

@@ -1,6 +1,6 @@
 """What the durable status says a person may have to act on, as metric values. Pure.
 
-Two functions and the facts they read, nothing that does I/O:
+Functions and the facts they read, nothing that does I/O:
 
 - ``facts_of`` reads one PtahSchema's or PtahMigration's stored status into the few
   facts the metrics need (``Facts``).
@@ -11,6 +11,8 @@ Two functions and the facts they read, nothing that does I/O:
 - ``transitions`` compares a resource's facts before and after one pass, with the
   pass's Event reasons, and says which outcome counters move. This is the one place
   an outcome is counted; controller modules only write status and name their Events.
+- ``approvals_seen`` says whether a pass reserved an approval not counted before, from
+  the few approval UIDs remembered for the resource's current plan (``SeenApprovals``).
 
 Labels are bounded: a kind, a phase, an operation type, an outcome. A resource's name
 is never a label (the per-resource view is ``kubectl ptah status``).
@@ -44,6 +46,8 @@ OVERDUE_GRACE: Final = timedelta(minutes=5)
 # Event reasons counted as they are, by the counter they move.
 READING_FAILED: Final = "ReadingFailed"
 APPROVAL_SPENT: Final = "ApprovalConsumed"
+# The reason of the pass that wrote a new claim (an Apply's holds the approval it found).
+CLAIMED: Final = "Claimed"
 SETTLED_REASONS: Final = {
     "ProofSettled": "settled_by_person",
     "RunAcknowledged": "acknowledged",
@@ -91,6 +95,10 @@ class Facts:
     suspended: bool = False
     # The stored plan the resource stands on (its UID), to count plans made.
     plan: str | None = None
+    # The UID of the approval the status reserves for that plan: a schema's
+    # status.plan.approval (kept after its claim ends), a migration's Apply claim's
+    # approvalRef (gone with the claim).
+    approval: str | None = None
 
 
 def facts_of(subject: Subject) -> Facts:
@@ -116,7 +124,10 @@ def facts_of(subject: Subject) -> Facts:
     proof = None
     unresolved = None
     last_run = None
+    approval = None
     if isinstance(subject, PtahSchema):
+        reserved = subject.status.plan.approval if subject.status and subject.status.plan else None
+        approval = reserved.uid if reserved is not None else None
         pending = subject.status.pending_observation if subject.status else None
         if pending is not None:
             proof = (pending.apply_operation_id, pending.outcome)
@@ -127,6 +138,9 @@ def facts_of(subject: Subject) -> Facts:
                     pending.apply_operation_id, "Unknown", parse_time(pending.observe_after)
                 )
     elif isinstance(subject, PtahMigration) and subject.status is not None:
+        held = subject.status.active_operation
+        if held is not None and held.approval_ref is not None:
+            approval = held.approval_ref.uid
         run = subject.status.unresolved_run
         if run is not None:
             unresolved = Unresolved(run.operation_id, run.outcome, parse_time(run.recorded_at))
@@ -146,6 +160,7 @@ def facts_of(subject: Subject) -> Facts:
         last_run=last_run,
         suspended=subject.spec.suspend,
         plan=status.plan.uid if status.plan is not None else None,
+        approval=approval,
     )
 
 
@@ -322,6 +337,55 @@ def transitions(
         ),
         durations=tuple(durations),
     )
+
+
+# -- approvals seen ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SeenApprovals:
+    """The approval UIDs already counted seen (or found already reserved) for one
+    resource's plan. An approval names one plan, so another plan forgets the last
+    one's: what is remembered stays as small as the approvals of one plan."""
+
+    plan: str | None
+    uids: frozenset[str] = frozenset()
+
+
+def approvals_seen(
+    remembered: SeenApprovals | None, after: Facts | None, reasons: Sequence[str]
+) -> tuple[int, SeenApprovals | None]:
+    """Whether this pass saw an approval for the first time (0 or 1), and what to
+    remember for the resource next (None: it is gone). Pure.
+
+    An approval is seen when a pass finds it authorizing the resource's current plan
+    and reserves it on a new Apply claim (the pass crossed ``Claimed``, and the status
+    it wrote holds the approval). Spent (``ApprovalConsumed``) comes later, at
+    dispatch; seen and not spent is a claim still on its way to its dispatch, or
+    retired before it.
+
+    Counted once per approval UID: a claim retired before dispatch leaves its approval
+    unspent, and the next claim reserves the same one again, which is not counted
+    again. A reservation met without ``Claimed`` (the first pass of a restarted
+    manager or of a new leader, finding a claim its predecessor made) is remembered,
+    not counted: its predecessor counted it. What is remembered lives as long as the
+    process leads, so an approval reserved, retired unspent, and reserved again after
+    a restart or a change of leader is seen by each manager that reserved it.
+    """
+    if after is None:
+        return 0, None
+    kept = remembered
+    if kept is not None and after.plan is not None and after.plan != kept.plan:
+        # Only another plan forgets: a plan dropped and adopted again keeps its UID,
+        # and the approvals that name it.
+        kept = None
+    uid = after.approval
+    if uid is None:
+        return 0, kept
+    known = kept.uids if kept is not None else frozenset()
+    plan = after.plan if after.plan is not None or kept is None else kept.plan
+    reserved_now = CLAIMED in reasons and after.claim is not None and after.claim.mutating
+    return int(reserved_now and uid not in known), SeenApprovals(plan, known | {uid})
 
 
 # -- stored plans ------------------------------------------------------------------------

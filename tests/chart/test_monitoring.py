@@ -7,15 +7,19 @@ runbooks and the dashboard, checked with the real helm and the real promtool.
   ``promtool test rules`` passes tests/chart/promtool/ptah-alerts.test.yaml over the
   plain file, which is the chart's render with the default thresholds; each mutation
   of a rule (a threshold, a hold time, a selector) makes those tests fail.
-- Every alert links docs/runbooks/<alert>.md, which exists and says what the alert
-  means, how to confirm it with kubectl ptah status and Events, and what to do.
-- Every metric a rule or the dashboard names is one the manager exports.
+- Every alert links its section of docs/runbooks.md (the heading is the alert's name,
+  the link its anchor), and every section is an alert's: each says what the alert
+  means, how to confirm it with kubectl ptah status and Events, and what to do, with
+  commands the plugin takes and thresholds the chart has.
+- Every metric a rule or the dashboard names is one the manager exports, and every
+  dashboard query is PromQL promtool parses.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,20 +28,21 @@ from typing import Any
 import pytest
 import yaml
 
+from kubectl_ptah import cli
 from manager.metrics import GAUGE_HELP, ManagerMetrics
 from tests.chart.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
 from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, load_documents, of_kind, only
 
 pytestmark = pytest.mark.helm
 
-RUNBOOKS = ROOT / "docs" / "runbooks"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
 PROMTOOL_TESTS = Path(__file__).resolve().parent / "promtool"
 DASHBOARDS = CHART / "dashboards"
 ENABLED = {
     "monitoring.serviceMonitor.enabled": "true",
     "monitoring.prometheusRule.enabled": "true",
 }
-RUNBOOK_SECTIONS = ("## What it means", "## Confirm it", "## What to do")
+RUNBOOK_PARTS = ("### What it means", "### Confirm it", "### What to do")
 
 
 def rendered_rule(helm: Helm, **settings: str) -> Object:
@@ -63,7 +68,9 @@ def exported_names() -> set[str]:
 
 
 def metric_names(expression: str) -> set[str]:
-    return set(re.findall(r"\b(ptah_[a-z_]+)", expression))
+    """The metrics a query names: ours, and the process and GC collectors' (the
+    dashboard's CPU and memory panel), which a query could misspell as well."""
+    return set(re.findall(r"\b((?:ptah|process|python)_[a-z_]+)", expression))
 
 
 def test_the_monitoring_objects_are_opt_in(default_render: list[Object]) -> None:
@@ -162,21 +169,71 @@ def test_the_promtool_tests_pass_and_bite(
         assert done.returncode != 0, f"{row}: the promtool tests did not notice\n{output}"
 
 
-def test_every_alert_links_a_runbook_that_says_what_to_do(helm: Helm) -> None:
-    base = "https://runbooks.example.com/ptah/"
-    rule = rendered_rule(helm, **{"monitoring.prometheusRule.runbookBaseURL": base})
+def anchor(heading: str) -> str:
+    """The anchor GitHub (and most Markdown renderers) give a heading: lower case,
+    punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_sections() -> dict[str, str]:
+    """docs/runbooks.md's second-level sections, by heading."""
+    parts = re.split(r"^## (.+)$", RUNBOOKS.read_text(), flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_every_alert_links_its_runbook_section_and_every_section_is_an_alerts(
+    helm: Helm,
+) -> None:
+    page = "https://runbooks.example.com/ptah/runbooks.md"
+    rule = rendered_rule(helm, **{"monitoring.prometheusRule.runbookBaseURL": page})
     names = [a["alert"] for a in alerts(rule)]
     assert len(names) == len(set(names)) == 9
+    sections = runbook_sections()
     for alert in alerts(rule):
         name = alert["alert"]
-        assert alert["annotations"]["runbook_url"] == f"{base.rstrip('/')}/{name}.md"
-        runbook = RUNBOOKS / f"{name}.md"
-        assert runbook.exists(), f"{name} has no runbook"
-        text = runbook.read_text()
-        for section in RUNBOOK_SECTIONS:
-            assert section in text, f"{runbook.name} lacks {section!r}"
-        assert "kubectl ptah status" in text and "kubectl get events" in text, runbook.name
-    assert sorted(p.stem for p in RUNBOOKS.glob("Ptah*.md")) == sorted(names)
+        assert alert["annotations"]["runbook_url"] == f"{page}#{anchor(name)}"
+        assert name in sections, f"docs/runbooks.md has no section headed {name}"
+        text = sections[name]
+        for part in RUNBOOK_PARTS:
+            assert part in text, f"the {name} runbook lacks {part!r}"
+        assert "kubectl ptah status" in text and "kubectl get events" in text, name
+    assert sorted(sections) == sorted(names), "a runbook section names no alert"
+
+
+def test_every_link_within_the_runbooks_lands_on_a_heading() -> None:
+    text = RUNBOOKS.read_text()
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    # Only the first of equal headings gets the bare anchor; the alerts' are unique.
+    targets = {anchor(h) for h in headings}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(links) >= 9, "the page's table links every section"
+    assert [link for link in links if link not in targets] == []
+
+
+# The command lines the runbooks give: `kubectl ptah <command> <kind> ...`, up to a
+# comment, a closing backtick or the line's end.
+PLUGIN_LINE = re.compile(r"kubectl ptah ([a-z]+ (?:schema|migration)\b[^`#\n]*)")
+
+
+def test_every_kubectl_ptah_line_the_runbooks_give_is_one_the_plugin_takes() -> None:
+    lines = PLUGIN_LINE.findall(RUNBOOKS.read_text())
+    commands = {line.split()[0] for line in lines}
+    # The control: the page gives status, acknowledge and settle lines to check.
+    assert {"status", "acknowledge", "settle"} <= commands
+    parser = cli._parser()
+    for line in lines:
+        try:
+            parser.parse_args(shlex.split(line))
+        except SystemExit as refused:
+            raise AssertionError(f"kubectl ptah refuses {line!r}") from refused
+
+
+def test_every_threshold_the_runbooks_name_is_one_the_chart_has() -> None:
+    named = set(re.findall(r"`thresholds\.(\w+)`", RUNBOOKS.read_text()))
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    thresholds = values["monitoring"]["prometheusRule"]["thresholds"]
+    assert len(named) >= 5
+    assert named - set(thresholds) == set()
 
 
 def test_every_metric_the_rules_name_is_exported(helm: Helm) -> None:
@@ -212,6 +269,39 @@ def test_every_dashboard_query_names_only_exported_metrics() -> None:
         assert named - exported == set(), f"{path.name} names metrics the manager never exports"
 
 
+# Grafana's variables, as a query gets them: a rate window and the job selected.
+GRAFANA_VARIABLES = (("$__rate_interval", "5m"), ("$job", ".+"))
+
+
+def dashboard_rules(dashboard: Any) -> dict[str, Any]:
+    """Every panel query of ``dashboard`` as a recording rule, so promtool parses it."""
+    rules = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for variable, value in GRAFANA_VARIABLES:
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"{panel['title']}: a variable the test does not know"
+            rules.append({"record": f"dashboard:query_{len(rules)}", "expr": expr})
+    return {"groups": [{"name": "dashboard", "rules": rules}]}
+
+
+def test_every_dashboard_query_is_promql_promtool_parses(promtool: Path, tmp_path: Path) -> None:
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        rules = dashboard_rules(json.loads(path.read_text()))
+        count = len(rules["groups"][0]["rules"])
+        checked = tmp_path / f"{path.stem}.rules.yaml"
+        checked.write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+        done = subprocess.run(
+            [str(promtool), "check", "rules", str(checked)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{path.name}: " + done.stdout + done.stderr
+        assert f"SUCCESS: {count} rules found" in done.stdout
+
+
 # (row, setting, value, what the refusal names): the control renders; each other row
 # is refused by values.schema.json, naming the value.
 VALUE_ROWS = [
@@ -223,6 +313,14 @@ VALUE_ROWS = [
         "unknownOutcomeFor",
     ),
     ("no runbook base", "runbookBaseURL", "", "runbookBaseURL"),
+    # Each alert appends its section's anchor: a page with one of its own would link
+    # every alert to neither.
+    (
+        "a runbook page with an anchor of its own",
+        "runbookBaseURL",
+        "https://wiki.example.com/ptah#runbooks",
+        "runbookBaseURL",
+    ),
     ("a threshold the rules do not know", "thresholds.pagerFor", "1m", "pagerFor"),
 ]
 

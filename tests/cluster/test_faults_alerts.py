@@ -297,7 +297,7 @@ def test_an_unknown_outcome_fires_its_alert_survives_a_restart_and_resolves(
                  lambda: _firing(prometheus, "PtahMigration"), timeout=ALERT_DEADLINE)  # fmt: skip
     recovery(f"{CASE.name}: killed after mark -> PtahUnknownOutcome firing "
              f"{time.monotonic() - killed:.1f}s")  # fmt: skip
-    assert alert["annotations"]["runbook_url"].endswith("/PtahUnknownOutcome.md")
+    assert alert["annotations"]["runbook_url"].endswith("runbooks.md#ptahunknownoutcome")
     assert alert["labels"]["severity"] == "warning"
 
     # The gauges are stored status, not memory: a replacement reports the same. The

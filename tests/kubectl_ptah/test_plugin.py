@@ -250,3 +250,59 @@ def test_a_chunk_that_is_not_the_plans_is_never_shown(rig: Rig) -> None:
     rig.api.delete(PTAHSCHEMAPLANCHUNKS, NS, chunk["metadata"]["name"])
     code, text = run(rig.api, "plan", "schema", "orders")
     assert code == 1 and text == ""
+
+
+# (row, a status field written beside the claim, what status then shows): each alert's
+# runbook (docs/runbooks.md) confirms its state with `kubectl ptah status`, so every
+# record an alert counts is shown there. The control shows the claim and nothing owed.
+RELEASE = {
+    "coordinationDigest": "sha256:" + "c" * 64,
+    "leaseEpoch": EPOCH,
+    "operationID": "op-3",
+}
+FAILURE = {
+    "operation": "Observe",
+    "message": "connection refused",
+    "failures": 3,
+    "failedAt": "2026-12-02T12:00:00Z",
+    "retryNotBefore": "2026-12-02T12:08:00Z",
+}
+STATUS_ROWS: list[tuple[str, dict[str, object], str | None]] = [
+    ("control: a claim, nothing owed", {}, None),
+    ("a release owed (PtahLockReleaseOwed)", {"pendingLockRelease": RELEASE}, "pendingLockRelease"),
+    ("a reading failing (PtahProofCannotFinish)", {"readingFailure": FAILURE}, "readingFailure"),
+    (
+        "the next interval's time (PtahResourcesOverdue)",
+        {"nextReconciliationTime": "2026-12-02T13:00:00Z"},
+        "nextReconciliationTime",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "written", "shown"), STATUS_ROWS, ids=[r[0] for r in STATUS_ROWS])
+def test_status_shows_what_each_runbook_confirms(
+    row: str, written: dict[str, object], shown: str | None
+) -> None:
+    world = make_rig()
+    key = add_migration(world)
+    world.reconciler.process(key)  # the Apply is claimed
+    stored = world.api.get(PTAHMIGRATIONS, NS, key.name)
+    world.api.patch_status(
+        PTAHMIGRATIONS,
+        NS,
+        key.name,
+        {**stored["status"], **written},
+        resource_version=stored["metadata"]["resourceVersion"],
+    )
+    code, text = run(world.api, "-o", "json", "status", "migration", key.name)
+    assert code == 0, text
+    found = json.loads(text)
+    claim = stored["status"]["activeOperation"]
+    # The claim with its deadlines: a claim past them is what PtahClaimStuck pages for.
+    assert found["claim"]["type"] == "Apply"
+    assert found["claim"]["dispatchNotAfter"] == claim["dispatchNotAfter"]
+    assert found["claim"]["startedAt"] == claim["startedAt"]
+    owed = {"pendingLockRelease", "readingFailure", "nextReconciliationTime"} & set(found)
+    assert owed == ({shown} if shown else set())
+    if shown:
+        assert found[shown] == written[shown]

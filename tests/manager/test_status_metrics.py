@@ -4,6 +4,7 @@ The gauges are a pure function of the resources' facts (a table: a control row, 
 one change per row); the counters and gauges are then driven through the real passes
 of the in-memory world, where a migration's Apply ends Unknown, a restarted manager
 reports the same gauges after one pass per resource, and a History reading settles it.
+An approval is counted seen once, by the manager whose pass reserved it on a claim.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from manager.metrics import ManagerMetrics, PlansCollector
 from manager.statusmetrics import (
     ClaimFacts,
     Facts,
+    SeenApprovals,
     Unresolved,
+    approvals_seen,
     gauges,
     stored_plans,
     transitions,
 )
-from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
+from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 from tests.outcomes.podworld import harvest_with, history
 from tests.outcomes.support import status_of
 from tests.outcomes.test_migration_records import UNKNOWN_RUN
@@ -172,6 +175,92 @@ def test_an_ended_claim_is_timed_from_its_start() -> None:
     assert transitions(None, ENDED, [], NOW).durations == ()
 
 
+# -- approvals seen ----------------------------------------------------------------------
+
+RESERVED = replace(CONTROL, plan="plan-1", approval="approval-1")
+REMEMBERED = SeenApprovals("plan-1", frozenset({"approval-1"}))
+# (row, remembered before the pass, facts after it, its reasons, counted, UIDs then kept)
+SEEN_ROWS: list[
+    tuple[str, SeenApprovals | None, Facts | None, list[str], int, frozenset[str] | None]
+] = [
+    (
+        "control: a pass claims an Apply holding an approval not seen",
+        None,
+        RESERVED,
+        ["Claimed"],
+        1,
+        frozenset({"approval-1"}),
+    ),
+    (
+        "the same approval reserved again after its claim retired unspent",
+        REMEMBERED,
+        RESERVED,
+        ["Claimed"],
+        0,
+        frozenset({"approval-1"}),
+    ),
+    (
+        "a reservation met without a claim written (a restarted manager's first pass)",
+        None,
+        RESERVED,
+        ["DispatchMarked"],
+        0,
+        frozenset({"approval-1"}),
+    ),
+    (
+        "a reading claimed beside a schema plan's kept reservation",
+        None,
+        replace(RESERVED, claim=replace(CLAIM, type="Observe", mutating=False)),
+        ["Claimed"],
+        0,
+        frozenset({"approval-1"}),
+    ),
+    (
+        "an Apply claimed with no approval (apply: Always)",
+        None,
+        replace(RESERVED, approval=None),
+        ["Claimed"],
+        0,
+        None,
+    ),
+    (
+        "another plan forgets the approvals of the last",
+        SeenApprovals("plan-0", frozenset({"approval-1"})),
+        RESERVED,
+        ["Claimed"],
+        1,
+        frozenset({"approval-1"}),
+    ),
+    (
+        "a plan dropped keeps what was remembered for it",
+        REMEMBERED,
+        replace(RESERVED, claim=None, plan=None, approval=None),
+        ["ClaimRetired"],
+        0,
+        frozenset({"approval-1"}),
+    ),
+    ("the resource is gone", REMEMBERED, None, [], 0, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "remembered", "after", "reasons", "counted", "kept"),
+    SEEN_ROWS,
+    ids=[r[0] for r in SEEN_ROWS],
+)
+def test_an_approval_is_seen_once_by_the_pass_that_reserves_it(
+    row: str,
+    remembered: SeenApprovals | None,
+    after: Facts | None,
+    reasons: list[str],
+    counted: int,
+    kept: frozenset[str] | None,
+) -> None:
+    moved, memory = approvals_seen(remembered, after, reasons)
+    assert moved == counted
+    assert (memory.uids if memory is not None else None) == kept
+
+
 # -- through real passes ---------------------------------------------------------------
 
 
@@ -233,6 +322,24 @@ def test_an_unknown_outcome_is_counted_kept_across_a_restart_and_settled() -> No
     assert sample(restarted, "ptah_readings_total", **reading) == 1.0
 
 
+@pytest.mark.parametrize("family", ["PtahSchema", "PtahMigration"])
+def test_an_approval_is_seen_by_its_claim_and_spent_by_its_dispatch(family: str) -> None:
+    rig = make_rig()
+    metrics = observed(rig)
+    key = add_schema(rig) if family == "PtahSchema" else add_migration(rig)
+    rig.reconciler.process(key)  # the Apply is claimed with the approval it found
+    assert sample(metrics, "ptah_approvals_seen_total", kind=family) == 1.0
+    assert sample(metrics, "ptah_approvals_spent_total", kind=family) == 0.0
+
+    # A manager restarted before the dispatch meets the reservation its predecessor
+    # counted: it counts the spending, not a second sighting.
+    restarted = observed(rig)
+    passes(rig, key)
+    assert sample(restarted, "ptah_approvals_seen_total", kind=family) == 0.0
+    assert sample(restarted, "ptah_approvals_spent_total", kind=family) == 1.0
+    assert sample(metrics, "ptah_approvals_seen_total", kind=family) == 1.0
+
+
 def test_a_deleted_resource_leaves_the_gauges_and_a_follower_reports_none() -> None:
     rig = make_rig()
     metrics = observed(rig)
@@ -287,3 +394,53 @@ def test_the_plans_are_listed_once_a_minute_and_absent_while_the_list_fails() ->
     failing[0] = True
     now[0] = 61.0
     assert metrics.registry.get_sample_value("ptah_stored_plans", stored) is None
+
+
+# -- names and labels ----------------------------------------------------------------------
+
+# Every label the registry may carry: bounded sets the code enumerates (the collectors'
+# own are the Python version and GC generation). A resource's name or namespace is
+# never one: it would grow the series without bound.
+BOUNDED_LABELS = {
+    "kind",
+    "phase",
+    "outcome",
+    "operation",
+    "result",
+    "how",
+    "stage",
+    "category",
+    "endpoint",
+    "rule",
+    "verdict",
+    "le",
+    "generation",
+    "implementation",
+    "major",
+    "minor",
+    "patchlevel",
+    "version",
+}
+
+
+def test_no_series_names_a_resource_and_every_counter_is_total() -> None:
+    rig = make_rig()
+    metrics = ManagerMetrics(now=rig.clocks.wall)
+    rig.reconciler.observer = metrics
+    keys = [add_schema(rig, "orders-x7"), add_migration(rig, "billing-x7")]
+    for key in keys:
+        passes(rig, key)
+    harvest_with(rig, keys[1], "migration-apply", UNKNOWN_RUN)
+    passes(rig, keys[1])
+    rig.api.fail_read(lambda *_: True)  # a failed pass: stage and category labels too
+    rig.reconciler.process(keys[0])
+    samples = [(f, s) for f in metrics.registry.collect() for s in f.samples]
+    # The control: the passes moved labelled series, so the checks below check them.
+    assert sample(metrics, "ptah_applies_total", kind="PtahMigration", outcome="unknown") == 1.0
+    assert any(s.name == "ptah_pass_failures_total" for _, s in samples)
+    names = {key.name for key in keys} | {NS}
+    for family, s in samples:
+        assert set(s.labels) <= BOUNDED_LABELS, (s.name, s.labels)
+        assert not names & set(s.labels.values()), (s.name, s.labels)
+        if family.type == "counter":
+            assert s.name.endswith(("_total", "_created")), s.name

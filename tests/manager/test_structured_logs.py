@@ -2,22 +2,34 @@
 
 The controller's stages log through ``logging`` without passing the resource along;
 the pass's fields (``controller.passlog``) join every line of the pass, and the
-summary line of a pass that crossed a boundary is said at info. The rotator's lines
-are the same JSON.
+summary line of a pass that crossed a boundary is said at info. A leader transition
+is said both ways. The rotator's lines are the same JSON.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections.abc import Iterator
 
 import orjson
 import pytest
 
+from controller.leaderelection import LeaderElector
+from controller.mutationlifecycle import Stop
+from controller.passcontext import Subject
 from controller.passlog import pass_fields
+from controller.reconciler import Key, Reconciler
 from manager import logs, rotator
-from tests.controller.dispatchworld import add_migration, make_rig
+from tests.controller.dispatchworld import (
+    LEASE_NS,
+    NS,
+    Clocks,
+    add_migration,
+    add_schema,
+    make_rig,
+)
 
 
 @pytest.fixture
@@ -76,7 +88,82 @@ def test_a_pass_that_claims_is_said_at_info_with_its_claim(lines: io.StringIO) -
     assert claimed[0]["operation"] and claimed[0]["attempt"] == 1
 
 
+PASS_KEYS = ("kind", "namespace", "resource", "phase", "operation", "operationId", "attempt")
+
+
+def test_every_line_of_a_pass_has_the_same_keys_null_until_known(lines: io.StringIO) -> None:
+    rig = make_rig()
+    waiting = add_schema(rig, approve=False)  # no claim: its plan waits for a person
+    claiming = add_migration(rig)
+    rig.reconciler.process(waiting)
+    rig.reconciler.process(claiming)
+    with pass_fields("PtahSchema", NS, "unread"):
+        logging.getLogger("controller.somewhere").info("before the resource is read")
+    said = [line for line in parsed(lines) if "resource" in line]
+    assert {line["resource"] for line in said} == {waiting.name, claiming.name, "unread"}
+    for line in said:
+        assert set(PASS_KEYS) <= set(line), line
+    unread = next(line for line in said if line["resource"] == "unread")
+    assert unread["phase"] is None and unread["operation"] is None
+    last = {line["resource"]: line for line in said}
+    assert (last[waiting.name]["operation"], last[waiting.name]["attempt"]) == (None, None)
+    assert last[waiting.name]["phase"] == "AwaitingApproval"
+    assert (last[claiming.name]["operation"], last[claiming.name]["attempt"]) == ("Apply", 1)
+
+
 def test_the_rotator_says_its_lines_as_json(lines: io.StringIO) -> None:
     rotator._said("written after: the serving certificate was renewed")
     (line,) = parsed(lines)
     assert line["logger"] == "manager.rotator" and line["level"] == "info"
+
+
+class _TakenOver:
+    """An observer whose first leading turn lets another replica take the Lease over:
+    the leader's next renewal then fails, and the loop ends on its own."""
+
+    def __init__(self, leader: LeaderElector, other: LeaderElector, clocks: Clocks) -> None:
+        self.leader, self.other, self.clocks = leader, other, clocks
+
+    def loop_turned(self, leading: bool) -> None:
+        if leading and not self.other.leading:
+            assert not self.other.try_acquire_or_renew()  # its first sighting of the holder
+            self.clocks.advance(self.leader.duration)
+            assert self.other.try_acquire_or_renew()
+
+    def pass_started(self, key: Key) -> None:
+        pass
+
+    def pass_finished(
+        self,
+        key: Key,
+        stop: Stop,
+        seconds: float,
+        reasons: list[str],
+        subject: Subject | None = None,
+    ) -> None:
+        pass
+
+    def waited(self, seconds: float) -> None:
+        pass
+
+
+def test_a_leader_transition_is_said_when_won_and_when_lost(lines: io.StringIO) -> None:
+    rig = make_rig()
+    clock = rig.clocks.monotonic
+    leader = LeaderElector(rig.api, LEASE_NS, "ptah-leader", "manager-0", clock=clock)
+    other = LeaderElector(rig.api, LEASE_NS, "ptah-leader", "manager-1", clock=clock)
+    observer = _TakenOver(leader, other, rig.clocks)
+    reconciler = Reconciler(
+        rig.env, rig.sink, namespace=NS, elector=leader, observer=observer, watch_pause=0.01
+    )
+    reconciler.run(threading.Event())  # returns once leadership is lost
+    said = [
+        (line["level"], line["message"], line.get("identity"))
+        for line in parsed(lines)
+        if line["logger"] == "controller.reconciler"
+    ]
+    assert ("info", "became leader", "manager-0") in said
+    assert ("warning", "leadership lost; stopping the workers", None) in said
+    assert said.index(("info", "became leader", "manager-0")) < said.index(
+        ("warning", "leadership lost; stopping the workers", None)
+    )

@@ -156,6 +156,7 @@ _CLAIM_IDENTITY: Final = (
     "target",
     "coordination_digest",
     "source",
+    "registry_ca_digest",
     "plan_ref",
     "approval_ref",
 )

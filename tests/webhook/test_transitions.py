@@ -220,6 +220,12 @@ SCHEMA_MARK_ROWS = [
         "target",
     ),
     Row(
+        "the marked claim's registry CA pin rewritten",
+        new(lambda o: claim_of(o).update(registryCADigest="sha256:" + "c" * 64)),
+        t.CLAIM_REWRITTEN,
+        "registry_ca_digest",
+    ),
+    Row(
         "the marked claim's approval dropped",
         new(
             lambda o: (

@@ -90,7 +90,10 @@ class PassObserver(Protocol):
         """A key waited ``seconds`` in the queue between becoming ready and a worker."""
 
 
-class _Unobserved:
+class Unobserved:
+    """A pass observer that observes nothing: the default, and a base for one that
+    observes only some of the calls."""
+
     def loop_turned(self, leading: bool) -> None:
         pass
 
@@ -319,7 +322,7 @@ class Reconciler:
         self.events = events
         self.namespace = namespace
         self.elector = elector
-        self.observer: PassObserver = observer or _Unobserved()
+        self.observer: PassObserver = observer or Unobserved()
         self.queue = queue or WorkQueue(on_wait=self.observer.waited)
         self.workers = workers
         self.watch_pause = watch_pause

@@ -17,10 +17,8 @@ import orjson
 import pytest
 
 from controller.leaderelection import LeaderElector
-from controller.mutationlifecycle import Stop
-from controller.passcontext import Subject
 from controller.passlog import pass_fields
-from controller.reconciler import Key, Reconciler
+from controller.reconciler import Reconciler, Unobserved
 from manager import logs, rotator
 from tests.controller.dispatchworld import (
     LEASE_NS,
@@ -117,7 +115,7 @@ def test_the_rotator_says_its_lines_as_json(lines: io.StringIO) -> None:
     assert line["logger"] == "manager.rotator" and line["level"] == "info"
 
 
-class _TakenOver:
+class _TakenOver(Unobserved):
     """An observer whose first leading turn lets another replica take the Lease over:
     the leader's next renewal then fails, and the loop ends on its own."""
 
@@ -129,22 +127,6 @@ class _TakenOver:
             assert not self.other.try_acquire_or_renew()  # its first sighting of the holder
             self.clocks.advance(self.leader.duration)
             assert self.other.try_acquire_or_renew()
-
-    def pass_started(self, key: Key) -> None:
-        pass
-
-    def pass_finished(
-        self,
-        key: Key,
-        stop: Stop,
-        seconds: float,
-        reasons: list[str],
-        subject: Subject | None = None,
-    ) -> None:
-        pass
-
-    def waited(self, seconds: float) -> None:
-        pass
 
 
 def test_a_leader_transition_is_said_when_won_and_when_lost(lines: io.StringIO) -> None:

@@ -30,6 +30,7 @@ from controller.phasemachine import Decision, Event, Facts, decide
 from controller.planpolicy import approval_required
 from controller.schema_records import mark_plan_approvals_stale
 from controller.standing import PLAN_EVENTS, due_at, facts_of, published
+from jobclaim import verified_as_asked
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
 
 
@@ -44,7 +45,9 @@ def schema_facts(schema: PtahSchema, status: PtahSchemaStatus, epoch: str | None
     return Facts(
         "schema",
         resolved=source is not None,
-        verified=verification is not None and verification.artifact_digest == digest,
+        verified=verified_as_asked(
+            schema.spec.desired.verification_policy_from, source, verification
+        ),
         plan=plan is not None and plan.execution_binding_id == epoch,
         apply_never=schema.spec.policy.apply == "Never",
         needs_approval=approval_required(schema),
@@ -65,9 +68,9 @@ def migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Fa
     return Facts(
         "migration",
         resolved=artifact is not None,
-        verified=verification is not None
-        and artifact is not None
-        and verification.artifact_digest == artifact.digest,
+        verified=verified_as_asked(
+            migration.spec.artifact.verification_policy_from, artifact, verification
+        ),
         run_unresolved=record is not None,
         plan=status.plan is not None,
         apply_never=migration.spec.policy.apply == "Never",

@@ -58,6 +58,7 @@ from jobclaim.claim import (
     UNVERIFIED_OPERATIONS,
     Claim,
     Owner,
+    artifact_verified,
     migration_claim,
     pending_apply_claim,
     resolved_artifact,
@@ -65,6 +66,7 @@ from jobclaim.claim import (
     schema_claim,
     verification,
     verification_policy,
+    verified_as_asked,
 )
 from jobclaim.envelope import (
     ANN_EPOCH,
@@ -227,6 +229,7 @@ __all__ = [
     "apply_approval_of",
     "approval_required",
     "approval_stamp_problem",
+    "artifact_verified",
     "build_job",
     "build_migration_plan",
     "build_plan_chunk",
@@ -295,6 +298,7 @@ __all__ = [
     "template_digest",
     "verification",
     "verification_policy",
+    "verified_as_asked",
     "witness_problem",
     "written_stamp",
 ]

@@ -229,3 +229,28 @@ def verification_policy(resource: PtahSchema | PtahMigration) -> ConfigMapKeySel
 def verification(resource: PtahSchema | PtahMigration) -> ArtifactVerificationStatus | None:
     """What the last Verify reading recorded."""
     return resource.status.verification if resource.status else None
+
+
+def verified_as_asked(
+    policy: ConfigMapKeySelector | None,
+    artifact: OCIArtifactAccessBinding | None,
+    verified: ArtifactVerificationStatus | None,
+) -> bool:
+    """Whether ``artifact`` is verified as the spec asks: a verification of its digest,
+    and, where the spec names a policy, one made under a policy (its digest recorded).
+
+    The controller reads the artifact as verified by this, and admission admits a
+    claim after Verify by it: were they to differ, a policy named after the artifact
+    was verified without one would leave the controller claiming what admission
+    refuses, pass after pass, instead of verifying again.
+    """
+    if artifact is None or verified is None or verified.artifact_digest != artifact.digest:
+        return False
+    return policy is None or verified.policy_digest is not None
+
+
+def artifact_verified(resource: PtahSchema | PtahMigration) -> bool:
+    """:func:`verified_as_asked` of the artifact ``resource``'s status records."""
+    return verified_as_asked(
+        verification_policy(resource), resolved_artifact(resource), verification(resource)
+    )

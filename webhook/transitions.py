@@ -27,6 +27,7 @@ from jobclaim import (
     RESOLVE,
     STAMPED,
     UNVERIFIED_OPERATIONS,
+    artifact_verified,
     finished,
     lease_holder,
     lease_name,
@@ -424,9 +425,8 @@ def _hold_new_claim(before: Owner, after: Owner, trail: Trail) -> None:
     if policy is None or claim.type in UNVERIFIED_OPERATIONS:
         trail.passed(f"the {claim.type} claim reads the artifact status records")
         return
-    verified = verification(after)
     digest = claim.source.digest if claim.source else "none"
-    if verified is None or verified.policy_digest is None or verified.artifact_digest != digest:
+    if not artifact_verified(after):
         raise trail.deny(
             CLAIM_UNVERIFIED,
             operation=claim.type,

@@ -208,9 +208,15 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     # Pinned by digest in the repository the spec names: a Job pulls from nowhere else.
     repository = (resource["spec"].get("desired") or resource["spec"]["artifact"])["ociRef"]
     source = {"reference": f"{repository.rsplit(':', 1)[0]}@{ARTIFACT}", "digest": ARTIFACT}
+    verification: dict[str, Any] = {"artifactDigest": ARTIFACT, "verifiedAt": READ_AT}
+    if (resource["spec"].get("desired") or resource["spec"]["artifact"]).get(
+        "verificationPolicyFrom"
+    ):
+        # Verified under the policy the spec names, as its Verify reading records.
+        verification["policyDigest"] = sha256_digest(b"the spec's verification policy")
     readings: dict[str, Any] = {
         "observedGeneration": resource["metadata"]["generation"],
-        "verification": {"artifactDigest": ARTIFACT, "verifiedAt": READ_AT},
+        "verification": verification,
     }
     if resource["kind"] == "PtahSchema":
         readings["source"] = source

@@ -299,11 +299,7 @@ def test_custom_values_reach_the_pod(custom_render: list[Object]) -> None:
     assert spec["priorityClassName"] == "system-cluster-critical"
     assert spec["imagePullSecrets"] == [{"name": "registry-internal"}]
     assert container(custom_render)["imagePullPolicy"] == "Always"
-    # Helm merges a map into the chart's: the chart's ephemeral-storage limit stays.
-    assert container(custom_render)["resources"]["limits"] == {
-        "memory": "512Mi",
-        "ephemeral-storage": "128Mi",
-    }
+    assert container(custom_render)["resources"]["limits"] == {"memory": "512Mi"}
     assert env(custom_render)["PTAH_LOG_LEVEL"] == "debug"
     assert env(custom_render)["PTAH_LEADER_ELECTION_LEASE_NAME"] == "ptah-leader"
     (volume,) = [v for v in spec["volumes"] if v["name"] == "webhook-certs"]

@@ -16,8 +16,7 @@ Arguments: root (the chart's context), indent, args (extra arguments).
        project the Secret into every manager Pod; a wait longer than --timeout ends
        the run (exit 3) and the next one goes on. --service lets a run create the
        Secret when it does not exist. The rotation works on a private copy of the
-       Secret in /tmp, a small in-memory emptyDir; so its ephemeral storage is its
-       log alone, a few lines a run. */}}
+       Secret in /tmp, a small in-memory emptyDir. */}}
 {{- $args := list
   (printf "--namespace=%s" $ns)
   (printf "--secret=%s" (include "ptah.generatedSecretName" $root))
@@ -39,7 +38,7 @@ Arguments: root (the chart's context), indent, args (extra arguments).
   "command" (list "python3" "-m" "manager.rotator")
   "args" (concat $args .args)
   "env" (list (dict "name" "PYTHONDONTWRITEBYTECODE" "value" "1"))
-  "resources" (dict "requests" (dict "cpu" "10m" "memory" "64Mi" "ephemeral-storage" "8Mi") "limits" (dict "memory" "128Mi" "ephemeral-storage" "64Mi"))
+  "resources" (dict "requests" (dict "cpu" "10m" "memory" "64Mi") "limits" (dict "memory" "128Mi"))
   "securityContext" (dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")))
   "volumeMounts" (list (dict "name" "scratch" "mountPath" "/tmp")) }}
 {{- $spec := dict

@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus node-packages contract images image-tools clean-images wheelhouse lua chart
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus kube-score node-packages contract images image-tools clean-images wheelhouse lua chart
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -82,7 +82,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm promtool prometheus controlplane crane node-packages images wheelhouse lua
+unit: setup helm promtool prometheus kube-score controlplane crane node-packages images wheelhouse lua
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -97,7 +97,7 @@ STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_arch
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
 	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
-	$(if $(wildcard $(LUA)),, and not lua)
+	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -175,6 +175,27 @@ $(CRANE_BUILD):
 	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
 		go install -trimpath -ldflags='-s -w' \
 		github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+# kube-score, which tests/chart/test_kube_score.py runs over the chart's renders of
+# its ci/ values: every finding must be one the chart README lists with its reason.
+# Built from its Go module like helm, for the same reason; the version is linked in so
+# `kube-score version` says what ran (its main package reads it, as its releases set it).
+KUBE_SCORE_VERSION := v1.20.0
+KUBE_SCORE_BUILD   := .tools/kube-score-$(KUBE_SCORE_VERSION)/kube-score
+KUBE_SCORE         := .tools/bin/kube-score
+
+kube-score:
+	@$(PHASE) kube-score "building kube-score $(KUBE_SCORE_VERSION) from its Go module (cold: ~45 s)" \
+		--cached-if 'make -q $(KUBE_SCORE)' -- make --no-print-directory $(KUBE_SCORE)
+
+$(KUBE_SCORE): $(KUBE_SCORE_BUILD)
+	@mkdir -p $(dir $@)
+	ln -sfn ../kube-score-$(KUBE_SCORE_VERSION)/kube-score $@
+
+$(KUBE_SCORE_BUILD):
+	GOBIN=$(abspath $(dir $@)) CGO_ENABLED=0 GOFLAGS='-p=2 -buildvcs=false' \
+		go install -trimpath -ldflags='-s -w -X main.version=$(KUBE_SCORE_VERSION)' \
+		github.com/zegl/kube-score/cmd/kube-score@$(KUBE_SCORE_VERSION)
 
 # The wheels kubectl ptah's install tests (tests/kubectl_ptah/test_pythons.py) install
 # from on Python 3.11, 3.12 and 3.13 with pip --no-index: each version's pinned

@@ -8,7 +8,8 @@ import pytest
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that reaches the ``helm`` fixture (directly or through a render),
-    and every test that reaches ``promtool`` (built the same way, ``make promtool``).
+    and every test that reaches ``promtool`` or ``kube_score`` (built the same way,
+    ``make promtool``, ``make kube-score``).
 
     The fixture runs ``make helm``, which builds helm from its Go module when it is
     missing (minutes, cold): the mark lets a fast run (``make check``) leave those tests
@@ -22,6 +23,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.helm)
         if "promtool" in fixtures:
             item.add_marker(pytest.mark.promtool)
+        # And for kube-score (`make kube-score`), which tests/chart runs on the renders.
+        if "kube_score" in fixtures:
+            item.add_marker(pytest.mark.kube_score)
         # The same for Debian's Lua (`make lua`), which tests/gitops runs.
         if "lua" in fixtures:
             item.add_marker(pytest.mark.lua)

@@ -13,6 +13,7 @@ from tests.chart.support import (
     Object,
     ToolUnavailable,
     build_helm,
+    build_kube_score,
     build_prometheus_tool,
 )
 
@@ -44,3 +45,11 @@ def promtool() -> Path:
         return build_prometheus_tool()
     except ToolUnavailable as error:
         pytest.fail(f"the alert rule tests need promtool, which cannot be built: {error}")
+
+
+@pytest.fixture(scope="session")
+def kube_score() -> Path:
+    try:
+        return build_kube_score()
+    except ToolUnavailable as error:
+        pytest.fail(f"the kube-score test needs kube-score, which cannot be built: {error}")

@@ -22,6 +22,7 @@ CHART = ROOT / "charts" / "ptah-operator"
 CRDS = CHART / "crds"
 VALUES = Path(__file__).resolve().parent / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
+KUBE_SCORE = ROOT / ".tools" / "bin" / "kube-score"
 
 RELEASE = "ptah-operator"
 NAMESPACE = "ptah-system"
@@ -50,6 +51,16 @@ def prometheus_tool(name: str) -> Path:
 
 def build_prometheus_tool(name: str = "promtool") -> Path:
     """Return promtool (or prometheus), building it with `make` when needed (as helm)."""
+    return make_tool(name, prometheus_tool(name))
+
+
+def build_kube_score() -> Path:
+    """Return kube-score, building it with `make kube-score` when needed (as helm)."""
+    return make_tool("kube-score", KUBE_SCORE)
+
+
+def make_tool(name: str, binary: Path) -> Path:
+    """Run `make <name>`, which builds ``binary`` when it is missing or stale; the binary."""
     make = shutil.which("make")
     if make is None:
         raise ToolUnavailable(f"make is not on PATH, so `make {name}` cannot build {name}")
@@ -64,7 +75,6 @@ def build_prometheus_tool(name: str = "promtool") -> Path:
         )
     except subprocess.TimeoutExpired as error:
         raise ToolUnavailable(f"`make {name}` did not finish in {error.timeout}s") from error
-    binary = prometheus_tool(name)
     if done.returncode != 0 or not binary.exists():
         output = (done.stdout + done.stderr).strip().splitlines()[-40:]
         raise ToolUnavailable(

@@ -489,6 +489,7 @@ CRD_UPGRADE_OBJECTS = {
     ("ServiceAccount", "ptah-operator-crd-upgrade"),
     ("ClusterRole", "ptah-operator-crd-upgrade"),
     ("ClusterRoleBinding", "ptah-operator-crd-upgrade"),
+    ("ConfigMap", "ptah-operator-crd-upgrade"),
     ("Job", "ptah-operator-crd-upgrade"),
 }
 

@@ -9,6 +9,7 @@ NetworkPolicy never shuts the webhook port the API server calls.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,75 @@ def test_without_metrics_peers_or_egress_rules_the_policy_says_no_more(
     helm: Helm, tmp_path: Path
 ) -> None:
     objects = layered(helm, tmp_path, {"networkPolicy": {"enabled": True}})
-    (policy,) = of_kind(objects, "NetworkPolicy")
+    policy = only(objects, "NetworkPolicy", "ptah-operator")
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     assert policy["spec"]["ingress"] == [{"ports": [{"port": "webhook", "protocol": "TCP"}]}]
+    jobs = only(objects, "NetworkPolicy", "ptah-operator-jobs")
+    assert jobs["spec"]["policyTypes"] == ["Ingress"]
+    assert "egress" not in jobs["spec"]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a LabelSelector of matchLabels and `In` expressions selects these labels."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _pod_labels(obj: Object) -> dict[str, str]:
+    spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
+    template = spec["template"]
+    labels: dict[str, str] = template["metadata"]["labels"]
+    return labels
+
+
+# The chart's Job Pods the `-jobs` policy must select, by values: the rotator's only
+# when the chart issues the certificate, the hook's only when it is on.
+@pytest.mark.parametrize(
+    ("overrides", "selected"),
+    [
+        ({}, {"CronJob db-ops-cert-rotator", "Job db-ops-crd-upgrade", "Job db-ops-cert-init"}),
+        (
+            {"crdUpgrade": {"enabled": False}},
+            {"CronJob db-ops-cert-rotator", "Job db-ops-cert-init"},
+        ),
+        (
+            {"webhook": {"certManager": {"enabled": True}}},
+            {"Job db-ops-crd-upgrade"},
+        ),
+        ({"webhook": {"certManager": {"enabled": True}}, "crdUpgrade": {"enabled": False}}, set()),
+    ],
+)
+def test_the_jobs_policy_admits_no_ingress_to_the_chart_s_job_pods(
+    helm: Helm, tmp_path: Path, overrides: dict[str, Any], selected: set[str]
+) -> None:
+    layer = tmp_path / "layer.yaml"
+    layer.write_text(yaml.safe_dump(overrides))
+    objects = helm.render([KNOBS, layer])
+    policies = {p["metadata"]["name"]: p["spec"] for p in of_kind(objects, "NetworkPolicy")}
+    if not selected:
+        # No Job Pod to hold: no policy that selects nothing.
+        assert set(policies) == {"db-ops"}
+        return
+    jobs = policies["db-ops-jobs"]
+    pods = [o for o in objects if o["kind"] in {"Deployment", "Job", "CronJob"}]
+    # The install Job's name ends in a hash of its Pod template.
+    found = {
+        re.sub(r"-[0-9a-f]{10}$", "", f"{o['kind']} {o['metadata']['name']}")
+        for o in pods
+        if _selects(jobs["podSelector"], _pod_labels(o))
+    }
+    assert found == selected
+    # The manager policy's selector picks none of them, so each Pod has one policy.
+    assert all(
+        not _selects(policies["db-ops"]["podSelector"], _pod_labels(o))
+        for o in pods
+        if o["kind"] != "Deployment"
+    )
+    assert jobs["ingress"] == []
+    assert jobs["policyTypes"] == ["Ingress", "Egress"]
+    assert jobs["egress"] == policies["db-ops"]["egress"]

@@ -1,18 +1,20 @@
 """What ``python -m manager.crdapply`` refuses: applying a CRD that drops a version or a
 field objects are stored in. One row passes; each other changes one thing and is refused
-with its sentence. tests/realapi/test_crd_upgrade.py applies the real CRDs with the
-chart's grants on the real API server."""
+with its sentence; which objects hold a dropped field (``holds``), and the CRDs it reads
+(``read_crds``). tests/realapi/test_crd_upgrade.py applies the real CRDs with the
+chart's grants on the real API server, and refuses only a field an object holds."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from jobclaim.crds import crds
-from manager.crdapply import dropped
+from manager.crdapply import dropped, holds, read_crds
 
 SCHEMAS = "ptahschemas.operator.ptah.run"
 
@@ -77,3 +79,34 @@ def test_a_version_nothing_is_stored_in_may_go() -> None:
     live, new = generated(), generated()
     new["spec"]["versions"][0]["name"] = "v1alpha2"
     assert dropped(stored(live), new) == []
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "held"),
+    [
+        ({"spec": {"note": "x"}}, "spec.note", True),
+        # An empty value is still a value the older schema would prune.
+        ({"spec": {"note": ""}}, "spec.note", True),
+        ({"spec": {}}, "spec.note", False),
+        ({"spec": {"target": {"depth": 3}}}, "spec.target.depth", True),
+        ({"spec": {"target": None}}, "spec.target.depth", False),
+        ({"spec": {"steps": [{"name": "a"}, {}]}}, "spec.steps[].name", True),
+        ({"spec": {"steps": [{}, {}]}}, "spec.steps[].name", False),
+        ({"spec": {"steps": []}}, "spec.steps", True),
+        ({"status": {"note": "x"}}, "spec.note", False),
+    ],
+)
+def test_which_objects_hold_a_field(obj: dict[str, Any], field: str, held: bool) -> None:
+    assert holds(obj, field) is held
+
+
+def test_the_crds_come_from_a_directory_or_from_the_models(tmp_path: Path) -> None:
+    models = read_crds(None)
+    # The control: the models generate every kind, ptahschemas among them.
+    assert SCHEMAS in {crd["metadata"]["name"] for crd in models}
+    for crd in models:
+        (tmp_path / f"{crd['metadata']['name']}.yaml").write_text(yaml.safe_dump(crd))
+    (tmp_path / "README").write_text("not a CRD")
+    assert read_crds(tmp_path) == sorted(models, key=lambda crd: crd["metadata"]["name"])
+    with pytest.raises(FileNotFoundError):
+        read_crds(tmp_path / "README")

@@ -2,9 +2,11 @@
 
 ``python -m manager.crdapply`` (the pre-upgrade hook's program) runs as an identity
 bound to the ClusterRole the chart renders for the hook: it applies every CRD the
-models generate by server-side apply; then, with a field added to the live PtahSchema
-CRD (a cluster that ran a newer version), it refuses, names the field, and changes
-nothing; with the field gone again it applies once more.
+models generate by server-side apply. Then a field is added to the live PtahSchema
+CRD (a cluster that ran a newer version, about to roll back): while no PtahSchema
+holds a value in it, the older CRD is applied and the field goes, said so; while one
+does, it refuses, names the field and the object, and changes nothing; with that
+value gone it applies once more.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from jobclaim.apiserver import PTAHSCHEMAS
 from lab import run as localrun
 from manager import crdapply
 from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
@@ -79,6 +82,14 @@ def set_future_field(operator: Operator, present: bool) -> None:  # noqa: F811
     operator.admin.replace(crdapply.CUSTOM_RESOURCE_DEFINITIONS, None, live)
 
 
+def has_future_field(operator: Operator) -> bool:  # noqa: F811
+    live = operator.admin.get(crdapply.CUSTOM_RESOURCE_DEFINITIONS, None, SCHEMAS)
+    (version,) = live["spec"]["versions"]
+    return (
+        "fromTheFuture" in version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    )
+
+
 def run(operator: Operator, said: list[str]) -> int:  # noqa: F811
     kubeconfig: Path = operator.plane.kubeconfig("person")
     return crdapply.main([f"--kubeconfig={kubeconfig}"], out=said.append)
@@ -88,6 +99,8 @@ def test_the_hook_applies_the_crds_and_refuses_to_drop_a_stored_field(
     operator: Operator,  # noqa: F811
     helm: Helm,  # noqa: F811
 ) -> None:
+    namespace = f"crd-upgrade-{uuid.uuid4().hex[:8]}"
+    localrun.prepare_namespace(operator.admin, namespace)
     with hook_grants(operator, helm):
         said: list[str] = []
         # The control: the same CRDs apply, every one, with the hook's grants alone.
@@ -95,20 +108,29 @@ def test_the_hook_applies_the_crds_and_refuses_to_drop_a_stored_field(
         assert f"applied {SCHEMAS}" in said
         assert len(said) == len(operator.crds)
 
+        # A field no object holds goes with the older CRD.
         set_future_field(operator, present=True)
+        said = []
+        assert run(operator, said) == 0, said
+        assert said[0] == f"{SCHEMAS}: v1alpha1 field spec.fromTheFuture goes: no object holds it"
+        assert not has_future_field(operator)
+
+        # One that a PtahSchema holds is refused, and nothing changes.
+        set_future_field(operator, present=True)
+        schema = localrun.example_schema(namespace, "holder")
+        schema["spec"]["fromTheFuture"] = "kept"
+        operator.admin.create(PTAHSCHEMAS, namespace, schema)
         try:
             said = []
             assert run(operator, said) == crdapply.EXIT_REFUSED, said
             assert said[0] == (
-                f"refused: {SCHEMAS}: v1alpha1 field spec.fromTheFuture is stored and the "
-                "new CRD drops it"
+                f"refused: {SCHEMAS}: v1alpha1 field spec.fromTheFuture is stored in 1 "
+                f"object(s) ({namespace}/holder) and the new CRD drops it"
             )
             assert not any(line.startswith("applied") for line in said)
-            live = operator.admin.get(crdapply.CUSTOM_RESOURCE_DEFINITIONS, None, SCHEMAS)
-            (version,) = live["spec"]["versions"]
-            spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            assert "fromTheFuture" in spec, "the refusal changed the CRD"
+            assert has_future_field(operator), "the refusal changed the CRD"
         finally:
+            operator.admin.delete(PTAHSCHEMAS, namespace, "holder")
             set_future_field(operator, present=False)
 
         said = []

@@ -37,6 +37,7 @@ HARNESS_KUBE_VERSION = "1.37.2"
 # with its name, so a new template cannot slip past the dry run.
 SERVED: dict[tuple[str, str], tuple[str, bool]] = {
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("v1", "Secret"): ("secrets", True),
     ("v1", "Service"): ("services", True),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, Protocol
 
+from controller.vocabulary import EventReason
 from jobclaim.apiserver import EVENTS, ApiClient, ApiError
 from jobclaim.times import micro_timestamp, utc_now
 
@@ -28,7 +29,9 @@ _NAME_LIMIT: Final = 253
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    reason: str
+    # Only a registered reason: one missing from controller/vocabulary.py is one no
+    # person can find in docs/reference/events.md or alert on.
+    reason: EventReason
     note: str
     type: Literal["Normal", "Warning"] = "Normal"
 

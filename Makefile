@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane helm crane promtool prometheus kube-score node-packages contract images image-tools clean-images wheelhouse lua chart
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane kstatus helm crane promtool prometheus kube-score node-packages contract images image-tools clean-images wheelhouse lua chart
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -82,7 +82,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm promtool prometheus kube-score controlplane crane node-packages images wheelhouse lua
+unit: setup helm promtool prometheus kube-score controlplane kstatus crane node-packages images wheelhouse lua
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -97,7 +97,7 @@ STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_arch
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
 	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
-	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)
+	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)$(if $(wildcard $(KSTATUS_BIN)),, and not kstatus)
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -116,6 +116,21 @@ CONTROLPLANE_BIN := $(CONTROLPLANE_DIR)/bin/controlplane
 controlplane:
 	@$(PHASE) controlplane "building the control plane from Go modules (cold: ~22 min)" \
 		--cached-if 'make -q $(CONTROLPLANE_BIN)' -- make --no-print-directory $(CONTROLPLANE_BIN)
+
+# kstatus, the computation Flux and cli-utils read a resource's conditions with, as
+# a small Go tool over sigs.k8s.io/cli-utils (lab/kstatus), for tests/gitops: built
+# like the control plane from its pinned go.mod, rebuilt only when its sources or
+# pins change. Seconds once the module cache holds apimachinery.
+KSTATUS_DIR := lab/kstatus
+KSTATUS_BIN := $(KSTATUS_DIR)/bin/kstatus
+
+kstatus:
+	@$(PHASE) kstatus "building kstatus from sigs.k8s.io/cli-utils (cold: ~1 min)" \
+		--cached-if 'make -q $(KSTATUS_BIN)' -- make --no-print-directory $(KSTATUS_BIN)
+
+$(KSTATUS_BIN): $(KSTATUS_DIR)/go.mod $(KSTATUS_DIR)/go.sum $(wildcard $(KSTATUS_DIR)/*.go)
+	cd $(KSTATUS_DIR) && CGO_ENABLED=0 GOFLAGS='-p=2 -mod=readonly -buildvcs=false' \
+		go build -trimpath -ldflags='-s -w' -o bin/kstatus .
 
 # The components report the Kubernetes version their module pins (go.mod), set
 # at link time as Kubernetes' own release build does: without it every one of

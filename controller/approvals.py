@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from controller.vocabulary import EventReason
 from jobclaim import (
     CONSUMED,
     STALE,
@@ -196,7 +197,7 @@ def skipped_migration_approvals(
 class Crossing(Protocol):
     """Where a pass notes what it saw (``PassContext.crossed``)."""
 
-    def crossed(self, reason: str, note: str, *, warning: bool = False) -> None: ...
+    def crossed(self, reason: EventReason, note: str, *, warning: bool = False) -> None: ...
 
 
 def note_skipped(ctx: Crossing, skipped: Sequence[Skipped]) -> None:

@@ -17,6 +17,7 @@ from typing import Final
 
 from controller.passcontext import Family, Status, Subject
 from controller.phasemachine import Decision, Event, Wait
+from controller.vocabulary import event_reason
 from jobclaim.api import Condition, PtahSchemaStatus
 
 _WORKING: Final = frozenset(
@@ -101,7 +102,7 @@ def conditions_for(
         _condition(
             "ApprovalRequired",
             decision.event in (Event.AWAITING_APPROVAL, Event.APPLY_NEVER),
-            decision.event.name.title().replace("_", ""),
+            event_reason(decision.event),
             decision.event.value,
         ),
         _condition("InSync", in_sync, "InSync" if in_sync else phase, decision.event.value),

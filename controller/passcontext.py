@@ -30,6 +30,7 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.targetlock import TargetLock
+from controller.vocabulary import EventReason
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
     ActiveOperationStatus,
@@ -333,7 +334,7 @@ class PassContext:
     def later(self, seconds: int) -> str:
         return timestamp(self.now() + timedelta(seconds=seconds))
 
-    def crossed(self, reason: str, note: str, *, warning: bool = False) -> None:
+    def crossed(self, reason: EventReason, note: str, *, warning: bool = False) -> None:
         """Note a boundary crossed; Events are sent after the pass, never between steps,
         so nothing that can fail sits between a durable write and the step it covers."""
         self.events.append(EventRecord(reason, note, "Warning" if warning else "Normal"))

@@ -29,3 +29,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # The same for Debian's Lua (`make lua`), which tests/gitops runs.
         if "lua" in fixtures:
             item.add_marker(pytest.mark.lua)
+        # And kstatus (`make kstatus`, a Go build), which tests/gitops runs.
+        if "kstatus" in fixtures:
+            item.add_marker(pytest.mark.kstatus)

@@ -44,6 +44,7 @@ from typing import Any, Final
 import psycopg
 import pytest
 
+from controller.events import occurrences
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import (
     CONFIGMAPS,
@@ -199,7 +200,7 @@ class Subject:
     def pods_created(self, job: str) -> int:
         """How many Pods the Job controller ever created for ``job``, from its Events."""
         return sum(
-            1
+            occurrences(event)
             for event in self.run.admin.list(EVENTS, NAMESPACE)
             if (event.get("regarding") or {}).get("kind") == "Job"
             and (event.get("regarding") or {}).get("name") == job

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
@@ -33,7 +34,7 @@ import psycopg
 import pytest
 
 from controller.dispatch_steps import REFUSED_RETRY
-from controller.events import REPORTING_CONTROLLER
+from controller.events import REPORTING_CONTROLLER, last_observed, occurrences
 from jobclaim.apiserver import (
     EVENTS,
     JOBS,
@@ -230,12 +231,18 @@ def _scenario(run: LabRun, api: Api) -> None:
     )
     print(f"# dispatchStarted in the stored versions since the approval: {marks}")
     withdrawn = poll("the manager's DispatchWithdrawn Event", lambda: _withdrawals(run) or None)
-    notes = [note for _, note in withdrawn]
-    print(f"# DispatchWithdrawn Events: {len(notes)}, the first: {notes[0][:200]}")
+    notes = [w.note for w in withdrawn]
+    said = sum(w.count for w in withdrawn)
+    print(f"# DispatchWithdrawn said {said} times in {len(notes)} Events: {notes[0][:200]}")
     # The manager retries a refused create every REFUSED_RETRY, never in a loop on its
     # own status writes (it once marked and withdrew at 50 ms). A lower bound only: a
-    # loaded machine makes the gaps longer, never shorter.
-    gaps = [later - earlier for (earlier, _), (later, _) in pairwise(withdrawn)]
+    # loaded machine makes the gaps longer, never shorter. The same refusal repeated is
+    # one Event with a series (controller/events.py): its repeats are spread over its
+    # first and last time, so the mean gap inside it is held to the bound, and the gap
+    # between one Event's last time and the next one's first.
+    gaps = [w.mean_gap() for w in withdrawn if w.count > 1] + [
+        later.first - earlier.last for earlier, later in pairwise(withdrawn)
+    ]
     print(f"# seconds between withdrawals: {[round(gap, 1) for gap in gaps]}")
     assert all(gap >= REFUSED_RETRY * 0.8 for gap in gaps), gaps
     operation: dict[str, Any] = _migration(run)["status"]["activeOperation"]
@@ -286,11 +293,28 @@ def _scenario(run: LabRun, api: Api) -> None:
     ]
 
 
-def _withdrawals(run: LabRun) -> list[tuple[float, str]]:
-    """The manager's DispatchWithdrawn Events about the migration: (eventTime as epoch
-    seconds, note), oldest first."""
+@dataclass(frozen=True, order=True)
+class Withdrawal:
+    """One DispatchWithdrawn Event: first and last said (epoch seconds), how often."""
+
+    first: float
+    last: float
+    count: int
+    note: str
+
+    def mean_gap(self) -> float:
+        return (self.last - self.first) / (self.count - 1)
+
+
+def _withdrawals(run: LabRun) -> list[Withdrawal]:
+    """The manager's DispatchWithdrawn Events about the migration, oldest first."""
     return sorted(
-        (datetime.fromisoformat(str(event["eventTime"])).timestamp(), str(event.get("note")))
+        Withdrawal(
+            datetime.fromisoformat(str(event["eventTime"])).timestamp(),
+            datetime.fromisoformat(str(last_observed(event))).timestamp(),
+            occurrences(event),
+            str(event.get("note")),
+        )
         for event in run.admin.list(EVENTS, NAMESPACE)
         if event.get("reason") == "DispatchWithdrawn"
         and event.get("reportingController") == REPORTING_CONTROLLER

@@ -14,6 +14,7 @@ from controller.events import ApiEventSink, EventRecord, Regarding
 from jobclaim.apiserver import EVENTS
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
+from tests.realapi.operator import Operator, operator  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 
@@ -33,3 +34,26 @@ def test_the_sinks_events_are_stored_by_the_api_server(
         ("DispatchWithdrawn", "Warning", name),
         ("JobCreated", "Normal", name),
     ]
+
+
+def test_a_repeat_is_one_event_with_a_series_count_on_the_api_server(
+    operator: Operator,  # noqa: F811
+    namespace: str,
+) -> None:
+    # The API server validates a series (count >= 2, lastObservedTime set) and the
+    # patch that updates it, and the manager's identity holds the chart's grant
+    # (create and patch, no get): the fake checks none of that.
+    about = Regarding("operator.ptah.run/v1alpha1", "PtahSchema", namespace, "orders", "uid-1")
+    busy = EventRecord("RealmBusy", "another claim holds the database realm")
+    sink = ApiEventSink(operator.manager, instance="manager-a")
+    for _ in range(5):
+        sink.emit(about, busy)
+    sink.emit(about, EventRecord("RealmBusy", "another message"))
+    assert sink.dropped == 0
+    stored = operator.admin.list(EVENTS, namespace)
+    assert sorted((e["note"], e.get("series", {}).get("count", 1)) for e in stored) == [
+        ("another claim holds the database realm", 5),
+        ("another message", 1),
+    ]
+    (series,) = [e["series"] for e in stored if "series" in e]
+    assert series["lastObservedTime"] >= next(e["eventTime"] for e in stored if "series" in e)

@@ -1,0 +1,215 @@
+"""The published vocabulary is the code's: every condition reason and Event reason the
+controller can emit is in ``controller.vocabulary``, and the committed reference pages
+are the registry's render."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import yaml
+
+from controller.conditions import conditions_for
+from controller.migration_dispatch import MIGRATION
+from controller.passcontext import Family, Status
+from controller.phasemachine import Decision, Event, Wait
+from controller.schema_dispatch import SCHEMA
+from controller.vocabulary import (
+    CONDITIONS,
+    EVENTS,
+    PHASES,
+    READINGS,
+    EventReason,
+    render_conditions,
+    render_events,
+)
+from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
+from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
+from jobclaim.api.migration import MigrationPhase
+from jobclaim.api.schema import SchemaPhase
+from manager import statusmetrics
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPING = ("controller", "manager", "webhook", "jobclaim", "runner", "certs", "kube")
+NOW = "2026-12-05T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("page", "render", "command"),
+    [
+        ("conditions.md", render_conditions, "conditions"),
+        ("events.md", render_events, "events"),
+    ],
+)
+def test_the_committed_reference_is_the_registrys_render(
+    page: str, render: Any, command: str
+) -> None:
+    committed = (ROOT / "docs" / "reference" / page).read_text()
+    hint = f"run: python -m controller.vocabulary {command} > docs/reference/{page}"
+    assert committed == render(), hint
+    printed = subprocess.run(
+        [sys.executable, "-m", "controller.vocabulary", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert printed == committed
+
+
+def test_every_event_reason_the_type_allows_has_its_entry() -> None:
+    assert sorted(get_args(EventReason)) == sorted(EVENTS)
+
+
+def crossings(source: str) -> Iterator[tuple[int, str | None, bool]]:
+    """(line, reason literal or None, warning) for each ``.crossed(...)`` call."""
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "crossed"
+        ):
+            first = node.args[0] if node.args else None
+            reason = first.value if isinstance(first, ast.Constant) else None
+            warning = any(
+                k.arg == "warning" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords
+            )
+            yield node.lineno, reason if isinstance(reason, str) else None, warning
+
+
+def unregistered(source: str) -> list[str]:
+    """Each ``crossed`` call whose reason is not a registered literal, or whose Normal or
+    Warning type is not the registered one."""
+    wrong = []
+    for line, reason, warning in crossings(source):
+        doc = EVENTS.get(reason) if reason else None  # type: ignore[call-overload]
+        if doc is None:
+            wrong.append(f"{line}: {reason!r} is not registered")
+        elif (doc.type == "Warning") != warning:
+            wrong.append(f"{line}: {reason} is sent as the wrong type")
+    return wrong
+
+
+CALL = 'ctx.crossed("JobCreated", "a note")\n'
+
+
+@pytest.mark.parametrize(
+    ("source", "wrong"),
+    [
+        (CALL, False),
+        (CALL.replace("JobCreated", "JobMade"), True),
+        (CALL.replace('"JobCreated"', "reason"), True),
+        (CALL.replace('")', '", warning=True)'), True),
+    ],
+    ids=["registered", "unregistered", "not-a-literal", "wrong-type"],
+)
+def test_the_scan_refuses_a_reason_it_cannot_find_registered(source: str, wrong: bool) -> None:
+    assert bool(unregistered(source)) is wrong
+
+
+def test_every_event_the_code_sends_is_registered_with_its_type() -> None:
+    found: dict[str, list[str]] = {}
+    calls = 0
+    for package in SHIPPING:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            source = path.read_text()
+            calls += sum(1 for _ in crossings(source))
+            if wrong := unregistered(source):
+                found[str(path.relative_to(ROOT))] = wrong
+    assert calls > 40  # the scan sees the emitters, not an empty tree
+    assert found == {}
+
+
+def test_the_reasons_status_metrics_count_are_registered() -> None:
+    counted = {
+        statusmetrics.READING_FAILED,
+        statusmetrics.APPROVAL_SPENT,
+        statusmetrics.CLAIMED,
+        statusmetrics.RELEASED,
+        *statusmetrics.SETTLED_REASONS,
+    }
+    assert counted <= set(EVENTS)
+
+
+def test_every_phase_is_described_once() -> None:
+    assert set(PHASES) == set(get_args(SchemaPhase)) | set(get_args(MigrationPhase))
+
+
+def test_every_reading_operation_has_its_failed_reason() -> None:
+    readings = {
+        op
+        for table in (SCHEMA_OPERATIONS, MIGRATION_OPERATIONS)
+        for op, info in table.items()
+        if info.read_only
+    }
+    assert readings == set(READINGS)
+
+
+FAMILIES: list[tuple[Family, str, tuple[str, ...], tuple[str, ...]]] = [
+    (SCHEMA, "ptahschema.yaml", get_args(SchemaPhase), ("Resolve", "Verify", "Observe", "Plan")),
+    (MIGRATION, "ptahmigration.yaml", get_args(MigrationPhase), ("Resolve", "Verify", "History")),
+]
+
+
+@functools.cache
+def example_object(example: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "examples" / example).read_text())
+    return loaded
+
+
+def published(
+    family: Family, example: str, phase: str, event: Event, failed: str | None
+) -> list[tuple[str, str]]:
+    obj = copy.deepcopy(example_object(example))
+    obj["metadata"].update(generation=4, uid="00000000-0000-0000-0000-000000000004")
+    obj["spec"]["suspend"] = event is Event.SUSPENDED
+    status_type = PtahSchemaStatus if family is SCHEMA else PtahMigrationStatus
+    failure = (
+        {
+            "operation": failed,
+            "message": "refused",
+            "failures": 1,
+            "failedAt": NOW,
+            "retryNotBefore": NOW,
+        }
+        if failed
+        else None
+    )
+    status: Status = status_type.model_validate(
+        {"observedGeneration": 4, "phase": phase, "readingFailure": failure}
+    )
+    decision = Decision(event, phase, None, Wait.INTERVAL)
+    conditions = conditions_for(family, family.parse(obj), status, decision, now=NOW)
+    return [(c.type, c.reason or "") for c in conditions]
+
+
+def test_every_condition_the_code_writes_is_registered() -> None:
+    # Every phase, every decision and every failed reading, for both families: the
+    # reasons are a phase, an event's name or an operation's, so this is all of them.
+    seen: set[tuple[str, str]] = set()
+    for family, example, phases, readings in FAMILIES:
+        for phase, event, failed in itertools.product(phases, Event, (None, *readings)):
+            seen.update(published(family, example, phase, event, failed))
+    unknown = sorted(
+        (kind, reason)
+        for kind, reason in seen
+        if kind not in CONDITIONS or reason not in CONDITIONS[kind].reasons
+    )
+    assert unknown == []
+    # And the registry lists nothing the code cannot write.
+    registered = {(kind, reason) for kind, doc in CONDITIONS.items() for reason in doc.reasons}
+    assert registered - seen <= {
+        ("ArtifactResolved", "Resolved"),
+        ("ArtifactVerified", "Verified"),
+        ("PlanReady", "PlanPublished"),
+        ("DriftDetected", "Drift"),
+    }

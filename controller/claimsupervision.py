@@ -25,9 +25,9 @@ recorded unknown and a read-only one is discarded, without reading either result
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from controller.claimwrites import AGAIN, epoch_update, write_retry
+from controller.claimwrites import AGAIN, epoch_update, retire_undispatched, write_retry
 from controller.jobaccount import harvest, set_cleanup_ttl
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.operationidentity import input_fingerprint
@@ -111,6 +111,33 @@ def renew(ctx: PassContext) -> Stop | None:
             "the realm's Lease is no longer the tenure this run began under",
             warning=True,
         )
+    return None
+
+
+def claim_inputs(ctx: PassContext, operation: str, generation: int | None) -> dict[str, Any] | None:
+    """What every family's claim is decided from: the family, the operation, the
+    resource's generation (a spec edit, suspending included, moves it) and the
+    execution binding's epoch; None without a binding. A family adds what only it has."""
+    binding = ctx.binding
+    if binding is None:
+        return None
+    return {
+        "family": ctx.family.name,
+        "operation": operation,
+        "generation": generation,
+        "epoch": binding.epoch,
+    }
+
+
+def retire_moved(ctx: PassContext, suspended: str | None) -> Stop | None:
+    """Retire a claim before dispatch when its resource is suspended (``suspended``
+    says why, in the family's words) or its inputs moved; None while neither holds.
+    Every family's authorize begins here."""
+    if suspended is not None:
+        return retire_undispatched(ctx, suspended)
+    if not inputs_hold(ctx):
+        apply = ctx.operation.type == "Apply"
+        return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
     return None
 
 

@@ -384,6 +384,15 @@ def discard_release(ctx: PassContext) -> TargetLockReleaseStatus | None:
     )
 
 
+def retired_status(status: Status, *, drop_plan: bool) -> Status:
+    """The status with the claim gone (and, when its plan moved, the plan too): both
+    families' statuses spell these fields alike."""
+    update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
+    if drop_plan:
+        update["plan"] = None
+    return status.model_copy(update=update)
+
+
 def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = False) -> Stop:
     """Discard a claim that never dispatched, releasing the realm it may hold.
 
@@ -401,7 +410,7 @@ def retire_undispatched(ctx: PassContext, reason: str, *, drop_plan: bool = Fals
         raise MayHaveDispatched(
             "a claim that may have dispatched cannot be retired as if it never ran"
         )
-    retired = ctx.family.retired(status, drop_plan=drop_plan)
+    retired = retired_status(status, drop_plan=drop_plan)
     release = discard_release(ctx)
     if release is not None:
         retired = retired.model_copy(update={"pending_lock_release": release})

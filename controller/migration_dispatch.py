@@ -26,7 +26,7 @@ from controller.approvals import (
     skipped_migration_approvals,
 )
 from controller.binding_rotation import rotate_migration_binding
-from controller.claimsupervision import inputs_hold
+from controller.claimsupervision import claim_inputs, retire_moved
 from controller.claimwrites import form_claim, retire_undispatched
 from controller.jobaccount import Harvest
 from controller.migration_records import (
@@ -110,18 +110,8 @@ class MigrationFamily:
         return status.plan
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        migration = migration_of(ctx)
-        binding = ctx.binding
-        if binding is None:
-            return None
-        inputs: dict[str, Any] = {
-            "family": "migration",
-            "operation": operation,
-            # Suspending is a spec edit: the generation it bumps moves these inputs.
-            "generation": migration.metadata.generation,
-            "epoch": binding.epoch,
-        }
-        if operation == _APPLY:
+        inputs = claim_inputs(ctx, operation, migration_of(ctx).metadata.generation)
+        if inputs is not None and operation == _APPLY:
             ref = self._plan_ref(ctx, operation)
             if ref is None:
                 return None
@@ -156,14 +146,10 @@ class MigrationFamily:
         return plan
 
     def authorize(self, ctx: PassContext) -> Stop | None:
-        migration = migration_of(ctx)
-        apply = ctx.operation.type == _APPLY
-        if migration.spec.suspend:
-            return retire_undispatched(ctx, "the migration is suspended")
-        if not inputs_hold(ctx):
-            return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
-        if not apply:
-            return None
+        suspended = migration_of(ctx).spec.suspend
+        stop = retire_moved(ctx, "the migration is suspended" if suspended else None)
+        if stop is not None or ctx.operation.type != _APPLY:
+            return stop
         if migration_status_of(ctx).unresolved_run is not None:
             # A record restored (or written) after this claim was taken: the run nobody
             # accounted for blocks this one as it blocks a new claim.
@@ -237,13 +223,6 @@ class MigrationFamily:
 
     def approval(self, ctx: PassContext) -> ObjectReference | None:
         return migration_operation_of(ctx).approval_ref
-
-    def retired(self, status: Status, *, drop_plan: bool) -> PtahMigrationStatus:
-        own = narrowed(status, PtahMigrationStatus)
-        update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
-        if drop_plan:
-            update["plan"] = None
-        return own.model_copy(update=update)
 
     # -- what to claim -----------------------------------------------------------------
 

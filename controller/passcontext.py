@@ -135,10 +135,6 @@ class Family(Protocol):
         """The approval the claim holds by reference, if its work needs one."""
         ...
 
-    def retired(self, status: Status, *, drop_plan: bool) -> Status:
-        """The status with the claim gone (and, when its plan moved, the plan too)."""
-        ...
-
     def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
         """Which work to claim now and the approval it spends; a Stop to wait."""
         ...

@@ -25,7 +25,7 @@ from controller.approvals import (
     skipped_schema_approvals,
 )
 from controller.binding_rotation import rotate_schema_binding
-from controller.claimsupervision import inputs_hold
+from controller.claimsupervision import claim_inputs, retire_moved
 from controller.claimwrites import form_claim, retire_undispatched
 from controller.conditions import drift_condition
 from controller.jobaccount import Harvest
@@ -95,16 +95,8 @@ class SchemaFamily:
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
         schema = schema_of(ctx)
-        binding = ctx.binding
-        if binding is None:
-            return None
-        inputs: dict[str, Any] = {
-            "family": "schema",
-            "operation": operation,
-            "generation": schema.metadata.generation,
-            "epoch": binding.epoch,
-        }
-        if operation == _APPLY:
+        inputs = claim_inputs(ctx, operation, schema.metadata.generation)
+        if inputs is not None and operation == _APPLY:
             plan = schema.status.plan if schema.status else None
             if plan is None:
                 return None
@@ -115,14 +107,11 @@ class SchemaFamily:
 
     def authorize(self, ctx: PassContext) -> Stop | None:
         schema = schema_of(ctx)
-        apply = ctx.operation.type == _APPLY
-        if schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof):
-            # A proof runs before suspension: a suspended schema still owes its account.
-            return retire_undispatched(ctx, "the schema is suspended")
-        if not inputs_hold(ctx):
-            return retire_undispatched(ctx, "the claim's inputs moved", drop_plan=apply)
-        if not apply:
-            return None
+        # A proof runs before suspension: a suspended schema still owes its account.
+        suspended = schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof)
+        stop = retire_moved(ctx, "the schema is suspended" if suspended else None)
+        if stop is not None or ctx.operation.type != _APPLY:
+            return stop
         problem = self._plan_problem(ctx) or self._policy_problem(ctx)
         problem = problem or self._approval_problem(ctx)
         if problem is not None:
@@ -225,13 +214,6 @@ class SchemaFamily:
         if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
             return None
         return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
-
-    def retired(self, status: Status, *, drop_plan: bool) -> PtahSchemaStatus:
-        own = narrowed(status, PtahSchemaStatus)
-        update: dict[str, Any] = {"active_operation": None, "phase": "Pending"}
-        if drop_plan:
-            update["plan"] = None
-        return own.model_copy(update=update)
 
     # -- what to claim -----------------------------------------------------------------
 

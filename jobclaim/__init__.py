@@ -148,8 +148,7 @@ from jobclaim.stamps import (
     written_stamp,
 )
 
-# The stamps' own reading of a recorded time; ``jobclaim.times.parse_time`` is the
-# stricter RFC 3339 one the other records use.
+# A stamp's time, read by the one RFC 3339 parser (``jobclaim.times.parse_time``).
 from jobclaim.stamps import parse_time as parse_stamp_time
 from jobclaim.statements import (
     ClassifiedBy,

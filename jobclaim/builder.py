@@ -22,8 +22,8 @@ from jobclaim.api.common import (
     OCIArtifactSourceSpec,
 )
 from jobclaim.api.meta import ConfigMapKeySelector, SecretKeySelector
-from jobclaim.api.migration import PtahMigration
-from jobclaim.api.schema import CurrentPlanStatus, PtahSchema
+from jobclaim.api.migration import MigrationOperationStatus, PtahMigration
+from jobclaim.api.schema import ActiveOperationStatus, CurrentPlanStatus, PtahSchema
 from jobclaim.claim import CLEANUP_TTL_SECONDS, Owner
 from jobclaim.envelope import (
     ANN_CONTROLLER_IMAGE,
@@ -169,33 +169,18 @@ def schema_job_inputs(
     plan = status.plan if operation.type == "Apply" else None
     if operation.type == "Apply" and plan is None:
         raise BuildRefused("an Apply claim cannot build its Job without status.plan")
-    return JobInputs(
-        owner=Owner.of("PtahSchema", schema.metadata),
-        operation=operation.type,
-        operation_id=operation.id,
-        input_fingerprint=operation.input_fingerprint,
-        attempt=operation.attempt,
-        job_name=operation.job_name,
-        epoch=operation.execution_binding_id,
-        binding=binding,
-        manager=manager,
-        execution=schema.spec.execution,
-        target=operation.target or schema.spec.target,
-        execution_not_after=operation.execution_not_after,
+    policy = schema.spec.policy
+    return _active_inputs(
+        schema, operation, binding=binding, manager=manager, snapshot_digest=snapshot_digest
+    )._replace(
         termination_grace_period_seconds=(
             operation.termination_grace_period_seconds or DEFAULT_GRACE_SECONDS
         ),
         plan=plan,
-        snapshot_digest=snapshot_digest,
         source=schema.spec.desired,
-        resolved=operation.source,
-        coordination_digest=operation.coordination_digest,
-        exclude=tuple(schema.spec.policy.exclude),
-        protected_tables=tuple(schema.spec.policy.protected_tables),
-        transaction_mode=schema.spec.policy.transaction_mode,
-        lock_timeout=schema.spec.policy.lock_timeout,
+        exclude=tuple(policy.exclude),
+        protected_tables=tuple(policy.protected_tables),
         dev_url_from=schema.spec.dev.url_from if schema.spec.dev else None,
-        registry_ca_digest=operation.registry_ca_digest,
     )
 
 
@@ -214,8 +199,23 @@ def migration_job_inputs(
         raise BuildRefused("the migration has no active operation to build a Job for")
     if operation.type == "Apply" and not expected_sequence:
         raise BuildRefused("a migration Apply cannot build its Job without its plan's sequence")
+    return _active_inputs(
+        migration, operation, binding=binding, manager=manager, snapshot_digest=snapshot_digest
+    )._replace(expected_sequence=expected_sequence, source=migration.spec.artifact)
+
+
+def _active_inputs(
+    resource: PtahSchema | PtahMigration,
+    operation: ActiveOperationStatus | MigrationOperationStatus,
+    *,
+    binding: ExecutionBindingStatus,
+    manager: ManagerRecord,
+    snapshot_digest: str | None,
+) -> JobInputs:
+    """What both families' Jobs read off their claim and spec alike; each family then
+    sets the fields only it has (``_replace``), so a shared field is read in one place."""
     return JobInputs(
-        owner=Owner.of("PtahMigration", migration.metadata),
+        owner=Owner.of(resource.kind, resource.metadata),
         operation=operation.type,
         operation_id=operation.id,
         input_fingerprint=operation.input_fingerprint,
@@ -224,16 +224,14 @@ def migration_job_inputs(
         epoch=operation.execution_binding_id,
         binding=binding,
         manager=manager,
-        execution=migration.spec.execution,
-        target=operation.target or migration.spec.target,
+        execution=resource.spec.execution,
+        target=operation.target or resource.spec.target,
         execution_not_after=operation.execution_not_after,
-        expected_sequence=expected_sequence,
         snapshot_digest=snapshot_digest,
-        source=migration.spec.artifact,
         resolved=operation.source,
         coordination_digest=operation.coordination_digest,
-        transaction_mode=migration.spec.policy.transaction_mode,
-        lock_timeout=migration.spec.policy.lock_timeout,
+        transaction_mode=resource.spec.policy.transaction_mode,
+        lock_timeout=resource.spec.policy.lock_timeout,
         registry_ca_digest=operation.registry_ca_digest,
     )
 

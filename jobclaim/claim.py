@@ -18,8 +18,9 @@ from jobclaim.api.common import (
     OCIArtifactAccessBinding,
 )
 from jobclaim.api.meta import ConfigMapKeySelector
-from jobclaim.api.migration import PtahMigration
+from jobclaim.api.migration import MigrationOperationStatus, PtahMigration
 from jobclaim.api.schema import (
+    ActiveOperationStatus,
     CurrentPlanStatus,
     PendingObservationStatus,
     PtahSchema,
@@ -120,20 +121,8 @@ def schema_claim(
     operation = status.active_operation if status else None
     if status is None or operation is None:
         return None
-    return Claim(
-        owner=Owner.of("PtahSchema", schema.metadata),
-        operation=operation.type,
-        operation_id=operation.id,
-        epoch=operation.execution_binding_id,
-        job_name=operation.job_name,
-        snapshot=operation.admission_snapshot,
-        input_fingerprint=operation.input_fingerprint,
-        job_uid=operation.job_uid,
-        binding=binding,
-        plan=status.plan if operation.type == "Apply" else None,
-        built=built,
-        stored=stored,
-    )
+    plan = status.plan if operation.type == "Apply" else None
+    return _active_claim(schema, operation, plan, built=built, stored=stored, binding=binding)
 
 
 def pending_apply_claim(
@@ -171,8 +160,22 @@ def migration_claim(
     operation = status.active_operation if status else None
     if operation is None:
         return None
+    return _active_claim(migration, operation, None, built=built, stored=stored, binding=binding)
+
+
+def _active_claim(
+    resource: PtahSchema | PtahMigration,
+    operation: ActiveOperationStatus | MigrationOperationStatus,
+    plan: CurrentPlanStatus | None,
+    *,
+    built: Mapping[str, Any] | None,
+    stored: bool,
+    binding: ExecutionBindingStatus | None,
+) -> Claim:
+    """The claim an active operation makes: both families' claims are read off the
+    same fields, so a field one family adds to its claim reaches the other's too."""
     return Claim(
-        owner=Owner.of("PtahMigration", migration.metadata),
+        owner=Owner.of(resource.kind, resource.metadata),
         operation=operation.type,
         operation_id=operation.id,
         epoch=operation.execution_binding_id,
@@ -181,6 +184,7 @@ def migration_claim(
         input_fingerprint=operation.input_fingerprint,
         job_uid=operation.job_uid,
         binding=binding,
+        plan=plan,
         built=built,
         stored=stored,
     )

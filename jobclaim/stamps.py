@@ -29,7 +29,10 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
-from jobclaim.times import timestamp
+
+# A stamp's time is read as every other recorded time is: a spelling the webhook never
+# writes is not admission's stamp.
+from jobclaim.times import parse_time, timestamp
 
 __all__ = [
     "REQUEST_UID_FIELD",
@@ -102,17 +105,6 @@ STAMPED: Final[Mapping[str, StampedKind]] = {
 def stamp_time(now: datetime) -> str:
     """``now`` as the API server writes a time (``jobclaim.times.timestamp``)."""
     return timestamp(now)
-
-
-def parse_time(text: object) -> datetime | None:
-    """An RFC 3339 time as an aware datetime, or None when it is not one."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -428,14 +428,18 @@ Decision = (
 )
 
 
-def _create(api: ApiClient, namespace: str, build: Callable[[ObjectMeta], Decision]) -> Object:
+def _create(
+    api: ApiClient, namespace: str, generate_name: str, build: Callable[[ObjectMeta], Decision]
+) -> Object:
     """Create one decision, built by its ``jobclaim.api`` model: the one wire shape.
+    The API server names it after ``generate_name``, so two people deciding at once
+    never collide.
 
     No stamp fields are set: admission writes the identity, the time and the request
     from the request itself, whatever a client sends.
     """
     try:
-        decision = build(ObjectMeta(namespace=namespace))
+        decision = build(ObjectMeta(namespace=namespace, generate_name=generate_name))
     except ValidationError as error:
         raise Refused(f"the decision would not be valid: {_first_error(error)}") from None
     resource = DECISIONS[decision.kind]
@@ -477,10 +481,8 @@ def approve(
     if problem is not None:
         raise Refused(f"{problem}; nothing was approved, review it again")
     plan_ref = _ref(shown.plan_name, shown.plan_uid)
-    prefix = f"{args.name}-approval-"
 
     def build(meta: ObjectMeta) -> Decision:
-        meta = meta.model_copy(update={"generate_name": prefix})
         if args.kind == "schema":
             return PtahSchemaApproval(
                 metadata=meta,
@@ -502,7 +504,7 @@ def approve(
             ),
         )
 
-    created = _create(api, args.namespace, build)
+    created = _create(api, args.namespace, f"{args.name}-approval-", build)
     return _stamped(created)
 
 
@@ -523,8 +525,9 @@ def acknowledge(
         _create(
             api,
             args.namespace,
+            f"{args.name}-",
             lambda meta: PtahMigrationRunAcknowledgment(
-                metadata=meta.model_copy(update={"generate_name": f"{args.name}-"}),
+                metadata=meta,
                 spec=PtahMigrationRunAcknowledgmentSpec(
                     migration_ref=ref, operation_id=run.operation_id
                 ),
@@ -560,8 +563,9 @@ def settle(
         _create(
             api,
             args.namespace,
+            f"{args.name}-",
             lambda meta: PtahSchemaProofSettlement(
-                metadata=meta.model_copy(update={"generate_name": f"{args.name}-"}),
+                metadata=meta,
                 spec=PtahSchemaProofSettlementSpec(
                     schema_ref=ref,
                     apply_operation_id=pending.apply_operation_id,

@@ -68,6 +68,7 @@ from typing import Final, Protocol
 import pytest
 
 from controller import claimsupervision
+from controller.claimwrites import retired_status
 from controller.lifecyclepass import run_pass
 from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step, Stop
 from controller.passcontext import Environment, PassContext
@@ -603,7 +604,7 @@ def test_the_record_check_bites(monkeypatch: pytest.MonkeyPatch) -> None:
     def drop(ctx: PassContext, reason: str) -> Stop:
         del reason
         assert ctx.status is not None
-        ctx.write_status(ctx.family.retired(ctx.status, drop_plan=False))
+        ctx.write_status(retired_status(ctx.status, drop_plan=False))
         return Stop("dropped without a record")
 
     monkeypatch.setattr(claimsupervision, "record_unaccounted", drop)

@@ -104,7 +104,7 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(STRUCTURE_TESTS)
-	$(PY) -m pytest -q -m '$(CHECK_MARKERS)' $(addprefix --ignore=,$(STRUCTURE_TESTS))
+	$(PY) -m pytest -q -n auto -m '$(CHECK_MARKERS)' $(addprefix --ignore=,$(STRUCTURE_TESTS))
 
 # The real kube-apiserver + etcd harness for tests/realapi. Built once and then
 # reused: make rebuilds it only when its Go sources or module pins change,

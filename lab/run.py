@@ -248,6 +248,11 @@ MANAGER_RULES: Final[list[Object]] = [
         "verbs": ["get", "list", "watch"],
     },
     {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahrealms"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
         "apiGroups": [""],
         "resources": ["configmaps"],
         "verbs": ["get", "list", "watch", "create"],

@@ -44,6 +44,7 @@ from controller.migration_dispatch import MIGRATION
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext, claim_view
 from controller.planning import advance
+from controller.realmgate import gate_new_claim
 from controller.schema_dispatch import SCHEMA
 from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
@@ -165,7 +166,9 @@ def _pass(ctx: PassContext) -> Stop:
     binding = ctx.binding
     if binding is None or not ctx.env.config.binding.matches(binding):
         return Stop("the execution binding changed; nothing is claimed until it rotates")
-    return advance(ctx)
+    # The realm census comes after the proof (settle_record), so a schema owing proof
+    # is never overtaken by it, and before anything new is claimed.
+    return gate_new_claim(ctx) or advance(ctx)
 
 
 def _active(ctx: PassContext) -> Stop:

@@ -252,6 +252,7 @@ MANAGER_RULES: Final[list[Object]] = [
         "resources": ["ptahrealms"],
         "verbs": ["get", "list", "watch"],
     },
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
     {
         "apiGroups": [""],
         "resources": ["configmaps"],

@@ -1,0 +1,289 @@
+"""Whether a resource may take the database realm it names: admission and census.
+
+A ``realmRef`` names a cluster PtahRealm, and the realm's Lease is shared by every
+resource naming it, in any namespace. Without this gate any namespace could name
+any realm and take turns on another team's database (a denial of service at least),
+and two resources that each think they own a database would take turns undoing each
+other's work. So, before a claim is made and again at every Lease step:
+
+- the realm must exist, declare the resource's engine, and admit its namespace (by
+  name, or by a label selector over the namespace's labels);
+- the census: every PtahSchema and PtahMigration naming the realm is a claimant, and
+  more than one refuses all of them (``RealmConflict``) unless the realm is
+  ``Shared`` and every one of them sets ``sharedRealm: true``.
+
+Every read here is uncached: a realm edited a moment ago must be what the next Lease
+step sees, since a cached realm could hand a database to a namespace it just dropped.
+The decisions (``admission_refusal``, ``census_refusal``, ``selector_matches``) are
+pure; ``realm_refusal`` only reads and hands them what it read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from pydantic import ValidationError
+
+from controller.claimwrites import retire_undispatched
+from controller.mutationlifecycle import Stop
+from controller.passcontext import PassContext
+from jobclaim.api import Condition, DatabaseTargetSpec, NamespaceSelector, PtahRealm
+from jobclaim.apiserver import (
+    NAMESPACES,
+    PTAHMIGRATIONS,
+    PTAHREALMS,
+    PTAHSCHEMAS,
+    ApiClient,
+    NotFound,
+)
+from jobclaim.times import timestamp
+
+__all__ = [
+    "REALM_CONDITION",
+    "REALM_RETRY",
+    "Claimant",
+    "RealmRefusal",
+    "admission_refusal",
+    "census_refusal",
+    "gate_lease",
+    "gate_new_claim",
+    "realm_refusal",
+    "selector_matches",
+]
+
+# The condition a refused resource carries while the refusal stands.
+REALM_CONDITION: Final = "RealmAdmitted"
+
+
+@dataclass(frozen=True, slots=True)
+class RealmRefusal:
+    """Why a resource may not take its realm: a CamelCase reason and a sentence."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """A resource naming a realm, as the census counts it."""
+
+    kind: str
+    namespace: str
+    name: str
+    shared_realm: bool
+
+
+def selector_matches(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` meet ``selector``. Pure.
+
+    An empty selector matches nothing, unlike Kubernetes' own: a realm that admits every
+    namespace must say so by listing them, never by leaving a selector blank.
+    """
+    if not selector.match_labels and not selector.match_expressions:
+        return False
+    if any(labels.get(key) != value for key, value in selector.match_labels.items()):
+        return False
+    for requirement in selector.match_expressions:
+        present = requirement.key in labels
+        value = labels.get(requirement.key)
+        held = {
+            "In": present and value in requirement.values,
+            "NotIn": not present or value not in requirement.values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[requirement.operator]
+        if not held:
+            return False
+    return True
+
+
+def admission_refusal(
+    realm: PtahRealm | None,
+    *,
+    realm_name: str,
+    engine: str,
+    namespace: str,
+    namespace_labels: Mapping[str, str] | None,
+) -> RealmRefusal | None:
+    """Whether ``realm`` lets a resource in ``namespace`` on ``engine`` name it. Pure.
+
+    ``namespace_labels`` None means the labels were not read (the namespace is listed
+    by name, or the realm has no selector); a selector then admits nothing.
+    """
+    if realm is None:
+        return RealmRefusal("RealmNotFound", f"PtahRealm {realm_name} does not exist")
+    if realm.metadata.deletion_timestamp:
+        return RealmRefusal("RealmNotFound", f"PtahRealm {realm_name} is being deleted")
+    if realm.spec.engine != engine:
+        return RealmRefusal(
+            "RealmEngineMismatch",
+            f"PtahRealm {realm_name} is a {realm.spec.engine} realm, not {engine}",
+        )
+    if namespace in realm.spec.namespaces:
+        return None
+    selector = realm.spec.namespace_selector
+    if (
+        selector is not None
+        and namespace_labels is not None
+        and selector_matches(selector, namespace_labels)
+    ):
+        return None
+    return RealmRefusal(
+        "NamespaceNotAdmitted", f"PtahRealm {realm_name} does not admit namespace {namespace}"
+    )
+
+
+def census_refusal(realm: PtahRealm, claimants: Iterable[Claimant]) -> RealmRefusal | None:
+    """Whether the resources naming ``realm`` may share it. Pure.
+
+    One claimant (or none: the resource asking is always among them once stored) is
+    always allowed; more than one only on a Shared realm whose every claimant says it
+    shares, since a resource that does not say so expects to own the database and
+    would undo the others' work.
+    """
+    found = sorted(claimants, key=lambda c: (c.namespace, c.kind, c.name))
+    if len(found) <= 1:
+        return None
+    name = realm.metadata.name or "?"
+    if realm.spec.sharing == "Shared" and all(c.shared_realm for c in found):
+        return None
+    named = ", ".join(f"{c.kind} {c.namespace}/{c.name}" for c in found)
+    why = (
+        f"PtahRealm {name} is Exclusive"
+        if realm.spec.sharing != "Shared"
+        else "not every one sets spec.target.sharedRealm"
+    )
+    return RealmRefusal(
+        "RealmConflict", f"{len(found)} resources name PtahRealm {name} ({named}): {why}"
+    )
+
+
+# -- the shell ---------------------------------------------------------------------------
+
+
+def _read_realm(api: ApiClient, name: str) -> PtahRealm | None:
+    try:
+        return PtahRealm.model_validate(api.get(PTAHREALMS, None, name))
+    except NotFound:
+        return None
+
+
+def _namespace_labels(
+    api: ApiClient, realm: PtahRealm | None, namespace: str
+) -> dict[str, str] | None:
+    if realm is None or realm.spec.namespace_selector is None or namespace in realm.spec.namespaces:
+        return None
+    try:
+        found = api.get(NAMESPACES, None, namespace)
+    except NotFound:
+        return None
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def _claimants(api: ApiClient, realm_name: str) -> list[Claimant]:
+    out: list[Claimant] = []
+    for resource in (PTAHSCHEMAS, PTAHMIGRATIONS):
+        for obj in api.list(resource, None):
+            target = ((obj.get("spec") or {}).get("target")) or {}
+            if ((target.get("realmRef")) or {}).get("name") != realm_name:
+                continue
+            meta = obj.get("metadata") or {}
+            out.append(
+                Claimant(
+                    resource.kind,
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    target.get("sharedRealm") is True,
+                )
+            )
+    return out
+
+
+def realm_refusal(
+    api: ApiClient, target: DatabaseTargetSpec, namespace: str
+) -> RealmRefusal | None:
+    """Read the realm ``target`` names, its namespace's labels and the census, all
+    uncached, and decide. None when the target names no realm (a coordinationKey is
+    scoped to its own namespace and needs no realm's leave)."""
+    if target.realm_ref is None:
+        return None
+    name = target.realm_ref.name
+    try:
+        realm = _read_realm(api, name)
+    except ValidationError as error:
+        # Fail closed: a realm this build cannot read admits nobody.
+        return RealmRefusal("RealmUnreadable", f"PtahRealm {name} cannot be read: {error}")
+    refusal = admission_refusal(
+        realm,
+        realm_name=name,
+        engine=target.engine,
+        namespace=namespace,
+        namespace_labels=_namespace_labels(api, realm, namespace),
+    )
+    if refusal is not None or realm is None:
+        return refusal
+    return census_refusal(realm, _claimants(api, name))
+
+
+# -- over one pass -----------------------------------------------------------------------
+
+# How soon a refused resource looks again. Nothing of ours watches realms (a realm is
+# a platform team's object, changed seldom), so a realm created or edited to admit the
+# resource is seen by looking; a refusal costs one uncached read per this interval.
+REALM_RETRY: Final = 30.0
+
+
+def _refused_condition(refusal: RealmRefusal, generation: int | None, now: str) -> Condition:
+    return Condition(
+        type=REALM_CONDITION,
+        status="False",
+        reason=refusal.reason,
+        message=refusal.message,
+        last_transition_time=now,
+        observed_generation=generation,
+    )
+
+
+def gate_new_claim(ctx: PassContext) -> Stop | None:
+    """Before anything is claimed: a resource its realm refuses claims nothing.
+
+    The refusal is written as a condition, and said by one Event when it is first
+    written or changes; a pass that finds the same refusal writes nothing and says
+    nothing, so a resource refused for a day does not fill the Event store.
+    """
+    refusal = realm_refusal(ctx.api, ctx.subject.spec.target, ctx.namespace)
+    if refusal is None:
+        return None
+    status = ctx.status or ctx.family.empty_status()
+    old = next((c for c in status.conditions if c.type == REALM_CONDITION), None)
+    if old is None or (old.status, old.reason, old.message) != (
+        "False",
+        refusal.reason,
+        refusal.message,
+    ):
+        generation = ctx.subject.metadata.generation
+        condition = _refused_condition(refusal, generation, timestamp(ctx.now()))
+        kept = [c for c in status.conditions if c.type != REALM_CONDITION]
+        ctx.write_status(status.model_copy(update={"conditions": [*kept, condition]}))
+        ctx.crossed(refusal.reason, refusal.message, warning=True)
+    return Stop(f"the realm refuses the resource: {refusal.message}", requeue_after=REALM_RETRY)
+
+
+def gate_lease(ctx: PassContext) -> Stop | None:
+    """At the Lease step, before the Lease is taken or renewed for an undispatched claim.
+
+    A realm edited since the claim was made (a namespace dropped, a second claimant
+    named it, the realm deleted) retires the claim and releases what it held; the
+    next pass's ``gate_new_claim`` says why. A claim carrying out a proof is exempt:
+    the proof is the account of an Apply that already ran, and withholding it would
+    leave the database's state unknown for good.
+    """
+    if ctx.proof_outstanding and ctx.info.serves_proof:
+        return None
+    refusal = realm_refusal(ctx.api, ctx.subject.spec.target, ctx.namespace)
+    if refusal is None:
+        return None
+    return retire_undispatched(ctx, refusal.message)

@@ -14,14 +14,12 @@ other's work. So, before a claim is made and again at every Lease step:
 
 Every read here is uncached: a realm edited a moment ago must be what the next Lease
 step sees, since a cached realm could hand a database to a namespace it just dropped.
-The decisions (``admission_refusal``, ``census_refusal``, ``selector_matches``) are
-pure; ``realm_refusal`` only reads and hands them what it read.
+The decisions are ``jobclaim.realms``' (the webhook decides by them too);
+``realm_refusal`` only reads and hands them what it read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from pydantic import ValidationError
@@ -29,7 +27,8 @@ from pydantic import ValidationError
 from controller.claimwrites import retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import PassContext
-from jobclaim.api import Condition, DatabaseTargetSpec, NamespaceSelector, PtahRealm
+from jobclaim import RealmClaimant, RealmRefusal, realm_admission, realm_census
+from jobclaim.api import Condition, DatabaseTargetSpec, PtahRealm
 from jobclaim.apiserver import (
     NAMESPACES,
     PTAHMIGRATIONS,
@@ -43,121 +42,13 @@ from jobclaim.times import timestamp
 __all__ = [
     "REALM_CONDITION",
     "REALM_RETRY",
-    "Claimant",
-    "RealmRefusal",
-    "admission_refusal",
-    "census_refusal",
     "gate_lease",
     "gate_new_claim",
     "realm_refusal",
-    "selector_matches",
 ]
 
 # The condition a refused resource carries while the refusal stands.
 REALM_CONDITION: Final = "RealmAdmitted"
-
-
-@dataclass(frozen=True, slots=True)
-class RealmRefusal:
-    """Why a resource may not take its realm: a CamelCase reason and a sentence."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Claimant:
-    """A resource naming a realm, as the census counts it."""
-
-    kind: str
-    namespace: str
-    name: str
-    shared_realm: bool
-
-
-def selector_matches(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` meet ``selector``. Pure.
-
-    An empty selector matches nothing, unlike Kubernetes' own: a realm that admits every
-    namespace must say so by listing them, never by leaving a selector blank.
-    """
-    if not selector.match_labels and not selector.match_expressions:
-        return False
-    if any(labels.get(key) != value for key, value in selector.match_labels.items()):
-        return False
-    for requirement in selector.match_expressions:
-        present = requirement.key in labels
-        value = labels.get(requirement.key)
-        held = {
-            "In": present and value in requirement.values,
-            "NotIn": not present or value not in requirement.values,
-            "Exists": present,
-            "DoesNotExist": not present,
-        }[requirement.operator]
-        if not held:
-            return False
-    return True
-
-
-def admission_refusal(
-    realm: PtahRealm | None,
-    *,
-    realm_name: str,
-    engine: str,
-    namespace: str,
-    namespace_labels: Mapping[str, str] | None,
-) -> RealmRefusal | None:
-    """Whether ``realm`` lets a resource in ``namespace`` on ``engine`` name it. Pure.
-
-    ``namespace_labels`` None means the labels were not read (the namespace is listed
-    by name, or the realm has no selector); a selector then admits nothing.
-    """
-    if realm is None:
-        return RealmRefusal("RealmNotFound", f"PtahRealm {realm_name} does not exist")
-    if realm.metadata.deletion_timestamp:
-        return RealmRefusal("RealmNotFound", f"PtahRealm {realm_name} is being deleted")
-    if realm.spec.engine != engine:
-        return RealmRefusal(
-            "RealmEngineMismatch",
-            f"PtahRealm {realm_name} is a {realm.spec.engine} realm, not {engine}",
-        )
-    if namespace in realm.spec.namespaces:
-        return None
-    selector = realm.spec.namespace_selector
-    if (
-        selector is not None
-        and namespace_labels is not None
-        and selector_matches(selector, namespace_labels)
-    ):
-        return None
-    return RealmRefusal(
-        "NamespaceNotAdmitted", f"PtahRealm {realm_name} does not admit namespace {namespace}"
-    )
-
-
-def census_refusal(realm: PtahRealm, claimants: Iterable[Claimant]) -> RealmRefusal | None:
-    """Whether the resources naming ``realm`` may share it. Pure.
-
-    One claimant (or none: the resource asking is always among them once stored) is
-    always allowed; more than one only on a Shared realm whose every claimant says it
-    shares, since a resource that does not say so expects to own the database and
-    would undo the others' work.
-    """
-    found = sorted(claimants, key=lambda c: (c.namespace, c.kind, c.name))
-    if len(found) <= 1:
-        return None
-    name = realm.metadata.name or "?"
-    if realm.spec.sharing == "Shared" and all(c.shared_realm for c in found):
-        return None
-    named = ", ".join(f"{c.kind} {c.namespace}/{c.name}" for c in found)
-    why = (
-        f"PtahRealm {name} is Exclusive"
-        if realm.spec.sharing != "Shared"
-        else "not every one sets spec.target.sharedRealm"
-    )
-    return RealmRefusal(
-        "RealmConflict", f"{len(found)} resources name PtahRealm {name} ({named}): {why}"
-    )
 
 
 # -- the shell ---------------------------------------------------------------------------
@@ -183,8 +74,8 @@ def _namespace_labels(
     return {str(k): str(v) for k, v in labels.items()}
 
 
-def _claimants(api: ApiClient, realm_name: str) -> list[Claimant]:
-    out: list[Claimant] = []
+def _claimants(api: ApiClient, realm_name: str) -> list[RealmClaimant]:
+    out: list[RealmClaimant] = []
     for resource in (PTAHSCHEMAS, PTAHMIGRATIONS):
         for obj in api.list(resource, None):
             target = ((obj.get("spec") or {}).get("target")) or {}
@@ -192,7 +83,7 @@ def _claimants(api: ApiClient, realm_name: str) -> list[Claimant]:
                 continue
             meta = obj.get("metadata") or {}
             out.append(
-                Claimant(
+                RealmClaimant(
                     resource.kind,
                     str(meta.get("namespace", "")),
                     str(meta.get("name", "")),
@@ -216,7 +107,7 @@ def realm_refusal(
     except ValidationError as error:
         # Fail closed: a realm this build cannot read admits nobody.
         return RealmRefusal("RealmUnreadable", f"PtahRealm {name} cannot be read: {error}")
-    refusal = admission_refusal(
+    refusal = realm_admission(
         realm,
         realm_name=name,
         engine=target.engine,
@@ -225,7 +116,7 @@ def realm_refusal(
     )
     if refusal is not None or realm is None:
         return refusal
-    return census_refusal(realm, _claimants(api, name))
+    return realm_census(realm, _claimants(api, name))
 
 
 # -- over one pass -----------------------------------------------------------------------

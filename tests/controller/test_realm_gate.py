@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from controller.realmgate import (
-    REALM_CONDITION,
-    REALM_RETRY,
-    Claimant,
-    admission_refusal,
-    census_refusal,
-    selector_matches,
-)
+from controller.realmgate import REALM_CONDITION, REALM_RETRY
+from jobclaim import RealmClaimant, realm_admission, realm_census, selector_matches
 from jobclaim.api import NamespaceSelector, PtahRealm
 from jobclaim.apiserver import NAMESPACES, PTAHREALMS
 from kube.fake.inmemory import InMemoryApi
@@ -101,7 +95,7 @@ def test_a_realm_admits_only_its_engine_and_its_namespaces(
     labels: dict[str, str] | None,
     refused: tuple[str, str] | None,
 ) -> None:
-    found = admission_refusal(
+    found = realm_admission(
         parsed(raw) if raw else None,
         realm_name="orders-db",
         engine="PostgreSQL",
@@ -131,9 +125,9 @@ def test_selector_semantics(selector: dict[str, Any], matches: bool) -> None:
     assert selector_matches(chosen, {"team": "shop"}) is matches
 
 
-A = Claimant("PtahSchema", "shop", "a", shared_realm=True)
-B = Claimant("PtahMigration", "billing", "b", shared_realm=True)
-B_OWNS = Claimant("PtahMigration", "billing", "b", shared_realm=False)
+A = RealmClaimant("PtahSchema", "shop", "a", shared_realm=True)
+B = RealmClaimant("PtahMigration", "billing", "b", shared_realm=True)
+B_OWNS = RealmClaimant("PtahMigration", "billing", "b", shared_realm=False)
 CONFLICT = "RealmConflict"
 CENSUS = [
     # control: two claimants that both share, on a Shared realm
@@ -157,9 +151,9 @@ CENSUS = [
 
 @pytest.mark.parametrize(("sharing", "claimants", "refused"), CENSUS)
 def test_more_than_one_claimant_shares_only_when_every_one_says_so(
-    sharing: str, claimants: tuple[Claimant, ...], refused: str | None
+    sharing: str, claimants: tuple[RealmClaimant, ...], refused: str | None
 ) -> None:
-    found = census_refusal(parsed(realm(sharing=sharing)), claimants)
+    found = realm_census(parsed(realm(sharing=sharing)), claimants)
     if refused is None:
         assert found is None
     else:

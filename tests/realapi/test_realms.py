@@ -172,3 +172,54 @@ def test_two_resources_that_share_a_shared_realm_are_both_admitted(realms: Realm
             lambda _s, name=name: bool(realms.claim(name)),
         )
         assert realms.realm_condition(name) is None
+
+
+def _seeded(realms: Realms, name: str) -> None:
+    """Bring a schema to an approved plan, the readings stood in for (``seed_plan``)."""
+    realms.reconcile(name)  # installs the execution binding
+    op = realms.operator
+    localrun.seed_plan(
+        op.admin, op.manager, realms.namespace, name, plane=op.plane, await_reading=False
+    )
+    localrun.approve(op.admin, realms.namespace, name)
+
+
+BUSY = "another claim holds the database realm"
+
+
+def test_two_resources_that_share_a_shared_realm_take_turns_on_its_lease(
+    realms: Realms,
+) -> None:
+    realms.put_realm(namespaces=[realms.namespace], sharing="Shared")
+    realms.schema("orders-a", shared=True)
+    realms.schema("orders-b", shared=True)
+    _seeded(realms, "orders-a")
+    _seeded(realms, "orders-b")
+    _pass_until(
+        lambda: realms.reconcile("orders-a"),
+        lambda _s: bool(realms.claim("orders-a").get("jobUID")),
+    )
+    _pass_until(lambda: realms.reconcile("orders-b"), lambda s: s.reason == BUSY)
+    assert realms.lease_exists()
+    assert [j["metadata"]["name"] for j in realms.jobs()] == [realms.claim("orders-a")["jobName"]]
+    assert realms.claim("orders-b")["dispatchStarted"] is False
+
+
+def test_a_realm_edited_to_drop_the_namespace_retires_its_undispatched_claim(
+    realms: Realms,
+) -> None:
+    realms.put_realm(namespaces=[realms.namespace])
+    realms.schema("orders")
+    _seeded(realms, "orders")
+    _pass_until(
+        lambda: realms.reconcile("orders"),
+        lambda _s: realms.claim("orders").get("type") == "Apply",
+    )
+    assert not realms.claim("orders").get("dispatchStarted")
+    realms.put_realm(namespaces=["elsewhere"])
+    _pass_until(lambda: realms.reconcile("orders"), _refused)
+    assert realms.claim("orders") == {}
+    assert "ClaimRetired" in realms.events.reasons()
+    condition = realms.realm_condition("orders")
+    assert condition is not None and condition["reason"] == "NamespaceNotAdmitted"
+    assert realms.jobs() == []

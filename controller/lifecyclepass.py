@@ -103,7 +103,9 @@ def request_claim(
     if isinstance(loaded, Stop):
         return PassResult(loaded, None)
     try:
-        stop = _prelude(loaded)
+        # A claim asked for by name meets the realm gate too: naming the operation must
+        # not be a way around the realm that refuses the resource.
+        stop = _prelude(loaded) or gate_new_claim(loaded)
         if stop is None:
             stop = _requested(loaded, operation)
         return PassResult(stop, loaded)

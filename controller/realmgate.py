@@ -20,6 +20,7 @@ The decisions are ``jobclaim.realms``' (the webhook decides by them too);
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 from pydantic import ValidationError
@@ -27,17 +28,24 @@ from pydantic import ValidationError
 from controller.claimwrites import retire_undispatched
 from controller.mutationlifecycle import Stop
 from controller.passcontext import PassContext
-from jobclaim import RealmClaimant, RealmRefusal, realm_admission, realm_census
-from jobclaim.api import Condition, DatabaseTargetSpec, PtahRealm
+from jobclaim import (
+    RealmClaimant,
+    RealmRefusal,
+    realm_admission,
+    realm_census,
+    realm_conditions,
+)
+from jobclaim.api import Condition, DatabaseTargetSpec, PtahRealm, PtahRealmStatus
 from jobclaim.apiserver import (
     NAMESPACES,
     PTAHMIGRATIONS,
     PTAHREALMS,
     PTAHSCHEMAS,
     ApiClient,
+    Conflict,
     NotFound,
 )
-from jobclaim.times import timestamp
+from jobclaim.times import timestamp, utc_now
 
 __all__ = [
     "REALM_CONDITION",
@@ -116,7 +124,30 @@ def realm_refusal(
     )
     if refusal is not None or realm is None:
         return refusal
-    return realm_census(realm, _claimants(api, name))
+    conflict = realm_census(realm, _claimants(api, name))
+    _publish_census(api, realm, conflict)
+    return conflict
+
+
+def _publish_census(api: ApiClient, realm: PtahRealm, conflict: RealmRefusal | None) -> None:
+    """Write the realm's RealmConflict condition when the census changed it.
+
+    Best effort: the realm's status is an account for people, and every refused
+    resource carries the refusal it acts by. A Conflict (another resource's pass wrote
+    first) is left to the next pass, which decides again from the stored realm.
+    """
+    conditions = realm_conditions(realm, conflict, now=timestamp(utc_now()))
+    if conditions is None:
+        return
+    status = PtahRealmStatus(observed_generation=realm.metadata.generation, conditions=conditions)
+    with contextlib.suppress(Conflict):
+        api.patch_status(
+            PTAHREALMS,
+            None,
+            realm.metadata.name or "",
+            status.to_wire(),
+            resource_version=realm.metadata.resource_version or "",
+        )
 
 
 # -- over one pass -----------------------------------------------------------------------

@@ -126,6 +126,7 @@ from jobclaim.realms import (
     RealmRefusal,
     realm_admission,
     realm_census,
+    realm_conditions,
     selector_matches,
 )
 from jobclaim.recordedplan import migration_plan_problem, schema_plan_problem
@@ -286,6 +287,7 @@ __all__ = [
     "reading_plan_content",
     "realm_admission",
     "realm_census",
+    "realm_conditions",
     "recorded_content_problem",
     "resolved_artifact",
     "resolved_source",

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from jobclaim.api import NamespaceSelector, PtahRealm
+from jobclaim.api import Condition, NamespaceSelector, PtahRealm
 
 __all__ = [
     "RealmClaimant",
     "RealmRefusal",
     "realm_admission",
     "realm_census",
+    "realm_conditions",
     "selector_matches",
 ]
 
@@ -122,3 +123,37 @@ def realm_census(realm: PtahRealm, claimants: Iterable[RealmClaimant]) -> RealmR
     return RealmRefusal(
         "RealmConflict", f"{len(found)} resources name PtahRealm {name} ({named}): {why}"
     )
+
+
+def realm_conditions(
+    realm: PtahRealm, conflict: RealmRefusal | None, *, now: str
+) -> list[Condition] | None:
+    """The conditions ``realm`` should carry after a census found ``conflict`` (None:
+    none), or None when it carries them already. Pure.
+
+    ``RealmConflict`` is the realm's own account of its census, for the platform team
+    reading ``kubectl get ptahrealm``; each refused resource says the same in its own
+    condition, which is what the controller acts by. The transition time moves only
+    when the status does, so an unchanged census writes nothing.
+    """
+    old = realm.status.conditions if realm.status else []
+    before = next((c for c in old if c.type == "RealmConflict"), None)
+    status = "True" if conflict else "False"
+    reason = conflict.reason if conflict else "NoConflict"
+    message = conflict.message if conflict else "the resources naming the realm may share it"
+    if before is not None and (before.status, before.reason, before.message) == (
+        status,
+        reason,
+        message,
+    ):
+        return None
+    moved = before is None or before.status != status
+    condition = Condition(
+        type="RealmConflict",
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=now if moved or before is None else before.last_transition_time,
+        observed_generation=realm.metadata.generation,
+    )
+    return [*(c for c in old if c.type != "RealmConflict"), condition]

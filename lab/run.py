@@ -252,6 +252,7 @@ MANAGER_RULES: Final[list[Object]] = [
         "resources": ["ptahrealms"],
         "verbs": ["get", "list", "watch"],
     },
+    {"apiGroups": ["operator.ptah.run"], "resources": ["ptahrealms/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
     {
         "apiGroups": [""],

@@ -70,7 +70,8 @@ class PtahRealmStatus(WireModel):
     observed_generation: int | None = None
     """The metadata.generation the status was written from."""
     conditions: list[Condition] = Field(default_factory=list)
-    """kstatus conditions: Ready, and RealmConflict while claimants disagree."""
+    """RealmConflict: the controller's last census of the resources naming the realm (True
+    while more of them name it than the realm's sharing allows, and nothing runs)."""
 
 
 class PtahRealm(WireModel):

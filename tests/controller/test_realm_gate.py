@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from controller.realmgate import REALM_CONDITION, REALM_RETRY
-from jobclaim import RealmClaimant, realm_admission, realm_census, selector_matches
+from jobclaim import (
+    RealmClaimant,
+    RealmRefusal,
+    realm_admission,
+    realm_census,
+    realm_conditions,
+    selector_matches,
+)
 from jobclaim.api import NamespaceSelector, PtahRealm
 from jobclaim.apiserver import NAMESPACES, PTAHREALMS
 from kube.fake.inmemory import InMemoryApi
@@ -160,6 +167,23 @@ def test_more_than_one_claimant_shares_only_when_every_one_says_so(
         assert found is not None and (found.reason, found.message) == (CONFLICT, refused)
 
 
+CLASH = RealmRefusal(CONFLICT, "2 resources name PtahRealm orders-db")
+
+
+def test_the_realm_carries_its_census_and_an_unchanged_census_writes_nothing() -> None:
+    fresh = parsed(realm())
+    first = realm_conditions(fresh, CLASH, now="2026-12-02T12:00:00Z")
+    assert first is not None
+    assert [(c.type, c.status, c.reason) for c in first] == [(CONFLICT, "True", CONFLICT)]
+    stored = parsed({**realm(), "status": {"conditions": [c.to_wire() for c in first]}})
+    assert realm_conditions(stored, CLASH, now="2026-12-02T12:05:00Z") is None
+    cleared = realm_conditions(stored, None, now="2026-12-02T12:05:00Z")
+    assert cleared is not None
+    [condition] = cleared
+    assert (condition.status, condition.reason) == ("False", "NoConflict")
+    assert condition.last_transition_time == "2026-12-02T12:05:00Z"
+
+
 # -- over the reconciler -----------------------------------------------------------------
 
 
@@ -209,6 +233,15 @@ def test_a_refused_resource_never_takes_the_lease_and_says_why_once(
     assert rig.sink.reasons().count(reason) == 1
 
 
+def test_a_claim_asked_for_by_name_meets_the_gate_too() -> None:
+    rig = make_rig()
+    key = on_realm(rig)
+    rig.settle(key)
+    stop = rig.reconciler.claim(key, "Observe")
+    assert stop.requeue_after == REALM_RETRY
+    assert rig.claim(key) == {} and rig.jobs() == []
+
+
 def test_a_namespace_admitted_by_label_dispatches() -> None:
     rig = make_rig()
     rig.api.create(NAMESPACES, None, {"metadata": {"name": NS, "labels": {"team": "shop"}}})
@@ -228,6 +261,10 @@ def test_two_claimants_without_sharing_both_stop_and_nothing_runs() -> None:
         found = rig.resource(key)["status"]["conditions"]
         assert [c["reason"] for c in found if c["type"] == REALM_CONDITION] == [CONFLICT]
     assert rig.leases() == [] and rig.jobs() == []
+    stored = rig.api.get(PTAHREALMS, None, "orders-db")
+    assert [(c["type"], c["status"]) for c in stored["status"]["conditions"]] == [
+        (CONFLICT, "True")
+    ]
 
 
 def test_two_claimants_that_share_a_shared_realm_take_turns() -> None:

@@ -158,6 +158,11 @@ def test_two_resources_without_shared_realm_both_stop_with_realm_conflict(
         assert condition is not None and condition["reason"] == "RealmConflict"
         assert "not every one sets spec.target.sharedRealm" in condition["message"]
     assert not realms.lease_exists()
+    # The realm's own account, for the platform team (kubectl get ptahrealm prints it).
+    stored = realms.operator.admin.get(PTAHREALMS, None, realms.realm)
+    assert [(c["type"], c["status"]) for c in stored["status"]["conditions"]] == [
+        ("RealmConflict", "True")
+    ]
     assert realms.jobs() == []
 
 

@@ -190,7 +190,9 @@ def gate_new_claim(ctx: PassContext) -> Stop | None:
         condition = _refused_condition(refusal, generation, timestamp(ctx.now()))
         kept = [c for c in status.conditions if c.type != REALM_CONDITION]
         ctx.write_status(status.model_copy(update={"conditions": [*kept, condition]}))
-        ctx.crossed(refusal.reason, refusal.message, warning=True)
+        # One Event reason for every refusal (its kind is the condition's reason and
+        # leads the note), so the Event vocabulary stays a closed list of literals.
+        ctx.crossed("RealmRefused", f"{refusal.reason}: {refusal.message}", warning=True)
     return Stop(f"the realm refuses the resource: {refusal.message}", requeue_after=REALM_RETRY)
 
 

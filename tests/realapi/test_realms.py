@@ -140,7 +140,7 @@ def test_a_namespace_the_realm_does_not_admit_never_takes_the_lease(realms: Real
     assert realms.jobs() == [] and realms.claim("orders") == {}
     # Looking again says nothing new: one Event for the refusal.
     realms.reconcile("orders")
-    assert realms.events.reasons().count("NamespaceNotAdmitted") == 1
+    assert realms.events.reasons().count("RealmRefused") == 1
     # And a new write naming the realm is refused at the API server, by the webhook.
     with pytest.raises(ApiError, match="does not admit namespace"):
         realms.schema("orders-2")

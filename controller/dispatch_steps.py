@@ -34,6 +34,7 @@ from controller.mutationlifecycle import (
 )
 from controller.passcontext import PassContext
 from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
+from controller.realmgate import gate_lease
 from controller.targetlock import MalformedLease
 from jobclaim import match
 from jobclaim.apiserver import JOBS, ApiError
@@ -83,6 +84,11 @@ class DispatchPass:
         operation = ctx.operation
         if operation.coordination_digest is None or operation.lease_duration_seconds is None:
             return retire_undispatched(ctx, "the claim names no realm to lock")
+        # Re-read, uncached, every time: a realm edited since the claim was made must not
+        # be the one the Lease is taken under.
+        stop = gate_lease(ctx)
+        if stop is not None:
+            return stop
         try:
             state = ctx.env.lock.acquire(
                 operation.coordination_digest,

@@ -44,6 +44,7 @@ from controller.migration_dispatch import MIGRATION
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.passcontext import Environment, Family, PassContext, claim_view
 from controller.planning import advance
+from controller.realmgate import gate_new_claim
 from controller.schema_dispatch import SCHEMA
 from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
@@ -102,7 +103,9 @@ def request_claim(
     if isinstance(loaded, Stop):
         return PassResult(loaded, None)
     try:
-        stop = _prelude(loaded)
+        # A claim asked for by name meets the realm gate too: naming the operation must
+        # not be a way around the realm that refuses the resource.
+        stop = _prelude(loaded) or gate_new_claim(loaded)
         if stop is None:
             stop = _requested(loaded, operation)
         return PassResult(stop, loaded)
@@ -165,7 +168,9 @@ def _pass(ctx: PassContext) -> Stop:
     binding = ctx.binding
     if binding is None or not ctx.env.config.binding.matches(binding):
         return Stop("the execution binding changed; nothing is claimed until it rotates")
-    return advance(ctx)
+    # The realm census comes after the proof (settle_record), so a schema owing proof
+    # is never overtaken by it, and before anything new is claimed.
+    return gate_new_claim(ctx) or advance(ctx)
 
 
 def _active(ctx: PassContext) -> Stop:

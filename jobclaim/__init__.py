@@ -123,6 +123,14 @@ from jobclaim.projection import (
     plan_geometry_problem,
     projection_problem,
 )
+from jobclaim.realms import (
+    RealmClaimant,
+    RealmRefusal,
+    realm_admission,
+    realm_census,
+    realm_conditions,
+    selector_matches,
+)
 from jobclaim.recordedplan import migration_plan_problem, schema_plan_problem
 from jobclaim.recordpod import (
     ENV_JOB_NAME,
@@ -218,6 +226,8 @@ __all__ = [
     "PlanContent",
     "PlanUnreadable",
     "PtahError",
+    "RealmClaimant",
+    "RealmRefusal",
     "SchemaOwner",
     "SchemaPlanContent",
     "Stamp",
@@ -277,6 +287,9 @@ __all__ = [
     "quantity_value",
     "reaches_registry",
     "reading_plan_content",
+    "realm_admission",
+    "realm_census",
+    "realm_conditions",
     "recorded_content_problem",
     "resolved_artifact",
     "resolved_source",
@@ -287,6 +300,7 @@ __all__ = [
     "schema_operation",
     "schema_plan_problem",
     "seal",
+    "selector_matches",
     "sha256_digest",
     "snapshot_digest",
     "snapshot_problem",

@@ -155,6 +155,12 @@ PTAHMIGRATIONRUNACKNOWLEDGMENTS: Final = _ptah(
 )
 PTAHRESULTRECORDS: Final = _ptah("ptahresultrecords", "PtahResultRecord", has_status=False)
 
+# Cluster-scoped and written by a platform team, never by the manager's families: it
+# stays out of PTAH_RESOURCES, whose members the webhook judges as family objects.
+PTAHREALMS: Final = Resource(
+    GROUP, VERSION, "ptahrealms", "PtahRealm", namespaced=False, has_status=True
+)
+
 PTAH_RESOURCES: Final = (
     PTAHSCHEMAS,
     PTAHSCHEMAPLANS,
@@ -184,6 +190,7 @@ BY_KIND: Final[Mapping[str, Resource]] = {
         VALIDATING_WEBHOOK_CONFIGURATIONS,
         MUTATING_WEBHOOK_CONFIGURATIONS,
         *PTAH_RESOURCES,
+        PTAHREALMS,
     )
 }
 

@@ -120,6 +120,7 @@ SHORT_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
     "PtahMigrationApproval": ("ptmapproval",),
     "PtahMigrationRunAcknowledgment": ("ptmack",),
     "PtahResultRecord": ("ptrecord",),
+    "PtahRealm": ("ptrealm",),
 }
 
 
@@ -157,6 +158,13 @@ KIND_COLUMNS: Final[Mapping[str, tuple[Schema, ...]]] = {
         _column("Operation", "string", ".spec.applyOperationID"),
         _column("Settled By", "string", ".spec.settledBy.username"),
         *_DECISION_STATE,
+    ),
+    # A realm: what database it stands for, whether it may be shared, and whether its
+    # claimants currently agree (RealmConflict True means nothing runs on it).
+    "PtahRealm": (
+        _column("Engine", "string", ".spec.engine"),
+        _column("Sharing", "string", ".spec.sharing"),
+        _condition("Conflict", "RealmConflict"),
     ),
     "PtahMigrationPlan": (
         _column("Migration", "string", ".spec.migrationRef.name"),

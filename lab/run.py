@@ -248,6 +248,13 @@ MANAGER_RULES: Final[list[Object]] = [
         "verbs": ["get", "list", "watch"],
     },
     {
+        "apiGroups": ["operator.ptah.run"],
+        "resources": ["ptahrealms"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": ["operator.ptah.run"], "resources": ["ptahrealms/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+    {
         "apiGroups": [""],
         "resources": ["configmaps"],
         "verbs": ["get", "list", "watch", "create"],

@@ -53,6 +53,7 @@ from webhook.objects import (
     request_kind_problem,
     stored,
 )
+from webhook.realms import judge_realm
 from webhook.review import DECODING, AdmissionRequest
 from webhook.rules import (
     DECISIONS,
@@ -440,6 +441,7 @@ def judge_decision_write(request: AdmissionRequest, settings: Settings) -> Judge
         if names_moved_setting(new.raw, old.raw if old else None):
             raise trail.deny(MOVED, kind=resource.kind)
         trail.passed("the spec does not set four-eyes for itself")
+        yield from judge_realm(new.raw, old.raw if old else None, request.namespace, trail)
         return trail.allow()
     if old is not None:
         trail.enter(IMMUTABLE)

@@ -34,6 +34,7 @@ DOCUMENT_ORDER: Final = (
     "four-eyes",
     "spec-writer",
     "approval-setting-moved",
+    "realm-admits-namespace",
     "result-record",
     "reads",
 )

@@ -188,10 +188,13 @@ class Engine:
                     key.resource, key.namespace, label_selector=dict(key.selector)
                 )
                 return Stored(key, tree={"items": items})
+            # A cluster-scoped object (a PtahRealm, a Namespace) is read with no
+            # namespace at all: the adapter refuses one given, even an empty one.
+            namespace = key.namespace if key.resource.namespaced else None
             if self._text_reader is not None:
-                text = self._text_reader.get_text(key.resource, key.namespace, key.name)
+                text = self._text_reader.get_text(key.resource, namespace, key.name)
                 return Stored(key, text=text)
-            return Stored(key, tree=self.reader.get(key.resource, key.namespace, key.name))
+            return Stored(key, tree=self.reader.get(key.resource, namespace, key.name))
         except NotFound:
             return None
         except Exception as error:

@@ -48,6 +48,13 @@ from jobclaim.api.migration import (
     ResolvedMigrationRunStatus,
     UnresolvedMigrationRunStatus,
 )
+from jobclaim.api.realm import (
+    LabelSelectorRequirement,
+    NamespaceSelector,
+    PtahRealm,
+    PtahRealmSpec,
+    PtahRealmStatus,
+)
 from jobclaim.api.record import (
     MAX_RESULT_BYTES,
     PtahResultRecord,
@@ -99,6 +106,7 @@ KINDS: Final[Mapping[str, type[WireModel]]] = {
     "PtahMigrationApproval": PtahMigrationApproval,
     "PtahMigrationRunAcknowledgment": PtahMigrationRunAcknowledgment,
     "PtahResultRecord": PtahResultRecord,
+    "PtahRealm": PtahRealm,
 }
 
 __all__ = [
@@ -127,12 +135,14 @@ __all__ = [
     "DriftObservationStatus",
     "ExecutionBindingStatus",
     "ExecutionSpec",
+    "LabelSelectorRequirement",
     "LimitRangeBinding",
     "ManagerRecord",
     "MigrationHistoryStatus",
     "MigrationOperationStatus",
     "MigrationRunStatus",
     "MigrationSequenceEntry",
+    "NamespaceSelector",
     "OCIArtifactAccessBinding",
     "OCIArtifactSourceSpec",
     "ObjectMeta",
@@ -150,6 +160,9 @@ __all__ = [
     "PtahMigrationRunAcknowledgmentSpec",
     "PtahMigrationSpec",
     "PtahMigrationStatus",
+    "PtahRealm",
+    "PtahRealmSpec",
+    "PtahRealmStatus",
     "PtahResultRecord",
     "PtahResultRecordSpec",
     "PtahSchema",

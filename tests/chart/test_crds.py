@@ -85,7 +85,7 @@ def test_the_committed_crds_are_exactly_the_generated_ones() -> None:
 
 
 def test_there_is_one_crd_per_kind() -> None:
-    assert len(crds()) == len(MODELS) == 10
+    assert len(crds()) == len(MODELS) == 11
 
 
 def _copy_of_committed(tmp_path: Path) -> Path:
@@ -113,7 +113,7 @@ def _copy_of_committed(tmp_path: Path) -> Path:
             id="a deleted CRD",
         ),
         pytest.param(
-            lambda d: (d / "operator.ptah.run_ptahrealms.yaml").write_text("kind: X\n"),
+            lambda d: (d / "operator.ptah.run_ptahtenants.yaml").write_text("kind: X\n"),
             "no model generates it",
             id="a CRD no model generates",
         ),
@@ -160,7 +160,9 @@ def test_each_crd_names_its_kind_as_the_api_boundary_does(kind: str) -> None:
     assert crd["metadata"]["name"] == f"{resource.plural}.operator.ptah.run"
     assert crd["spec"]["names"]["plural"] == resource.plural
     assert crd["spec"]["names"]["kind"] == kind
-    assert crd["spec"]["scope"] == "Namespaced"
+    # A realm is the platform's, above every namespace; everything else is a tenant's.
+    assert crd["spec"]["scope"] == ("Namespaced" if resource.namespaced else "Cluster")
+    assert resource.namespaced == (kind != "PtahRealm")
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     # Without the subresource a status write is a spec write: RBAC and the
     # status-writer policy could not tell them apart.
@@ -183,6 +185,7 @@ PRINTER_COLUMNS = {
     "PtahMigrationApproval": ["Migration", "Plan", "Approver", *DECISION],
     "PtahMigrationRunAcknowledgment": ["Migration", "Operation", "Acknowledged By", *DECISION],
     "PtahResultRecord": ["Operation", "Job", "Pod", "Digest", "Age"],
+    "PtahRealm": ["Engine", "Sharing", "Conflict", "Age"],
 }
 
 

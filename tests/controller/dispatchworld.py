@@ -260,12 +260,18 @@ def add_schema(
     approve: bool = True,
     chunks: Iterable[bytes] = (STATEMENTS,),
     apply_policy: str = "OnApproval",
+    realm: str | None = None,
+    shared_realm: bool = False,
 ) -> Key:
-    """A PtahSchema whose current plan is published and (optionally) approved."""
+    """A PtahSchema whose current plan is published and (optionally) approved; on the
+    PtahRealm ``realm`` instead of its coordination key when one is named."""
     api, ns = rig.api, rig.namespace
     raw = example("ptahschema.yaml")
     raw["metadata"].update(name=name, namespace=ns)
     raw["spec"]["target"]["coordinationKey"] = coordination_key
+    if realm is not None:
+        del raw["spec"]["target"]["coordinationKey"]
+        raw["spec"]["target"].update(realmRef={"name": realm}, sharedRealm=shared_realm)
     raw["spec"]["policy"]["apply"] = apply_policy
     schema = api.create(PTAHSCHEMAS, ns, raw)
     uid = schema["metadata"]["uid"]

@@ -18,6 +18,7 @@ from typing import Final
 from controller.passcontext import Family, Status, Subject
 from controller.phasemachine import Decision, Event, Wait
 from controller.vocabulary import event_reason
+from jobclaim import verification_policy, verified_as_asked
 from jobclaim.api import Condition, PtahSchemaStatus
 
 _WORKING: Final = frozenset(
@@ -80,6 +81,9 @@ def conditions_for(
     ]
     found += family.own_conditions(status)
     source, verification = family.artifact(status), status.verification
+    # Verified as the spec asks (one rule with the phase machine's facts and admission):
+    # a verification made under no policy where the spec names one is not.
+    verified = verified_as_asked(verification_policy(subject), source, verification)
     found += [
         _condition(
             "ArtifactResolved",
@@ -89,9 +93,9 @@ def conditions_for(
         ),
         _condition(
             "ArtifactVerified",
-            verification is not None,
-            "Verified" if verification else "NotVerified",
-            verification.artifact_digest if verification else "not verified yet",
+            verified,
+            "Verified" if verified else "NotVerified",
+            verification.artifact_digest if verified and verification else "not verified yet",
         ),
         _condition(
             "PlanReady",

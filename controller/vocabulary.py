@@ -57,6 +57,7 @@ EventReason = Literal[
     "ReadingRecorded",
     "RealmBusy",
     "RealmLocked",
+    "RealmRefused",
     "RealmReleased",
     "RetiredClaimEnded",
     "RetiredJobAdopted",
@@ -235,6 +236,15 @@ EVENTS: Final[Mapping[EventReason, EventDoc]] = {
         "Nothing unless the wait is long; then see which resource holds the realm Lease.",
     ),
     "RealmLocked": EventDoc("Normal", BOTH, "The database realm's Lease is held for this claim."),
+    "RealmRefused": EventDoc(
+        "Warning",
+        BOTH,
+        "The PtahRealm the spec names does not let this resource take its Lease (missing, "
+        "another engine, the namespace not admitted, shared uninvited, or unreadable); the "
+        "note gives the reason. Said once while the refusal is unchanged.",
+        "Read the RealmAdmitted condition; ask the realm's administrator to admit the "
+        "namespace or share the realm, or name another realm.",
+    ),
     "RealmReleased": EventDoc("Normal", BOTH, "The database realm's Lease was released."),
     "RetiredClaimEnded": EventDoc(
         "Normal", BOTH, "A claim retired by a binding rotation has ended."
@@ -388,6 +398,35 @@ CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
                 "Review the plan that follows, or the change made by hand.",
             ),
             "NoDrift": ReasonDoc("The database matches the schema, or nothing was observed."),
+        },
+    ),
+    "RealmAdmitted": ConditionDoc(
+        BOTH,
+        "False while the PtahRealm the spec names refuses this resource its Lease; absent "
+        "when the resource names no realm or the realm admits it.",
+        {
+            "RealmNotFound": ReasonDoc(
+                "The realm does not exist, or is being deleted.",
+                "Create the PtahRealm, or name another.",
+            ),
+            "RealmEngineMismatch": ReasonDoc(
+                "The realm is for another engine than the target's.",
+                "Name a realm of the target's engine.",
+            ),
+            "NamespaceNotAdmitted": ReasonDoc(
+                "The realm admits neither the namespace's name nor its labels.",
+                "Ask the realm's administrator to admit the namespace.",
+            ),
+            "RealmConflict": ReasonDoc(
+                "More than one resource names the realm, and not every one shares it "
+                "(sharedRealm) in a Shared realm.",
+                "Remove the other claimant, or make the realm Shared and set sharedRealm "
+                "on every claimant.",
+            ),
+            "RealmUnreadable": ReasonDoc(
+                "The realm could not be read; nothing is claimed until it can.",
+                "Check the API server and the manager's RBAC on ptahrealms.",
+            ),
         },
     ),
     "ArtifactResolved": ConditionDoc(

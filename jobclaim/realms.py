@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
 from jobclaim.api import Condition, NamespaceSelector, PtahRealm
 
 __all__ = [
+    "REALM_REFUSAL_REASONS",
     "RealmClaimant",
     "RealmRefusal",
+    "RealmRefusalReason",
     "realm_admission",
     "realm_census",
     "realm_conditions",
@@ -22,11 +25,22 @@ __all__ = [
 ]
 
 
+# The RealmAdmitted condition's reasons (controller.vocabulary documents each).
+RealmRefusalReason = Literal[
+    "RealmNotFound",
+    "RealmEngineMismatch",
+    "NamespaceNotAdmitted",
+    "RealmConflict",
+    "RealmUnreadable",
+]
+REALM_REFUSAL_REASONS: Final = get_args(RealmRefusalReason)
+
+
 @dataclass(frozen=True, slots=True)
 class RealmRefusal:
     """Why a resource may not take its realm: a CamelCase reason and a sentence."""
 
-    reason: str
+    reason: RealmRefusalReason
     message: str
 
 

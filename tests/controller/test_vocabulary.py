@@ -35,6 +35,7 @@ from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
 from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
 from jobclaim.api.migration import MigrationPhase
 from jobclaim.api.schema import SchemaPhase
+from jobclaim.realms import REALM_REFUSAL_REASONS
 from manager import statusmetrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,4 +213,10 @@ def test_every_condition_the_code_writes_is_registered() -> None:
         ("ArtifactVerified", "Verified"),
         ("PlanReady", "PlanPublished"),
         ("DriftDetected", "Drift"),
+        # Written by the realm gate, not the phase machine: its reasons are a Literal.
+        *(("RealmAdmitted", reason) for reason in REALM_REFUSAL_REASONS),
     }
+
+
+def test_the_realm_gate_writes_only_registered_reasons() -> None:
+    assert set(REALM_REFUSAL_REASONS) == set(CONDITIONS["RealmAdmitted"].reasons)

@@ -59,6 +59,36 @@ def chart_upgraded(run: LabRun, values: dict[str, Any]) -> None:
         run.admin, MANAGER_NAMESPACE, report=print, timeout=READY_DEADLINE, check=run.lab.check
     )
     poll("the old manager Pod gone", lambda: len(managers(run)) == 1 or None, timeout=120.0)
+    # Ready is the Pod's; the API server calls the webhook through the Service's
+    # EndpointSlice, which the endpoint controller and the API server's own informer
+    # update on their own time: a request right after the old Pod went can still find
+    # no endpoint ("no endpoints available for service"), which refused a person's
+    # approval in CI. Return once the webhook answers through the Service.
+    poll("the webhook answering through its Service", lambda: webhook_answers(run), timeout=60.0)
+
+
+def webhook_answers(run: LabRun) -> bool | None:
+    """True once a dry-run approval create reaches the stamp webhook through its Service.
+
+    The stamp webhook is mutating, so it is called before the API server validates the
+    (deliberately empty) object: whatever the answer then says, the webhook was
+    reached, unless the API server says it failed to call it.
+    """
+    api = Api.from_kubeconfig(run.lab.kubeconfig("admin"))
+    try:
+        answer = api.http.post(
+            f"/apis/operator.ptah.run/v1alpha1/namespaces/{MANAGER_NAMESPACE}/ptahschemaapprovals",
+            params={"dryRun": "All"},
+            json={
+                "apiVersion": "operator.ptah.run/v1alpha1",
+                "kind": "PtahSchemaApproval",
+                "metadata": {"name": "ptah-webhook-probe"},
+                "spec": {},
+            },
+        )
+    finally:
+        api.http.close()
+    return None if "failed calling webhook" in answer.text else True
 
 
 @contextmanager

@@ -82,10 +82,26 @@ def _namespace_labels(
     return {str(k): str(v) for k, v in labels.items()}
 
 
-def _claimants(api: ApiClient, realm_name: str) -> list[RealmClaimant]:
+def _census_namespaces(realm: PtahRealm) -> tuple[str | None, ...]:
+    """Where the census lists: only the namespaces a realm admits by name, when it
+    admits none by label (a manager scoped to its tenants' namespaces may list nothing
+    beyond them); else the whole cluster. A claimant in a namespace the realm does not
+    admit never takes the Lease anyway, so it need not be counted. A list this
+    manager may not make fails the pass: a census it cannot take refuses, never
+    guesses."""
+    if realm.spec.namespace_selector is None:
+        return tuple(realm.spec.namespaces)
+    return (None,)
+
+
+def _claimants(api: ApiClient, realm: PtahRealm, realm_name: str) -> list[RealmClaimant]:
     out: list[RealmClaimant] = []
-    for resource in (PTAHSCHEMAS, PTAHMIGRATIONS):
-        for obj in api.list(resource, None):
+    for resource, namespace in (
+        (resource, namespace)
+        for resource in (PTAHSCHEMAS, PTAHMIGRATIONS)
+        for namespace in _census_namespaces(realm)
+    ):
+        for obj in api.list(resource, namespace):
             target = ((obj.get("spec") or {}).get("target")) or {}
             if ((target.get("realmRef")) or {}).get("name") != realm_name:
                 continue
@@ -124,7 +140,7 @@ def realm_refusal(
     )
     if refusal is not None or realm is None:
         return refusal
-    conflict = realm_census(realm, _claimants(api, name))
+    conflict = realm_census(realm, _claimants(api, realm, name))
     _publish_census(api, realm, conflict)
     return conflict
 

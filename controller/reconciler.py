@@ -43,6 +43,13 @@ from controller.leaderelection import LeaderElector
 from controller.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Environment, Subject
+from controller.watchscope import (
+    CLUSTER,
+    WatchScope,
+    namespace_refusal,
+    watch_labels,
+    watch_targets,
+)
 from jobclaim.apiserver import (
     JOBS,
     PTAHMIGRATIONAPPROVALS,
@@ -311,6 +318,7 @@ class Reconciler:
         events: EventSink,
         *,
         namespace: str | None = None,
+        scope: WatchScope | None = None,
         elector: LeaderElector | None = None,
         queue: WorkQueue | None = None,
         workers: int = 2,
@@ -320,7 +328,8 @@ class Reconciler:
     ) -> None:
         self.env = env
         self.events = events
-        self.namespace = namespace
+        # ``namespace`` is the one-namespace scope of the lab and older callers.
+        self.scope = scope or (WatchScope((namespace,)) if namespace else CLUSTER)
         self.elector = elector
         self.observer: PassObserver = observer or Unobserved()
         self.queue = queue or WorkQueue(on_wait=self.observer.waited)
@@ -363,6 +372,19 @@ class Reconciler:
             return self._process(key, fields)
 
     def _process(self, key: Key, fields: dict[str, Any]) -> Stop:
+        scope = self.scope
+        outside = (
+            None if scope.cluster_wide else namespace_refusal(self.env.api, scope, key.namespace)
+        )
+        if outside is not None:
+            # Not ours: no pass, no Event, no status write. A namespace whose labels
+            # could not be read is tried again later, never served on a guess.
+            log.debug("%s: %s", key, outside.reason)
+            if outside.retry:
+                self.queue.add_with_backoff(key, delay=None)
+            else:
+                self.queue.forget(key)
+            return Stop(outside.reason)
         self.observer.pass_started(key)
         started = time.monotonic()
         self._reasons.reasons = []
@@ -410,7 +432,9 @@ class Reconciler:
         if elector is not None:
             log.info("became leader", extra={"fields": {"identity": elector.identity}})
         watchers = [
-            threading.Thread(target=self._watch, args=(r, stop), daemon=True) for r in WATCHED
+            threading.Thread(target=self._watch, args=(r, where, stop), daemon=True)
+            for r in WATCHED
+            for where in watch_targets(self.scope)
         ]
         workers = [
             threading.Thread(target=self._work, args=(stop,), daemon=True)
@@ -465,15 +489,16 @@ class Reconciler:
             self.queue.done(key)
         return True
 
-    def _watch(self, resource: Resource, stop: threading.Event) -> None:
+    def _watch(self, resource: Resource, namespace: str | None, stop: threading.Event) -> None:
         version: str | None = None
         while not stop.is_set():
             try:
                 events = self.env.api.watch(
                     resource,
-                    self.namespace,
+                    namespace,
                     resource_version=version,
                     timeout_seconds=self.watch_timeout,
+                    label_selector=watch_labels(resource),
                 )
                 for event in events:
                     if stop.is_set():

@@ -300,6 +300,8 @@ class ApiClient(ApiReader, Protocol):
         *,
         resource_version: str | None = None,
         timeout_seconds: int = 60,
+        label_selector: Mapping[str, str] | None = None,
     ) -> Iterator[WatchEvent]:
-        """Change notifications; they only trigger work, decisions read uncached."""
+        """Change notifications; they only trigger work, decisions read uncached.
+        ``label_selector`` keeps the server from sending objects not labelled so."""
         ...

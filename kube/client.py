@@ -281,11 +281,15 @@ class KubeApi:
         *,
         resource_version: str | None = None,
         timeout_seconds: int = 60,
+        label_selector: Mapping[str, str] | None = None,
     ) -> Iterator[WatchEvent]:
         """Change notifications until the server closes the watch after ``timeout_seconds``."""
         query = [("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
+        if label_selector:
+            # Filtered by the server: an unlabelled object is never sent, never decoded.
+            query.append(("labelSelector", _selector(label_selector)))
         response = self._send(
             "GET",
             resource_path(resource, namespace, all_namespaces=True),

@@ -47,6 +47,8 @@ CHART_DEFAULTS: Final[dict[str, str]] = {
     "PTAH_METRICS_PORT": "8080",
     "PTAH_LOG_LEVEL": "info",
     "PTAH_SHUTDOWN_SECONDS": "25",
+    "PTAH_WATCH_NAMESPACES": "",
+    "PTAH_WATCH_NAMESPACE_SELECTOR": "",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
 }
@@ -87,7 +89,7 @@ def local_environment(
         PTAH_WEBHOOK_PORT=str(free_port()),
         PTAH_METRICS_PORT=str(free_port()),
         PTAH_BIND_ADDRESS="127.0.0.1",
-        PTAH_WATCH_NAMESPACE=watch_namespace,
+        PTAH_WATCH_NAMESPACES=watch_namespace,
     )
     env.update(overrides)
     return env

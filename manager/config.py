@@ -23,8 +23,9 @@ from typing import Any, Final
 from controller.leaderelection import timing_problem
 from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
 from controller.mutationlifecycle import Step
+from controller.watchscope import WatchScope
 from jobclaim import is_pinned_image
-from jobclaim.api import ManagerRecord
+from jobclaim.api import ManagerRecord, NamespaceSelector
 from runner import RUNNER_PROTOCOL_VERSION
 from webhook.rules import ImagePins, Settings
 
@@ -158,8 +159,32 @@ def _optional_file(raw: str) -> Path | None:
     return Path(raw) if raw else None
 
 
-def _optional_namespace(raw: str) -> str:
-    return raw and _namespace(raw)
+def _watch_namespaces(raw: str) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    parts = tuple(raw.split(","))
+    for part in parts:
+        _namespace(part)
+    if len(set(parts)) != len(parts):
+        raise ValueError("names a namespace twice")
+    return parts
+
+
+def _namespace_selector(raw: str) -> NamespaceSelector | None:
+    if not raw:
+        return None
+    try:
+        selector = NamespaceSelector.model_validate_json(raw)
+    except ValueError:
+        raise ValueError(
+            f"{raw!r} is not a label selector in json, with 'matchLabels' and "
+            "'matchExpressions' only"
+        ) from None
+    if not selector.match_labels and not selector.match_expressions:
+        # An empty selector would mean every namespace to Kubernetes and none to a
+        # realm: a scope is written out, never implied.
+        raise ValueError("is an empty selector; leave it unset to watch every namespace")
+    return selector
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,9 +258,17 @@ VARIABLES: Final[tuple[Variable, ...]] = (
     ),
     Variable("PTAH_BIND_ADDRESS", _text, "the address both servers listen on", default="0.0.0.0"),
     Variable(
-        "PTAH_WATCH_NAMESPACE",
-        _optional_namespace,
-        "reconcile one namespace only (empty: every namespace)",
+        "PTAH_WATCH_NAMESPACES",
+        _watch_namespaces,
+        "serve these namespaces only, comma-separated (chart value watch.namespaces; "
+        "empty: every namespace)",
+        default="",
+    ),
+    Variable(
+        "PTAH_WATCH_NAMESPACE_SELECTOR",
+        _namespace_selector,
+        "serve only namespaces whose labels match this label selector, as JSON (chart "
+        "value watch.namespaceSelector; empty: no selector)",
         default="",
     ),
     Variable(
@@ -300,7 +333,7 @@ class Config:
     ready_refresh_seconds: float
     ready_window_seconds: float
     bind_address: str
-    watch_namespace: str | None
+    watch_scope: WatchScope
     kubeconfig: Path | None
     wedge_passes: bool
     require_distinct_approver: bool
@@ -435,7 +468,9 @@ def load(env: Mapping[str, str]) -> Config:
         ready_refresh_seconds=values["PTAH_READY_REFRESH_SECONDS"],
         ready_window_seconds=values["PTAH_READY_WINDOW_SECONDS"],
         bind_address=values["PTAH_BIND_ADDRESS"],
-        watch_namespace=values["PTAH_WATCH_NAMESPACE"] or None,
+        watch_scope=WatchScope(
+            values["PTAH_WATCH_NAMESPACES"], values["PTAH_WATCH_NAMESPACE_SELECTOR"]
+        ),
         kubeconfig=kubeconfig,
         wedge_passes=values["PTAH_TEST_WEDGE_PASSES"],
         require_distinct_approver=values["PTAH_REQUIRE_DISTINCT_APPROVER"],

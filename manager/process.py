@@ -38,7 +38,8 @@ from controller.mutationlifecycle import Driver, Stop
 from controller.passcontext import Environment
 from controller.reconciler import Key, Reconciler
 from controller.targetlock import TargetLock
-from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient
+from controller.watchscope import watch_targets
+from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient, Object
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems
@@ -139,7 +140,7 @@ class Manager:
             )
         events = ApiEventSink(api, instance=config.identity)
         options: dict[str, Any] = {
-            "namespace": config.watch_namespace,
+            "scope": config.watch_scope,
             "elector": elector,
             "observer": self.metrics,
         }
@@ -173,6 +174,17 @@ class Manager:
             self.monitor.stopping.set()
             if self._term is not None:
                 self._term.set()
+
+    def _plans(self, api: ApiClient) -> tuple[list[Object], list[Object]]:
+        """The plans the metrics count: in each served namespace, never beyond (the
+        chart grants a scoped manager no cluster-wide list)."""
+        scope = self.config.watch_scope
+        schema: list[Object] = []
+        migration: list[Object] = []
+        for namespace in watch_targets(scope):
+            schema += api.list(PTAHSCHEMAPLANS, namespace)
+            migration += api.list(PTAHMIGRATIONPLANS, namespace)
+        return schema, migration
 
     # -- health ------------------------------------------------------------------------
 
@@ -214,13 +226,7 @@ class Manager:
         self.metrics.watch_certificate(lambda: tls.certificate.not_valid_after_utc)
         controller_api = self._connect(config)
         webhook_api = self._connect(config)
-        namespace = config.watch_namespace
-        self.metrics.watch_plans(
-            lambda: (
-                controller_api.list(PTAHSCHEMAPLANS, namespace),
-                controller_api.list(PTAHMIGRATIONPLANS, namespace),
-            )
-        )
+        self.metrics.watch_plans(lambda: self._plans(controller_api))
         # Its own client: a read the refresher waits on never holds up admission.
         readiness_api = self._connect(config)
         facts = self._readiness_facts(readiness_api)

@@ -212,6 +212,7 @@ class InMemoryApi:
         *,
         resource_version: str | None = None,
         timeout_seconds: int = 60,
+        label_selector: Mapping[str, str] | None = None,
     ) -> Iterator[WatchEvent]:
         """Events in order, ending once caught up (a real watch ends at its time-out).
 
@@ -219,6 +220,7 @@ class InMemoryApi:
         as a real watch does; with one, it replays every later change.
         """
         request = Request("watch", resource, namespace, None)
+        wanted = dict(label_selector or {})
 
         def run() -> tuple[int, _Events]:
             _scope(resource, namespace, collection=True)
@@ -226,7 +228,7 @@ class InMemoryApi:
                 current = [
                     WatchEvent("ADDED", copy.deepcopy(obj))
                     for key, obj in sorted(self._objects.items())
-                    if _in_collection(key, resource, namespace)
+                    if _in_collection(key, resource, namespace) and _selected(obj, wanted)
                 ]
                 return len(self._history), current
             since = int(resource_version or 0)
@@ -237,10 +239,15 @@ class InMemoryApi:
             return start, []
 
         start, initial = self._call(request, run)
-        return self._stream(resource, namespace, start, initial)
+        return self._stream(resource, namespace, start, initial, wanted)
 
     def _stream(
-        self, resource: Resource, namespace: str | None, start: int, initial: _Events
+        self,
+        resource: Resource,
+        namespace: str | None,
+        start: int,
+        initial: _Events,
+        wanted: Mapping[str, str],
     ) -> Iterator[WatchEvent]:
         yield from initial
         index = start
@@ -250,7 +257,7 @@ class InMemoryApi:
                     return
                 key, event = self._history[index]
             index += 1
-            if _in_collection(key, resource, namespace):
+            if _in_collection(key, resource, namespace) and _selected(event.object, wanted):
                 yield WatchEvent(event.type, copy.deepcopy(event.object))
 
     # -- writes ----------------------------------------------------------------------

@@ -503,6 +503,7 @@ class StepApi:
         *,
         resource_version: str | None = None,
         timeout_seconds: int = 60,
+        label_selector: Mapping[str, str] | None = None,
     ) -> Iterator[WatchEvent]:
         result: Iterator[WatchEvent] = self._call(
             "watch",
@@ -515,6 +516,7 @@ class StepApi:
                 namespace,
                 resource_version=resource_version,
                 timeout_seconds=timeout_seconds,
+                label_selector=label_selector,
             ),
         )
         return result

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from controller.mutationlifecycle import Step
+from controller.watchscope import CLUSTER
 from manager.__main__ import _prog, main
 from manager.config import ConfigError, load
 from tests.manager.support import CHART_ENV
@@ -41,10 +42,10 @@ def test_the_charts_environment_configures_a_manager() -> None:
     # Four-eyes is the chart's default (off) until the chart's value turns it on.
     assert not settings.require_distinct_approver
     assert config.kubeconfig is None  # in-cluster
-    assert (config.stall_seconds, config.bind_address, config.watch_namespace) == (
+    assert (config.stall_seconds, config.bind_address, config.watch_scope) == (
         120.0,
         "0.0.0.0",
-        None,
+        CLUSTER,
     )
     assert not config.wedge_passes
     assert not config.lab_fault_points and config.lab_swap_steps is None
@@ -120,6 +121,27 @@ REFUSED = [
         {"PTAH_LAB_SWAP_STEPS": "mark,launch"},
         "PTAH_LAB_SWAP_STEPS: 'mark,launch' is not two different dispatch steps",
     ),
+    ("a namespace twice", {"PTAH_WATCH_NAMESPACES": "shop,shop"}, "PTAH_WATCH_NAMESPACES: names"),
+    (
+        "not a namespace",
+        {"PTAH_WATCH_NAMESPACES": "shop,Shop"},
+        "PTAH_WATCH_NAMESPACES: 'Shop' is not a namespace name",
+    ),
+    (
+        "a selector that is not json",
+        {"PTAH_WATCH_NAMESPACE_SELECTOR": "team=shop"},
+        "PTAH_WATCH_NAMESPACE_SELECTOR: 'team=shop' is not a label selector in json",
+    ),
+    (
+        "a selector with an unknown key",
+        {"PTAH_WATCH_NAMESPACE_SELECTOR": '{"matchLabel": {"team": "shop"}}'},
+        "is not a label selector in json",
+    ),
+    (
+        "an empty selector",
+        {"PTAH_WATCH_NAMESPACE_SELECTOR": "{}"},
+        "PTAH_WATCH_NAMESPACE_SELECTOR: is an empty selector",
+    ),
     (
         "wedge in cluster",
         {"PTAH_TEST_WEDGE_PASSES": "true"},
@@ -142,6 +164,21 @@ def test_a_bad_value_is_refused_naming_its_variable(
         # Lower-case sentences: only variable names and quoted values may have capitals.
         text = re.sub(r"'[^']*'|PTAH_[A-Z_*]+|POD_[A-Z]+", "", problem)
         assert text == text.lower(), problem
+
+
+def test_the_watch_scope_is_the_list_and_the_selector() -> None:
+    """The control row of the scope rows above: both given, both kept."""
+    config = load(
+        {
+            **CHART_ENV,
+            "PTAH_WATCH_NAMESPACES": "shop,billing",
+            "PTAH_WATCH_NAMESPACE_SELECTOR": '{"matchLabels": {"team": "shop"}}',
+        }
+    )
+    scope = config.watch_scope
+    assert scope.namespaces == ("shop", "billing")
+    assert scope.selector is not None and scope.selector.match_labels == {"team": "shop"}
+    assert not scope.cluster_wide
 
 
 def test_the_wedge_hook_is_accepted_with_a_kubeconfig() -> None:

@@ -112,6 +112,9 @@ of one file still checks them.
 {{- fail (printf "extraEnv may not set %s: the chart sets the manager's own variables from its values (README, \"The manager container\")" .name) -}}
 {{- end -}}
 {{- end -}}
+{{- if and (or (eq .Release.Namespace "default") (hasPrefix "kube-" .Release.Namespace)) (not .Values.allowSystemReleaseNamespace) -}}
+{{- fail (printf "the release namespace may not be %s: the manager's ServiceAccount and the webhook's serving Secret would sit beside what else runs there, readable by whoever administers it. Install into a namespace of its own (--namespace ptah-system --create-namespace), or set allowSystemReleaseNamespace=true if this is what you mean" .Release.Namespace) -}}
+{{- end -}}
 {{- if and .Values.podDisruptionBudget.enabled (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
 {{- fail "podDisruptionBudget.minAvailable must be below replicaCount, or no manager Pod could ever be evicted and every node drain would stall; lower it, raise replicaCount, or set podDisruptionBudget.enabled=false" -}}
 {{- end -}}

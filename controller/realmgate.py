@@ -10,7 +10,9 @@ other's work. So, before a claim is made and again at every Lease step:
   name, or by a label selector over the namespace's labels);
 - the census: every PtahSchema and PtahMigration naming the realm is a claimant, and
   more than one refuses all of them (``RealmConflict``) unless the realm is
-  ``Shared`` and every one of them sets ``sharedRealm: true``.
+  ``Shared`` and every one of them sets ``sharedRealm: true``. A realm that admits by
+  name only is counted in those namespaces only (``_census_namespaces``): a resource
+  in a namespace it does not admit can never take its Lease, and is no claimant.
 
 Every read here is uncached: a realm edited a moment ago must be what the next Lease
 step sees, since a cached realm could hand a database to a namespace it just dropped.

@@ -22,9 +22,17 @@ from jobclaim import (
     selector_matches,
 )
 from jobclaim.api import NamespaceSelector, PtahRealm
-from jobclaim.apiserver import NAMESPACES, PTAHREALMS
+from jobclaim.apiserver import (
+    NAMESPACES,
+    PTAHMIGRATIONS,
+    PTAHREALMS,
+    PTAHSCHEMAS,
+    Object,
+    Resource,
+)
 from kube.fake.inmemory import InMemoryApi
 from tests.controller.dispatchworld import NS, Rig, add_schema, conditions, make_rig
+from tests.jobclaim.world import example
 
 Key = Any
 
@@ -265,6 +273,34 @@ def test_two_claimants_without_sharing_both_stop_and_nothing_runs() -> None:
     assert [(c["type"], c["status"]) for c in stored["status"]["conditions"]] == [
         (CONFLICT, "True")
     ]
+
+
+def test_a_resource_in_a_namespace_the_realm_does_not_admit_is_no_claimant() -> None:
+    """The census of a realm that admits by name lists those namespaces only: a
+    resource elsewhere can never take the Lease, so it cannot stop the admitted one
+    with RealmConflict either (nor is a scoped manager asked for a cluster-wide list).
+    The control is the conflict row above: the same two in admitted namespaces stop."""
+    rig = make_rig()
+    add_realm(rig.api, realm())
+    outsider = example("ptahschema.yaml")
+    outsider["metadata"].update(name="orders-elsewhere", namespace="billing")
+    target = outsider["spec"]["target"]
+    del target["coordinationKey"]
+    target["realmRef"] = {"name": "orders-db"}
+    rig.api.create(PTAHSCHEMAS, "billing", outsider)
+    listed: list[str | None] = []
+    unspied = rig.api.list
+
+    def spy(resource: Resource, namespace: str | None, **kwargs: Any) -> list[Object]:
+        if resource in (PTAHSCHEMAS, PTAHMIGRATIONS):
+            listed.append(namespace)
+        return unspied(resource, namespace, **kwargs)
+
+    rig.api.list = spy  # type: ignore[method-assign]
+    key = on_realm(rig)
+    rig.settle(key)
+    assert len(rig.leases()) == 1 and len(rig.jobs()) == 1
+    assert listed and set(listed) == {NS}  # the census asked in the admitted one only
 
 
 def test_two_claimants_that_share_a_shared_realm_take_turns() -> None:

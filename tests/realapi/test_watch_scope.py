@@ -43,6 +43,7 @@ from tests.realapi.test_manager_process import (  # noqa: F401  (fixture and rig
 pytestmark = pytest.mark.controlplane
 
 HARNESS_KUBE_VERSION = "1.37.2"
+OPS = "operator.ptah.run"
 RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 # The manager's own bindings; the result-writer's binds every ServiceAccount and is
 # not the manager's grant.
@@ -82,7 +83,7 @@ ROWS: list[tuple[str, str, str, str, str | None, bool]] = [
     ("get realms (cluster-scoped)", "get", "operator.ptah.run", "ptahrealms", CLUSTER, True),
     ("get namespaces (cluster-scoped)", "get", "", "namespaces", CLUSTER, True),
     ("list namespaces", "list", "", "namespaces", CLUSTER, False),
-    ("readiness: get a schema in release", "get", "operator.ptah.run", "ptahschemas", RELEASE, True),
+    ("readiness: get a schema in release", "get", OPS, "ptahschemas", RELEASE, True),
     ("list schemas in release", "list", "operator.ptah.run", "ptahschemas", RELEASE, False),
 ]
 

@@ -128,9 +128,7 @@ def _allowed(plane: LocalControlPlane, user: str, question: dict[str, Any]) -> b
 
 def test_every_example_role_file_is_a_role_the_table_asks_about() -> None:
     shipped = {
-        doc["metadata"]["name"]
-        for path in EXAMPLES.glob("*.yaml")
-        for doc in _documents(path.name)
+        doc["metadata"]["name"] for path in EXAMPLES.glob("*.yaml") for doc in _documents(path.name)
     }
     assert shipped == set(ROLES)
     assert {row[0] for row in ROWS} == set(ROLES)

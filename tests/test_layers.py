@@ -242,10 +242,14 @@ CONTROL = {
 
 # One upward (or sideways, or private) import per row, and the sentence it earns.
 REFUSED = [
-    ("jobclaim/match.py", "from controller.claimwrites import c\n", "jobclaim may not import"),
+    (
+        "jobclaim/match.py",
+        "from controller.stages.claimwrites import c\n",
+        "jobclaim may not import",
+    ),
     ("jobclaim/match.py", "import webhook\n", "jobclaim may not import webhook"),
     ("runner/run.py", "from kube.client import KubeApi\n", "runner may not import kube"),
-    ("runner/run.py", "import controller.jobaccount\n", "runner may not import controller"),
+    ("runner/run.py", "import controller.stages.jobaccount\n", "runner may not import controller"),
     ("kube/client.py", "from kube.fake import inmemory\n", "kube may not import kube.fake"),
     ("kube/client.py", "from controller import x\n", "kube may not import controller"),
     ("certs/_x.py", "from kube.client import KubeApi\n", "certs may not import kube"),
@@ -254,7 +258,7 @@ REFUSED = [
     ("controller/pass.py", "import webhook.app\n", "controller may not import webhook"),
     ("controller/pass.py", "from lab.run import seed_plan\n", "controller may not import lab"),
     ("webhook/app.py", "from tests.jobclaim import world\n", "webhook may not import tests"),
-    ("webhook/app.py", "from controller.claimwrites import c\n", "webhook may not import"),
+    ("webhook/app.py", "from controller.stages.claimwrites import c\n", "webhook may not import"),
     ("webhook/app.py", "from lab import localplane\n", "webhook may not import lab"),
     ("manager/main.py", "from lab.run import main\n", "manager may not import lab"),
     ("manager/main.py", "import kube.fake.faults\n", "manager may not import kube.fake"),

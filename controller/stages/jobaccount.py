@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.approvals import witness_apply_job
-from controller.passcontext import PassContext
+from controller.context.passcontext import PassContext
+from controller.pieces.approvals import witness_apply_job
 from jobclaim import CLEANUP_TTL_SECONDS, manager_record_of
 from jobclaim.api import ManagerRecord, PtahResultRecord
 from jobclaim.apiserver import JOBS, PODS, PTAHRESULTRECORDS, NotFound, Object

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar, Unpack
 
 from controller.mutationlifecycle import (
     ClaimView,
@@ -28,7 +28,10 @@ from controller.mutationlifecycle import (
 )
 from controller.pieces.events import EventRecord
 from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
+from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
+from controller.pieces.operationidentity import ClaimFields
+from controller.pieces.phasemachine import Facts
 from controller.pieces.targetlock import TargetLock
 from controller.pieces.vocabulary import EventReason
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
@@ -55,11 +58,6 @@ from jobclaim.api import (
 from jobclaim.apiserver import ApiClient, Object, Resource
 from jobclaim.errors import PtahError
 from jobclaim.times import timestamp, utc_now
-
-if TYPE_CHECKING:
-    from controller.pieces.operationidentity import ClaimFields
-    from controller.pieces.phasemachine import Facts
-    from controller.stages.jobaccount import Harvest
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus

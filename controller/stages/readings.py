@@ -35,8 +35,8 @@ from typing import Any, Final
 from controller.context.passcontext import PassContext, migration_of, migration_status_of, schema_of
 from controller.families.migration.records import history_of
 from controller.mutationlifecycle import Disposition, Stop
+from controller.pieces.harvested import Harvest
 from controller.pieces.planpolicy import approval_required, policy_digest
-from controller.stages.jobaccount import Harvest
 from controller.stages.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.stages.standing import standing_update
 from jobclaim import finished

@@ -42,12 +42,12 @@ from controller.pieces.approvals import (
     note_skipped,
     skipped_migration_approvals,
 )
+from controller.pieces.harvested import Harvest
 from controller.pieces.operationidentity import ClaimFields, migration_operation
 from controller.pieces.phasemachine import Facts
 from controller.stages.binding_rotation import rotate_migration_binding
 from controller.stages.claimsupervision import claim_inputs, retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
-from controller.stages.jobaccount import Harvest
 from controller.stages.planning import migration_facts
 from controller.stages.retirement import retire_migration_claim
 from jobclaim import (

@@ -34,6 +34,7 @@ from controller.pieces.approvals import (
     note_skipped,
     skipped_schema_approvals,
 )
+from controller.pieces.harvested import Harvest
 from controller.pieces.operationidentity import ClaimFields, schema_operation
 from controller.pieces.phasemachine import Facts
 from controller.pieces.planpolicy import approval_required, policy_digest
@@ -42,7 +43,6 @@ from controller.stages.binding_rotation import rotate_schema_binding
 from controller.stages.claimsupervision import claim_inputs, retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.conditions import drift_condition
-from controller.stages.jobaccount import Harvest
 from controller.stages.planning import schema_facts
 from controller.stages.retirement import retire_schema_claim
 from jobclaim import (

@@ -35,6 +35,7 @@ from controller.context.passcontext import (
 )
 from controller.mutationlifecycle import Disposition, Stop, owed_release
 from controller.pieces.approvals import CONSUMED, STALE
+from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.pieces.settlements import consume_settlement, find_settlement
 from controller.pieces.targetlock import MalformedLease
@@ -45,7 +46,7 @@ from controller.stages.claimwrites import (
     remove_orphan_finalizer,
     write_retry,
 )
-from controller.stages.jobaccount import Harvest, pods_of
+from controller.stages.jobaccount import pods_of
 from controller.stages.readings import settled_observation
 from controller.stages.retirement import retire_schema_claim
 from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from controller.passcontext import Subject
+from controller.context.passcontext import Subject
 
 _FIELDS: ContextVar[dict[str, Any] | None] = ContextVar("ptah_pass_fields", default=None)
 

@@ -16,11 +16,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar, Unpack
 
-from controller.events import EventRecord
-from controller.faultpoints import Boundary, FaultPoints, crossed
-from controller.managerconfig import ManagerConfig
 from controller.mutationlifecycle import (
     ClaimView,
     Disposition,
@@ -29,8 +26,14 @@ from controller.mutationlifecycle import (
     Stop,
     realm_held_by,
 )
-from controller.targetlock import TargetLock
-from controller.vocabulary import EventReason
+from controller.pieces.events import EventRecord
+from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
+from controller.pieces.harvested import Harvest
+from controller.pieces.managerconfig import ManagerConfig
+from controller.pieces.operationidentity import ClaimFields
+from controller.pieces.phasemachine import Facts
+from controller.pieces.targetlock import TargetLock
+from controller.pieces.vocabulary import EventReason
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
     ActiveOperationStatus,
@@ -55,11 +58,6 @@ from jobclaim.api import (
 from jobclaim.apiserver import ApiClient, Object, Resource
 from jobclaim.errors import PtahError
 from jobclaim.times import timestamp, utc_now
-
-if TYPE_CHECKING:
-    from controller.jobaccount import Harvest
-    from controller.operationidentity import ClaimFields
-    from controller.phasemachine import Facts
 
 Subject = PtahSchema | PtahMigration
 Operation = ActiveOperationStatus | MigrationOperationStatus
@@ -90,7 +88,7 @@ class Environment:
     # Epochs for first sight of a resource; a test injects a fixed one.
     epochs: Callable[[], str] | None = None
     # Told about each Apply boundary crossed; only a lab manager has any
-    # (controller.faultpoints).
+    # (controller.pieces.faultpoints).
     faults: FaultPoints | None = None
 
 
@@ -148,7 +146,8 @@ class Family(Protocol):
         ...
 
     def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> Operation:
-        """The claim this family writes before its Job exists (``controller.operationidentity``)."""
+        """The claim this family writes before its Job exists
+        (``controller.pieces.operationidentity``)."""
         ...
 
     def prelude(self, ctx: PassContext) -> Stop | None:

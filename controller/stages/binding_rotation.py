@@ -32,27 +32,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.claimsupervision import renew
-from controller.claimwrites import AGAIN, complete_pending_release, discard_release
-from controller.jobaccount import pods_of, set_cleanup_ttl
-from controller.managerconfig import random_epoch
-from controller.migration_records import record_unresolved_run
-from controller.mutationlifecycle import (
-    Stop,
-    may_have_dispatched,
-)
-from controller.passcontext import (
+from controller.context.passcontext import (
     PassContext,
     Status,
     migration_status_of,
     schema_of,
     schema_status_of,
 )
-from controller.schema_records import (
+from controller.families.migration.records import record_unresolved_run
+from controller.families.schema.records import (
     mark_plan_approvals_stale,
     pending_observation_for,
     renew_proof,
 )
+from controller.mutationlifecycle import (
+    Stop,
+    may_have_dispatched,
+)
+from controller.pieces.managerconfig import random_epoch
+from controller.stages.claimsupervision import renew
+from controller.stages.claimwrites import AGAIN, complete_pending_release, discard_release
+from controller.stages.jobaccount import pods_of, set_cleanup_ttl
 from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,

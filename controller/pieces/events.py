@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol
 
-from controller.vocabulary import EventReason
+from controller.pieces.vocabulary import EventReason
 from jobclaim.apiserver import EVENTS, ApiClient, ApiError, NotFound
 from jobclaim.times import micro_timestamp, utc_now
 
@@ -30,7 +30,7 @@ _NAME_LIMIT: Final = 253
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    # Only a registered reason: one missing from controller/vocabulary.py is one no
+    # Only a registered reason: one missing from controller/pieces/vocabulary.py is one no
     # person can find in docs/reference/events.md or alert on.
     reason: EventReason
     note: str

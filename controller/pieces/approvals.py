@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from controller.vocabulary import EventReason
+from controller.pieces.vocabulary import EventReason
 from jobclaim import (
     CONSUMED,
     STALE,

@@ -25,9 +25,9 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from controller.claimwrites import retire_undispatched
+from controller.context.passcontext import PassContext
 from controller.mutationlifecycle import Stop
-from controller.passcontext import PassContext
+from controller.stages.claimwrites import retire_undispatched
 from jobclaim import (
     RealmClaimant,
     RealmRefusal,

@@ -28,15 +28,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.claimwrites import complete_pending_release
-from controller.jobaccount import pods_of
+from controller.context.passcontext import (
+    PassContext,
+    Status,
+    migration_status_of,
+    schema_status_of,
+)
 from controller.mutationlifecycle import (
     Disposition,
     Retirement,
     Stop,
     owed_release,
 )
-from controller.passcontext import PassContext, Status, migration_status_of, schema_status_of
+from controller.stages.claimwrites import complete_pending_release
+from controller.stages.jobaccount import pods_of
 from jobclaim import finished, pod_stopped
 from jobclaim.api import PendingObservationStatus
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object

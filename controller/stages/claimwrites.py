@@ -34,6 +34,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from controller.context.passcontext import (
+    Approval,
+    Operation,
+    PassContext,
+    Status,
+    claim_view,
+    migration_of,
+    schema_of,
+)
 from controller.mutationlifecycle import (
     Disposition,
     MayHaveDispatched,
@@ -43,18 +52,9 @@ from controller.mutationlifecycle import (
     owed_release,
     snapshot_is_first_write,
 )
-from controller.operationidentity import input_fingerprint
-from controller.passcontext import (
-    Approval,
-    Operation,
-    PassContext,
-    Status,
-    claim_view,
-    migration_of,
-    schema_of,
-)
-from controller.podintent import AdmissionUnresolvable, resolve_snapshot
-from controller.targetlock import LeaseState
+from controller.pieces.operationidentity import input_fingerprint
+from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot
+from controller.pieces.targetlock import LeaseState
 from jobclaim import (
     coordination_digest,
     job_name,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.passcontext import PassContext, migration_of, schema_of
+from controller.context.passcontext import PassContext, migration_of, schema_of
 from jobclaim import (
     PlanUnreadable,
     SchemaPlanContent,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.passcontext import Family, Status, Subject
-from controller.phasemachine import Decision, Event, Wait
-from controller.vocabulary import event_reason
+from controller.context.passcontext import Family, Status, Subject
+from controller.pieces.phasemachine import Decision, Event, Wait
+from controller.pieces.vocabulary import event_reason
 from jobclaim import verification_policy, verified_as_asked
 from jobclaim.api import Condition, PtahSchemaStatus
 

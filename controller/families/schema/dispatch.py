@@ -18,20 +18,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
-from controller.approvals import (
-    find_schema_approval,
-    held_schema_approval,
-    note_skipped,
-    skipped_schema_approvals,
-)
-from controller.binding_rotation import rotate_schema_binding
-from controller.claimsupervision import claim_inputs, retire_moved
-from controller.claimwrites import form_claim, retire_undispatched
-from controller.conditions import drift_condition
-from controller.jobaccount import Harvest
-from controller.mutationlifecycle import Disposition, Stop
-from controller.operationidentity import ClaimFields, schema_operation
-from controller.passcontext import (
+from controller.context.passcontext import (
     Approval,
     PassContext,
     Status,
@@ -39,12 +26,25 @@ from controller.passcontext import (
     schema_of,
     schema_status_of,
 )
-from controller.phasemachine import Facts
-from controller.planning import schema_facts
-from controller.planpolicy import approval_required, policy_digest
-from controller.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.retirement import retire_schema_claim
-from controller.schema_records import prove, record_schema_apply, schema_outcome
+from controller.families.schema.records import prove, record_schema_apply, schema_outcome
+from controller.mutationlifecycle import Disposition, Stop
+from controller.pieces.approvals import (
+    find_schema_approval,
+    held_schema_approval,
+    note_skipped,
+    skipped_schema_approvals,
+)
+from controller.pieces.harvested import Harvest
+from controller.pieces.operationidentity import ClaimFields, schema_operation
+from controller.pieces.phasemachine import Facts
+from controller.pieces.planpolicy import approval_required, policy_digest
+from controller.pieces.planstore import PlanUnverified, ProjectionConflict, load_plan, project
+from controller.stages.binding_rotation import rotate_schema_binding
+from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.stages.claimwrites import form_claim, retire_undispatched
+from controller.stages.conditions import drift_condition
+from controller.stages.planning import schema_facts
+from controller.stages.retirement import retire_schema_claim
 from jobclaim import (
     DEFAULT_GRACE_SECONDS,
     Claim,

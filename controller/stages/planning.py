@@ -23,13 +23,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from controller.claimwrites import claim_operation
+from controller.context.passcontext import Approval, PassContext
+from controller.families.schema.records import mark_plan_approvals_stale
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Approval, PassContext
-from controller.phasemachine import Decision, Event, Facts, decide
-from controller.planpolicy import approval_required
-from controller.schema_records import mark_plan_approvals_stale
-from controller.standing import PLAN_EVENTS, due_at, facts_of, published
+from controller.pieces.phasemachine import Decision, Event, Facts, decide
+from controller.pieces.planpolicy import approval_required
+from controller.stages.claimwrites import claim_operation
+from controller.stages.standing import PLAN_EVENTS, due_at, facts_of, published
 from jobclaim import verified_as_asked
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
 

@@ -27,22 +27,28 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final
 
-from controller.approvals import CONSUMED, STALE
-from controller.claimwrites import (
+from controller.context.passcontext import (
+    PassContext,
+    schema_of,
+    schema_operation_of,
+    schema_status_of,
+)
+from controller.mutationlifecycle import Disposition, Stop, owed_release
+from controller.pieces.approvals import CONSUMED, STALE
+from controller.pieces.harvested import Harvest
+from controller.pieces.managerconfig import JOB_DEADLINE_GRACE_SECONDS
+from controller.pieces.settlements import consume_settlement, find_settlement
+from controller.pieces.targetlock import MalformedLease
+from controller.stages.claimwrites import (
     AGAIN,
     claim_operation,
     complete_pending_release,
     remove_orphan_finalizer,
     write_retry,
 )
-from controller.jobaccount import Harvest, pods_of
-from controller.managerconfig import JOB_DEADLINE_GRACE_SECONDS
-from controller.mutationlifecycle import Disposition, Stop, owed_release
-from controller.passcontext import PassContext, schema_of, schema_operation_of, schema_status_of
-from controller.readings import settled_observation
-from controller.retirement import retire_schema_claim
-from controller.settlements import consume_settlement, find_settlement
-from controller.targetlock import MalformedLease
+from controller.stages.jobaccount import pods_of
+from controller.stages.readings import settled_observation
+from controller.stages.retirement import retire_schema_claim
 from jobclaim import finished, lease_holder, match, pending_apply_claim, pod_stopped
 from jobclaim.api import (
     ManagerRecord,

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Final
 
-from controller.podintent import AdmissionSettings
+from controller.pieces.podintent import AdmissionSettings
 from jobclaim.api import ExecutionBindingStatus, ManagerRecord
 from jobclaim.errors import InvalidInput
 

@@ -27,25 +27,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from controller import passlog
-from controller.binding_rotation import rotate
-from controller.claimsupervision import supervise
-from controller.claimwrites import (
+from controller.context import passlog
+from controller.context.passcontext import Environment, Family, PassContext, claim_view
+from controller.families.migration.dispatch import MIGRATION
+from controller.families.schema.dispatch import SCHEMA
+from controller.mutationlifecycle import Stop, may_have_dispatched
+from controller.pieces.events import Regarding
+from controller.pieces.managerconfig import random_epoch
+from controller.stages.binding_rotation import rotate
+from controller.stages.claimsupervision import supervise
+from controller.stages.claimwrites import (
     AGAIN,
     claim_operation,
     complete_pending_release,
     remove_orphan_finalizer,
     retire_undispatched,
 )
-from controller.dispatch_steps import DispatchPass
-from controller.events import Regarding
-from controller.managerconfig import random_epoch
-from controller.migration_dispatch import MIGRATION
-from controller.mutationlifecycle import Stop, may_have_dispatched
-from controller.passcontext import Environment, Family, PassContext, claim_view
-from controller.planning import advance
-from controller.realmgate import gate_new_claim
-from controller.schema_dispatch import SCHEMA
+from controller.stages.dispatch_steps import DispatchPass
+from controller.stages.planning import advance
+from controller.stages.realmgate import gate_new_claim
 from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError

@@ -19,26 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
-from controller.approvals import (
-    find_migration_approval,
-    held_migration_approval,
-    note_skipped,
-    skipped_migration_approvals,
-)
-from controller.binding_rotation import rotate_migration_binding
-from controller.claimsupervision import claim_inputs, retire_moved
-from controller.claimwrites import form_claim, retire_undispatched
-from controller.jobaccount import Harvest
-from controller.migration_records import (
-    migration_outcome,
-    reconcile_unresolved_copy,
-    record_unresolved_run,
-    settle_by_acknowledgment,
-    warn_record_lost,
-)
-from controller.mutationlifecycle import Disposition, Stop
-from controller.operationidentity import ClaimFields, migration_operation
-from controller.passcontext import (
+from controller.context.passcontext import (
     Approval,
     PassContext,
     Status,
@@ -47,9 +28,28 @@ from controller.passcontext import (
     migration_status_of,
     narrowed,
 )
-from controller.phasemachine import Facts
-from controller.planning import migration_facts
-from controller.retirement import retire_migration_claim
+from controller.families.migration.records import (
+    migration_outcome,
+    reconcile_unresolved_copy,
+    record_unresolved_run,
+    settle_by_acknowledgment,
+    warn_record_lost,
+)
+from controller.mutationlifecycle import Disposition, Stop
+from controller.pieces.approvals import (
+    find_migration_approval,
+    held_migration_approval,
+    note_skipped,
+    skipped_migration_approvals,
+)
+from controller.pieces.harvested import Harvest
+from controller.pieces.operationidentity import ClaimFields, migration_operation
+from controller.pieces.phasemachine import Facts
+from controller.stages.binding_rotation import rotate_migration_binding
+from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.stages.claimwrites import form_claim, retire_undispatched
+from controller.stages.planning import migration_facts
+from controller.stages.retirement import retire_migration_claim
 from jobclaim import (
     Claim,
     build_job,

@@ -15,9 +15,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from controller.conditions import conditions_for
-from controller.passcontext import PassContext, Status
-from controller.phasemachine import Decision, Event, Facts, Wait, decide
+from controller.context.passcontext import PassContext, Status
+from controller.pieces.phasemachine import Decision, Event, Facts, Wait, decide
+from controller.stages.conditions import conditions_for
 from jobclaim.times import parse_duration, parse_time, timestamp
 
 DEFAULT_INTERVAL: Final = 600.0

@@ -32,11 +32,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from controller.claimwrites import AGAIN, write_retry
-from controller.jobaccount import Harvest
+from controller.context.passcontext import PassContext, migration_operation_of, migration_status_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext, migration_operation_of, migration_status_of
-from controller.retirement import dispatched_apply_may_still_write, retire_migration_claim
+from controller.pieces.harvested import Harvest
+from controller.stages.claimwrites import AGAIN, write_retry
+from controller.stages.retirement import dispatched_apply_may_still_write, retire_migration_claim
 from jobclaim import STAMPED, stamp_problem
 from jobclaim.api import (
     UNRESOLVED_RUN_ANNOTATION,

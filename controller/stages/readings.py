@@ -32,13 +32,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
-from controller.jobaccount import Harvest
-from controller.migration_records import history_of
+from controller.context.passcontext import PassContext, migration_of, migration_status_of, schema_of
+from controller.families.migration.records import history_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.passcontext import PassContext, migration_of, migration_status_of, schema_of
-from controller.planpolicy import approval_required, policy_digest
-from controller.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
-from controller.standing import standing_update
+from controller.pieces.harvested import Harvest
+from controller.pieces.planpolicy import approval_required, policy_digest
+from controller.stages.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
+from controller.stages.standing import standing_update
 from jobclaim import finished
 from jobclaim.api import (
     ArtifactVerificationStatus,

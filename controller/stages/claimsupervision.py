@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from controller.claimwrites import AGAIN, epoch_update, retire_undispatched, write_retry
-from controller.jobaccount import harvest, set_cleanup_ttl
+from controller.context.passcontext import PassContext
+from controller.families.schema.records import restart_proof
 from controller.mutationlifecycle import Stop, may_have_dispatched
-from controller.operationidentity import input_fingerprint
-from controller.passcontext import PassContext
-from controller.readings import record_reading
-from controller.schema_records import restart_proof
-from controller.targetlock import MalformedLease
+from controller.pieces.operationidentity import input_fingerprint
+from controller.pieces.targetlock import MalformedLease
+from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched, write_retry
+from controller.stages.jobaccount import harvest, set_cleanup_ttl
+from controller.stages.readings import record_reading
 from jobclaim import Verdict, finished, manager_record_of, match
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import InvalidInput

@@ -37,12 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from controller import passlog
-from controller.events import EventSink
-from controller.leaderelection import LeaderElector
-from controller.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
+from controller.context import passlog
+from controller.context.passcontext import Environment, Subject
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Environment, Subject
+from controller.pieces.events import EventSink
+from controller.runtime.leaderelection import LeaderElector
+from controller.runtime.lifecyclepass import FAMILIES, PassResult, request_claim, run_pass
 from jobclaim.apiserver import (
     JOBS,
     PTAHMIGRATIONAPPROVALS,

@@ -23,19 +23,19 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.approvals import ApprovalGone, consume_approval
-from controller.claimsupervision import settle_drift
-from controller.claimwrites import AGAIN, epoch_update, retire_undispatched
+from controller.context.passcontext import PassContext
 from controller.mutationlifecycle import (
     CreateOutcome,
     Step,
     Stop,
     classify_create,
 )
-from controller.passcontext import PassContext
-from controller.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
-from controller.realmgate import gate_lease
-from controller.targetlock import MalformedLease
+from controller.pieces.approvals import ApprovalGone, consume_approval
+from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
+from controller.pieces.targetlock import MalformedLease
+from controller.stages.claimsupervision import settle_drift
+from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched
+from controller.stages.realmgate import gate_lease
 from jobclaim import match
 from jobclaim.apiserver import JOBS, ApiError
 from jobclaim.errors import InvalidInput

@@ -14,7 +14,8 @@ Deployment says so: the kubelet has pulled its image from the lab registry, star
 under the chart's security context, and its readiness probe (``/readyz`` over the
 webhook's TLS, which also checks the webhook configurations trust the served
 certificate) passes, and then once a dry-run request reaches the webhook through its
-Service (the EndpointSlice follows Ready on its own time). The wait reports the Job beside the Pods, and a failed Job ends it.
+Service (the EndpointSlice follows Ready on its own time). The wait reports the Job
+beside the Pods, and a failed Job ends it.
 The API server reaches the webhook Service at the Pod's address on the bridge
 (``--enable-aggregator-routing`` on the lab API server resolves a Service to its
 endpoints rather than its cluster IP, which only exists in kube-proxy's rules).

@@ -297,7 +297,7 @@ soak: $(STAMP)
 
 # The runner's end-to-end rows against another ptah-compatible executor (the lab's):
 #   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db [DEV_URL=...]
-#   make contract EXECUTOR=... ENGINE=MySQL DB_URL=mysql://user:pass@host/db CONTRACT_K='and migration'
+#   make contract EXECUTOR=... ENGINE=MySQL DB_URL=mysql://user:pass@host/db CONTRACT_K='and every_operation and migration'
 # Every operation runs through the runner and its frame must read as a success; add
 # CONTRACT_K='and not resolve and not verify' where no registry answers. The lab's
 # executor runs these rows in `make test` (tests/labexecutor/test_runner_contract.py,

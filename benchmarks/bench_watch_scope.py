@@ -53,7 +53,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.reconciler import WATCHED
+from controller.runtime.reconciler import WATCHED
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment

@@ -20,10 +20,14 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
-from controller.leaderelection import timing_problem
-from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
-from controller.mutationlifecycle import Step
-from controller.watchscope import WatchScope
+from controller import (
+    CONTROLLER_STATE_VERSION,
+    BindingInputs,
+    ManagerConfig,
+    Step,
+    WatchScope,
+    timing_problem,
+)
 from jobclaim import is_pinned_image
 from jobclaim.api import ManagerRecord, NamespaceSelector
 from runner import RUNNER_PROTOCOL_VERSION

@@ -32,13 +32,17 @@ import uvicorn
 from prometheus_client import start_http_server
 
 import certs
-from controller.events import ApiEventSink
-from controller.leaderelection import LeaderElector
-from controller.mutationlifecycle import Driver, Stop
-from controller.passcontext import Environment
-from controller.reconciler import Key, Reconciler
-from controller.targetlock import TargetLock
-from controller.watchscope import watch_targets
+from controller import (
+    ApiEventSink,
+    Driver,
+    Environment,
+    Key,
+    LeaderElector,
+    Reconciler,
+    Stop,
+    TargetLock,
+    watch_targets,
+)
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient, Object
 from kube.client import KubeApi
 from manager.config import Config

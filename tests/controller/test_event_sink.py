@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.events import (
+from controller.pieces.events import (
     ApiEventSink,
     EventRecord,
     Regarding,
@@ -45,7 +45,7 @@ def test_an_event_refused_is_counted_and_logged_never_raised(
     api = InMemoryApi()
     api.fail_before_write(matching("create", EVENTS), times=None)
     sink = ApiEventSink(api, instance="manager-a")
-    with caplog.at_level(logging.WARNING, logger="controller.events"):
+    with caplog.at_level(logging.WARNING, logger="controller.pieces.events"):
         for _ in range(12):
             sink.emit(ABOUT, RECORD)
     assert sink.dropped == 12 and api.list(EVENTS, "shop") == []

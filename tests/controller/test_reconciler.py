@@ -14,11 +14,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.dispatch_steps import REFUSED_RETRY
-from controller.leaderelection import LeaderElector
+from controller.context.passcontext import Subject
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Subject
-from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for, resume_from
+from controller.runtime.leaderelection import LeaderElector
+from controller.runtime.reconciler import (
+    HOLD_CAP,
+    Key,
+    Reconciler,
+    WorkQueue,
+    keys_for,
+    resume_from,
+)
+from controller.stages.dispatch_steps import REFUSED_RETRY
 from jobclaim.apiserver import (
     JOBS,
     LEASES,

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from controller.reconciler import Key, Reconciler
-from controller.watchscope import (
+from controller.pieces.watchscope import (
     CLUSTER,
     OutOfScope,
     WatchScope,
@@ -19,6 +18,7 @@ from controller.watchscope import (
     watch_labels,
     watch_targets,
 )
+from controller.runtime.reconciler import Key, Reconciler
 from jobclaim.api import NamespaceSelector
 from jobclaim.apiserver import JOBS, NAMESPACES, PODS, PTAHSCHEMAS
 from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controller.mutationlifecycle import Step
-from controller.watchscope import CLUSTER
+from controller.pieces.watchscope import CLUSTER
 from manager.__main__ import _prog, main
 from manager.config import ConfigError, load
 from tests.manager.support import CHART_ENV

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
 from kube.fake.faults import Request
 from tests.controller.dispatchworld import Rig, add_insync_schema, make_rig

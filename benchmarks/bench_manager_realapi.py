@@ -133,8 +133,9 @@ def main() -> None:
                 print(f"{passes(manager):.0f} passes in {time.monotonic() - created:.0f}s")
                 loaded = describe(f"with {count} PtahSchemas", pid, count, idle)
                 print(f"MiB per resource (whole RSS / count): {loaded / count:.3f}")
-                verdict = "met" if loaded <= TARGET_MIB or count != 1000 else "NOT met"
-                print(f"target ≤ {TARGET_MIB:.0f} MiB at 1,000: {verdict}")
+                if count == 1000:  # the target is stated at 1,000 only
+                    verdict = "met" if loaded <= TARGET_MIB else "NOT met"
+                    print(f"target ≤ {TARGET_MIB:.0f} MiB at 1,000: {verdict}")
             finally:
                 manager.close()
                 admin.close()

@@ -11,7 +11,8 @@ share the manager's interpreter lock and measure itself.
 1,000 PtahSchemas over 100 databases are created in the double at once; the controller
 claims a Plan for each (a binding, a claim, a realm Lease, a plan Job) and the webhook
 is measured while those passes run. Figures only; nothing asserts on them. RSS includes
-the API double's own store, which a real manager does not hold.
+the API double's own store, which a real manager does not hold; the webhook is a child
+process of the manager (``manager.webhookprocess``), its RSS printed apart.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,7 +39,7 @@ from jobclaim.apiserver import PTAHSCHEMAS, SERVICEACCOUNTS
 from kube.fake.inmemory import InMemoryApi
 from lab.localmanager import CHART_DEFAULTS, local_environment
 from manager import logs
-from manager.config import load
+from manager.config import Config, load
 from manager.process import Manager
 from tests.webhook.scenes import job_create
 from webhook import StateReader
@@ -56,6 +56,11 @@ REPO = Path(__file__).resolve().parents[1]
 # -- the child: the manager on the API double ----------------------------------------------
 
 
+def fixed_state(_config: Config) -> StateReader:
+    """The webhook child's reader (module-level: the child imports it by name)."""
+    return StateReader(job_create("schema", "Plan").objects)
+
+
 def child(scratch: Path) -> None:
     env = local_environment(
         CHART_DEFAULTS,
@@ -70,12 +75,9 @@ def child(scratch: Path) -> None:
     logs.configure(config.log_level)
     double = InMemoryApi()
     double.create(SERVICEACCOUNTS, NAMESPACE, {"metadata": {"name": "default"}})
-    reader = StateReader(job_create("schema", "Plan").objects)
-    clients: list[Any] = [double, reader]
     stopping = threading.Event()
-    runner = threading.Thread(
-        target=Manager(config, api=lambda _config: clients.pop(0)).run, args=(stopping,)
-    )
+    manager = Manager(config, api=lambda _config: double, webhook_api=fixed_state)
+    runner = threading.Thread(target=manager.run, args=(stopping,))
     runner.start()
     example = yaml.safe_load((REPO / "examples" / "ptahschema.yaml").read_text())
     for line in sys.stdin:
@@ -100,6 +102,12 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
+
+
+def children(pid: int) -> list[int]:
+    # The webhook child is started from a thread, so it is that task's child.
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
 def passes(metrics_port: int) -> float:
@@ -157,6 +165,9 @@ def main() -> None:
                 try:
                     webhook, metrics = map(int, (scratch / "ports").read_text().split())
                     httpx.get(f"http://127.0.0.1:{metrics}/metrics", timeout=2)
+                    # The webhook child starts before the metrics server is up, but a
+                    # start that failed is only seen on its own port.
+                    httpx.get(f"https://127.0.0.1:{webhook}/healthz", verify=str(local.ca))
                     break
                 except (OSError, ValueError, httpx.TransportError):
                     if time.monotonic() > deadline or process.poll() is not None:
@@ -164,6 +175,8 @@ def main() -> None:
                     time.sleep(0.1)
             asyncio.run(latencies(webhook, local.ca, body))  # warm-up
             print(f"RSS idle                             {rss_mib(process.pid):7.1f} MiB")
+            for pid in children(process.pid):
+                print(f"RSS idle, webhook process            {rss_mib(pid):7.1f} MiB")
             figure("(controller idle)", asyncio.run(latencies(webhook, local.ca, body)))
             process.stdin.write("populate\n")
             process.stdin.flush()

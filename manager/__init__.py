@@ -2,7 +2,8 @@
 
 The composition root: it reads ``manager.config`` from the environment and assembles
 the controller (``controller``), the webhook (``webhook``) and the certificates'
-live reload (``certs``) into one process (``manager.process``), with health
+live reload (``certs``) into one program (``manager.process``; the webhook in a child
+process, ``manager.webhookprocess``), with health
 (``manager.health``), metrics (``manager.metrics``) and JSON logs (``manager.logs``).
 Nothing else assembles them for the real API server.
 """

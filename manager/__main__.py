@@ -1,7 +1,7 @@
 """python -m manager (ptah-manager): the operator's manager, configured by its environment.
 
-It runs the controller under Lease leader election and the admission webhook over TLS
-in one process, with /healthz and /readyz on the webhook's port and Prometheus
+It runs the controller under Lease leader election, and the admission webhook over TLS
+in a child process of its own, with /healthz and /readyz on the webhook's port and Prometheus
 /metrics on the metrics port, and logs JSON lines to standard output. SIGTERM or
 SIGINT stops it cleanly: no new passes, the passes in flight finished, the Lease given
 back, the webhook drained, exit 0.

@@ -177,6 +177,15 @@ def outcome_of(stop: Stop) -> str:
     return "waiting"
 
 
+def webhook_ready_gauge(registry: CollectorRegistry) -> Gauge:
+    """``ptah_webhook_ready``: one definition, for the manager's registry and the child's."""
+    return Gauge(
+        "ptah_webhook_ready",
+        "1 while the last readiness check found the webhook able to admit, else 0.",
+        registry=registry,
+    )
+
+
 class ManagerMetrics:
     """Every series the manager exports; also the loop's and the webhook's observer."""
 
@@ -289,11 +298,7 @@ class ManagerMetrics:
         self.leader = Gauge(
             "ptah_controller_leader", "1 while this replica holds the leader Lease.", registry=r
         )
-        self.webhook_ready = Gauge(
-            "ptah_webhook_ready",
-            "1 while the last readiness check found the webhook able to admit, else 0.",
-            registry=r,
-        )
+        self.webhook_ready = webhook_ready_gauge(r)
         self.certificate_expiry = Gauge(
             "ptah_webhook_certificate_expiry_timestamp_seconds",
             "When the served certificate expires (Unix seconds).",
@@ -370,6 +375,14 @@ class ManagerMetrics:
 
     def waited(self, seconds: float) -> None:
         self.queue_wait.observe(seconds)
+
+    def webhook_in_child(self, collector: Collector) -> None:
+        """The webhook's series are counted in its own process (``manager.webhookprocess``):
+        this registry drops its own, never set, and re-exports the child's instead, so
+        a scrape sees each family once."""
+        for series in (*self.webhook.series(), self.webhook_ready):
+            self.registry.unregister(series)
+        self.registry.register(collector)
 
     # -- DecisionObserver ---------------------------------------------------------------
 

@@ -1,16 +1,21 @@
 """The manager process: the controller under leader election, the webhook over TLS,
 health and metrics, one shutdown.
 
-Threads, not processes: the webhook's event loop runs in a thread of its own (uvicorn
-installs no signal handlers off the main thread, so SIGTERM stays ours), the
-controller loop in another, the metrics server in a third; the main thread only waits
-for a signal and then shuts down in this order:
+The webhook is served by a child process (``manager.webhookprocess``, which says why
+and how it keeps the certificate reload, readiness, liveness and metrics); this process
+runs the controller loop in a thread and the metrics server in another, and the main
+thread only waits for a signal and then shuts down in this order:
 
 1. the controller stops taking keys and finishes the passes in flight, then gives the
-   Lease back (``Reconciler.run``); the webhook keeps serving meanwhile, because those
-   passes' own writes are admitted by it;
-2. the webhook stops accepting connections and finishes the requests it has;
-3. the metrics server stops, the API clients close, and the process exits 0.
+   Lease back (``Reconciler.run``); the webhook child keeps serving meanwhile, because
+   those passes' own writes are admitted by it (the child ignores the signals, so a
+   Ctrl-C to the process group does not stop it early);
+2. the child is told to stop: it stops accepting connections, finishes the requests
+   it has, and exits (killed if it outlives its share);
+3. the metrics server stops, the API client closes, and the process exits 0.
+
+A webhook child that exits on its own takes the manager down with it (exit 1), so the
+kubelet restarts the pair, as a crash of the in-process webhook did.
 
 Each stage has its share of ``PTAH_SHUTDOWN_SECONDS`` (``shutdown_plan``). A pass
 still running when the controller's share is spent is left behind with the Lease
@@ -20,15 +25,12 @@ to write, never while it still may.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import uvicorn
 from prometheus_client import start_http_server
 
 import certs
@@ -49,10 +51,7 @@ from manager.config import Config
 from manager.health import liveness_problems
 from manager.labfaults import LabFaultPoints
 from manager.metrics import ManagerMetrics
-from manager.readiness import ReadinessFacts, cached_readiness
-from webhook.app import create_app
-from webhook.engine import Engine
-from webhook.serving import uvicorn_server
+from manager.webhookprocess import WebhookProcess
 
 log = logging.getLogger("manager")
 
@@ -100,20 +99,22 @@ class Manager:
         self,
         config: Config,
         *,
-        clock: Callable[[], float] = time.monotonic,
         api: Callable[[Config], ApiClient] = connect,
+        webhook_api: Callable[[Config], ApiClient] = connect,
     ) -> None:
-        """``api`` makes each API client (the controller's, the webhook's); a benchmark
-        hands in the API double, production the real adapter."""
+        """``api`` makes the controller's API client, ``webhook_api`` the webhook
+        child's (in the child, so a module-level function); a test or a benchmark hands
+        in doubles, production the real adapter."""
         self.config = config
-        self._clock = clock
         self._connect = api
+        self._webhook_api = webhook_api
         self.metrics = ManagerMetrics()
         self.monitor = self.metrics.monitor
         self._lock = threading.Lock()
         self._term: threading.Event | None = None
         self._reconciler: Reconciler | None = None
         self._failed = False
+        self.webhook: WebhookProcess | None = None  # while run serves
 
     # -- the controller ----------------------------------------------------------------
 
@@ -195,27 +196,6 @@ class Manager:
     def liveness(self) -> list[str]:
         return liveness_problems(self.monitor.snapshot(), self.config.stall_seconds)
 
-    def _readiness_facts(self, reader: ApiClient) -> ReadinessFacts:
-        return ReadinessFacts(
-            reader,
-            namespace=self.config.pod_namespace,
-            configurations=self.config.webhook_configurations,
-            clock=self._clock,
-        )
-
-    def _readiness(
-        self, tls: certs.ReloadingTLS, facts: ReadinessFacts, window_seconds: float
-    ) -> Callable[[], list[str]]:
-        cached = cached_readiness(tls, facts, window_seconds=window_seconds)
-
-        def problems() -> list[str]:
-            found = cached()
-            # The kubelet asks every few seconds: the alert on admission reads this.
-            self.metrics.webhook_ready.set(0 if found else 1)
-            return found
-
-        return problems
-
     # -- the process -------------------------------------------------------------------
 
     def run(self, stopping: threading.Event) -> int:
@@ -223,29 +203,18 @@ class Manager:
         config = self.config
         cert_dir = config.cert_dir
         try:
+            # Loaded here too: a manager without a certificate does not start at all,
+            # and the expiry gauge is the manager's.
             tls = certs.ReloadingTLS(cert_dir / certs.TLS_CERT, cert_dir / certs.TLS_KEY)
         except certs.CertificateError as error:
             log.error("cannot serve the webhook: %s", error)
             return 1
         self.metrics.watch_certificate(lambda: tls.certificate.not_valid_after_utc)
         controller_api = self._connect(config)
-        webhook_api = self._connect(config)
         self.metrics.watch_plans(lambda: self._plans(controller_api))
-        # Its own client: a read the refresher waits on never holds up admission.
-        readiness_api = self._connect(config)
-        facts = self._readiness_facts(readiness_api)
-        engine = Engine(webhook_api, config.webhook_settings())
-        app = create_app(
-            engine,
-            readiness=self._readiness(tls, facts, config.ready_window_seconds),
-            liveness=self.liveness,
-            observer=self.metrics,
-        )
-        server = uvicorn_server(
-            app, tls, host=config.bind_address, port=config.webhook_port, log_config=None
-        )
-        webhook = threading.Thread(
-            target=self._serve_webhook, args=(server, tls, stopping), name="webhook", daemon=True
+        plan = shutdown_plan(config.shutdown_seconds)
+        webhook = self.webhook = WebhookProcess(
+            config, self._webhook_api, self.liveness, drain_seconds=plan.drain_seconds
         )
         metrics_server, metrics_thread = start_http_server(
             config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
@@ -253,26 +222,25 @@ class Manager:
         controller = threading.Thread(
             target=self._control, args=(controller_api, stopping), name="controller", daemon=True
         )
-        refresher = threading.Thread(
-            target=facts.run,
-            args=(stopping, config.ready_refresh_seconds),
-            name="readiness",
-            daemon=True,
-        )
         self.monitor.loop_alive = controller.is_alive
         try:
-            refresher.start()
-            webhook.start()
-            if not self._until_started(server, webhook):
+            if not webhook.start(STARTUP_SECONDS):
                 log.error("the webhook server did not start")
                 self._failed = True
                 stopping.set()
             else:
+                self.metrics.webhook_in_child(webhook.collector)
+                watcher = threading.Thread(
+                    target=self._watch_webhook, args=(webhook, stopping), daemon=True
+                )
+                watcher.start()
                 controller.start()
                 log.info(
-                    "serving: webhook on %s:%d, metrics on %s:%d; identity %s; leader election %s",
+                    "serving: webhook on %s:%d (process %s), metrics on %s:%d; identity %s;"
+                    " leader election %s",
                     config.bind_address,
                     config.webhook_port,
+                    webhook.process.pid,
                     config.bind_address,
                     config.metrics_port,
                     config.identity,
@@ -280,49 +248,32 @@ class Manager:
                 )
             stopping.wait()
             log.info("stopping: no new passes; finishing the passes in flight")
-            return self._shut_down(stopping, controller, server, webhook)
+            return self._shut_down(stopping, controller, webhook, plan)
         finally:
+            webhook.stop(0.0)  # already stopped unless the start failed
             metrics_server.shutdown()
             metrics_server.server_close()
             metrics_thread.join(timeout=5)
-            engine.close()
-            for client in (webhook_api, controller_api, readiness_api):
-                close = getattr(client, "close", None)
-                if callable(close):
-                    close()
+            close = getattr(controller_api, "close", None)
+            if callable(close):
+                close()
 
-    def _serve_webhook(
-        self, server: uvicorn.Server, tls: certs.ReloadingTLS, stopping: threading.Event
-    ) -> None:
-        try:
-            asyncio.run(certs.serve_reloading(server, tls))
-        except BaseException:
-            log.exception("the webhook server failed")
-        finally:
-            if not stopping.is_set():
-                # The webhook ended on its own (its reloading failed, or it crashed):
-                # the process goes down, and the kubelet starts a fresh one.
-                self._failed = True
-                stopping.set()
-
-    def _until_started(self, server: uvicorn.Server, thread: threading.Thread) -> bool:
-        # uvicorn sets ``started`` on its own loop and announces it nowhere we can wait
-        # on; a short bounded poll, ended early by the thread's death.
-        end = self._clock() + STARTUP_SECONDS
-        while not server.started:
-            if not thread.is_alive() or self._clock() > end:
-                return False
-            time.sleep(0.02)
-        return True
+    def _watch_webhook(self, webhook: WebhookProcess, stopping: threading.Event) -> None:
+        webhook.process.join()
+        if not stopping.is_set():
+            # The webhook ended on its own (its reloading failed, or it crashed): the
+            # process goes down, and the kubelet starts a fresh one.
+            log.error("the webhook process exited (code %s)", webhook.process.exitcode)
+            self._failed = True
+            stopping.set()
 
     def _shut_down(
         self,
         stopping: threading.Event,
         controller: threading.Thread,
-        server: uvicorn.Server,
-        webhook: threading.Thread,
+        webhook: WebhookProcess,
+        plan: ShutdownPlan,
     ) -> int:
-        plan = shutdown_plan(self.config.shutdown_seconds)
         self._stop_controller(stopping)
         if controller.ident is not None:
             controller.join(timeout=plan.controller_seconds)
@@ -333,7 +284,6 @@ class Manager:
             )
         else:
             log.info("the controller stopped; the Lease is given back")
-        server.should_exit = True
-        webhook.join(timeout=plan.drain_seconds)
+        webhook.stop(plan.drain_seconds)
         log.info("the webhook drained; exiting")
         return 1 if self._failed else 0

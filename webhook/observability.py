@@ -100,6 +100,10 @@ class Metrics:
         self._decisions.labels(endpoint, decision.rule, decision.verdict).inc()
         self._latency.labels(endpoint).observe(seconds)
 
+    def series(self) -> tuple[Counter, Histogram]:
+        """Its collectors, for a registry that re-exports them from elsewhere."""
+        return self._decisions, self._latency
+
     def decisions(self) -> dict[tuple[str, str, str], int]:
         counts: dict[tuple[str, str, str], int] = {}
         for family in self._decisions.collect():

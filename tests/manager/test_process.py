@@ -4,6 +4,7 @@ refuses to start. (The real-API suite runs it as a process with the chart's env.
 
 from __future__ import annotations
 
+import os
 import ssl
 import threading
 import time
@@ -22,6 +23,11 @@ from manager.process import Manager
 from webhook.serving import local_certificates
 
 DEADLINE = 30.0
+
+
+def webhook_double(_config: Config) -> InMemoryApi:
+    """The webhook child's reader: module-level, since the child imports it by name."""
+    return InMemoryApi()
 
 
 def config_for(tmp_path: Path, **overrides: str) -> Config:
@@ -70,7 +76,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
     local = local_certificates(tmp_path / "certs")
     config = config_for(tmp_path)
     api = InMemoryApi()
-    manager = Manager(config, api=lambda _config: api)
+    manager = Manager(config, api=lambda _config: api, webhook_api=webhook_double)
     stopping = threading.Event()
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(manager.run(stopping)))
@@ -101,6 +107,15 @@ def test_it_leads_serves_health_and_metrics_and_stops_cleanly(running: Running) 
         running.api.get(LEASES, "ptah-system", "ptah-operator-leader")["spec"]["holderIdentity"]
         == "manager-0"
     )
+    # The webhook child's series are re-exported once each, beside the controller's.
+    assert metrics.count("# TYPE ptah_webhook_ready gauge") == 1
+    # A review the child refused is counted in the manager's /metrics.
+    port = running.manager.config.webhook_port
+    context = ssl.create_default_context(cafile=str(running.ca))
+    with httpx.Client(verify=context, timeout=10) as http:
+        answer = http.post(f"https://127.0.0.1:{port}/validate-controller-write", content=b"{}")
+    assert answer.status_code == 400
+    assert 'ptah_webhook_decisions_total{endpoint="controller-write"' in running.metrics()
     # No /metrics on the admission port: metrics live on their own port.
     assert running.get("/metrics").status_code == 404
     running.stopping.set()
@@ -111,5 +126,15 @@ def test_it_leads_serves_health_and_metrics_and_stops_cleanly(running: Running) 
 
 
 def test_without_a_certificate_it_does_not_start(tmp_path: Path) -> None:
-    manager = Manager(config_for(tmp_path), api=lambda _config: InMemoryApi())
+    manager = Manager(
+        config_for(tmp_path), api=lambda _config: InMemoryApi(), webhook_api=webhook_double
+    )
     assert manager.run(threading.Event()) == 1
+
+
+def test_a_webhook_process_that_dies_takes_the_manager_down(running: Running) -> None:
+    webhook = running.manager.webhook
+    assert webhook is not None and webhook.process.pid != os.getpid()
+    webhook.process.kill()
+    running.thread.join(timeout=DEADLINE)
+    assert running.codes == [1]

@@ -34,7 +34,6 @@ from prometheus_client import start_http_server
 import certs
 from controller import (
     ApiEventSink,
-    Driver,
     Environment,
     Key,
     LeaderElector,
@@ -46,7 +45,6 @@ from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems
-from manager.labfaults import LabFaultPoints
 from manager.metrics import ManagerMetrics
 from manager.readiness import ReadinessFacts, cached_readiness
 from webhook.app import create_app
@@ -101,12 +99,16 @@ class Manager:
         *,
         clock: Callable[[], float] = time.monotonic,
         api: Callable[[Config], ApiClient] = connect,
+        prepare: Callable[[Environment], None] | None = None,
     ) -> None:
         """``api`` makes each API client (the controller's, the webhook's); a benchmark
-        hands in the API double, production the real adapter."""
+        hands in the API double, production the real adapter. ``prepare`` adjusts each
+        pass environment before its reconciler gets it: the lab's fault hooks
+        (``lab.manager``); the shipped program passes none."""
         self.config = config
         self._clock = clock
         self._connect = api
+        self._prepare = prepare
         self.metrics = ManagerMetrics()
         self.monitor = self.metrics.monitor
         self._lock = threading.Lock()
@@ -123,12 +125,8 @@ class Manager:
             config=config.controller,
             lock=TargetLock(api, config.controller.lease_namespace),
         )
-        # Only a lab configuration (manager.config refuses these elsewhere).
-        if config.lab_fault_points:
-            env.faults = LabFaultPoints()
-        if config.lab_swap_steps is not None:
-            log.warning("lab: dispatch steps %s and %s exchanged", *config.lab_swap_steps)
-            env.driver = Driver.swapped(*config.lab_swap_steps)
+        if self._prepare is not None:
+            self._prepare(env)
         elector = None
         if config.leader_election is not None:
             election = config.leader_election

@@ -317,7 +317,9 @@ def _host_pid(pod: str) -> int:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # gone meanwhile, or a kernel thread
-        if wanted in environ and b"ptah-manager" in cmdline:
+        # The lab's manager program (lab.manager, in the lab's manager image) runs the
+        # fault points; ptah-manager is the shipped one.
+        if wanted in environ and any(p in cmdline for p in (b"lab.manager", b"ptah-manager")):
             found.append(int(entry.name))
     assert len(found) == 1, f"the host sees {len(found)} manager processes of {pod}"
     return found[0]

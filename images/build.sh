@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make images: the manager image and the lab executor image, built here with no
-# Docker daemon.
+# make images: the manager image, the lab's manager image (the manager image plus the
+# lab layer: lab.manager and its fault hooks) and the lab executor image, built here
+# with no Docker daemon.
 #
 #   1. a base image from Debian's packages: debootstrap (minbase + python3) into a
 #      directory, trimmed, the non-root user 65532 added, committed by buildah
@@ -20,6 +21,7 @@
 # The stable interface (what `make run` and a cluster install consume):
 #   build/images/ptah-operator.oci.tar       build/images/ptah-operator.digest
 #   build/images/ptah-lab-executor.oci.tar   build/images/ptah-lab-executor.digest
+#   build/images/ptah-lab-manager.oci.tar    build/images/ptah-lab-manager.digest
 # each digest `sha256:<hex>` of the image manifest a registry push keeps.
 # Everything lives under build/ (storage, archives); `make clean-images` removes it.
 set -euo pipefail
@@ -32,8 +34,9 @@ OUT="$ROOT/build/images"
 STORE="$ROOT/build/containers"
 BASE="localhost/ptah-base:$SUITE"
 # image (its directory under images/) -> the name of its archive and local tag
-declare -A ARCHIVE=([manager]=ptah-operator [lab-executor]=ptah-lab-executor)
-ORDER=(manager lab-executor)
+declare -A ARCHIVE=([manager]=ptah-operator [lab-executor]=ptah-lab-executor [lab-manager]=ptah-lab-manager)
+# lab-manager is built FROM the manager image, so after it.
+ORDER=(manager lab-executor lab-manager)
 
 bah() {
     buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"
@@ -116,7 +119,7 @@ for image in "${ORDER[@]}"; do
     fi
 done
 if [ "${#stale[@]}" -eq 0 ]; then
-    stamp "both images cached in $(( $(date +%s) - started ))s"
+    stamp "every image cached in $(( $(date +%s) - started ))s"
     exit 0
 fi
 
@@ -135,6 +138,11 @@ rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.*
 cp "$ROOT/lab/__init__.py" "$context/lab-executor/lab/"
 cp "$ROOT"/lab/executor/*.py "$context/lab-executor/lab/executor/"
 cp "$ROOT/images/lab-executor/ptah" "$context/lab-executor/ptah"
+# The lab layer of the lab's manager image (images/inputs.py LAB_MANAGER_FILES).
+mkdir -p "$context/lab-manager/lab"
+for file in $("$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); import inputs; print(" ".join(inputs.LAB_MANAGER_FILES))' "$ROOT/images"); do
+    cp "$ROOT/$file" "$context/lab-manager/lab/"
+done
 
 # -- 4 and 5. build and smoke-check -----------------------------------------------------
 # Each check runs an exec-form argv in a container of the image, whose shells are gone
@@ -162,7 +170,7 @@ uid_of() { # container python
 }
 
 smoke_manager() {
-    local ctr=$1 runner
+    local ctr=$1 runner held
     in_ctr "$ctr" ptah-manager --help | head -1
     in_ctr "$ctr" python -m manager --help | head -1
     uid_of "$ctr" python
@@ -174,6 +182,19 @@ smoke_manager() {
         *) fail "the runner did not start" ;;
     esac
     echo "runner, no Job environment: $runner"
+    # What ships holds no lab module, no API double and no fault injection.
+    held=$(in_ctr "$ctr" python -c 'import importlib.util as u
+print(" ".join(m for m in ("lab", "kube.fake", "manager.labfaults") if u.find_spec(m)))')
+    [ -z "$held" ] || fail "the manager image holds $held"
+    echo "no lab, kube.fake or manager.labfaults in the image"
+    no_shell "$ctr" python
+}
+
+smoke_lab_manager() {
+    local ctr=$1
+    in_ctr "$ctr" python -m lab.manager --help | head -1
+    in_ctr "$ctr" python -c 'import lab.labfaults, lab.manager; print("lab.manager and its fault hooks import")'
+    uid_of "$ctr" python
     no_shell "$ctr" python
 }
 
@@ -194,7 +215,11 @@ for image in "${stale[@]}"; do
     name=${ARCHIVE[$image]}
     tag="localhost/$name:dev"
     stamp "image $name from images/$image/Containerfile"
-    bah bud --quiet --isolation chroot --build-arg "BASE=$BASE" \
+    args=(--build-arg "BASE=$BASE")
+    if [ "$image" = lab-manager ]; then
+        args+=(--build-arg "MANAGER=localhost/${ARCHIVE[manager]}:dev")
+    fi
+    bah bud --quiet --isolation chroot "${args[@]}" \
         -f "$ROOT/images/$image/Containerfile" -t "$tag" "$context" >/dev/null
     stamp "smoke $name: as uid 65532, no shell in the image"
     ctr=$(bah from --quiet "$tag")

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
-IMAGES: Final = ("manager", "lab-executor")
+IMAGES: Final = ("manager", "lab-executor", "lab-manager")
+# The lab layer the lab's manager image adds to the manager image.
+LAB_MANAGER_FILES: Final = ("lab/__init__.py", "lab/manager.py", "lab/labfaults.py")
 # What `python -m lab.executor` imports beyond the standard library and psycopg.
 EXECUTOR_DISTRIBUTIONS: Final = ("pydantic", "httpx", "pyyaml")
 # Both images are shaped by the build script and by this file.
@@ -76,6 +78,9 @@ def input_paths(image: str) -> list[str]:
     own = [f"images/{image}"]
     if image == "manager":
         return [*COMMON_INPUTS, *own, *packaged_directories(), *unpackaged_pathspecs()]
+    if image == "lab-manager":
+        # Built FROM the manager image: its inputs are the manager's and the lab layer.
+        return [*input_paths("manager"), *own, *LAB_MANAGER_FILES]
     if image == "lab-executor":
         return [*COMMON_INPUTS, *own, "lab/__init__.py", "lab/executor"]
     raise SystemExit(f"images: no image named {image!r} (known: {', '.join(IMAGES)})")

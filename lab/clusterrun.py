@@ -78,6 +78,8 @@ SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 MANAGER_NAMESPACE: Final = "ptah-system"
 NAMESPACE: Final = "shop"
 MANAGER_IMAGE: Final = "ptah-operator"
+# The manager image plus the lab layer (lab.manager): what the fault scenarios install.
+LAB_MANAGER_IMAGE: Final = "ptah-lab-manager"
 EXECUTOR_IMAGE: Final = "ptah-lab-executor"
 # The ptah build the chart declares (execution.ptahVersion): the contract version the
 # lab executor speaks, the same the node-less run binds its plans to.
@@ -206,7 +208,10 @@ class LabRun:
 
     def _start(self) -> None:
         t = time.monotonic()
-        built = {name: artifacts.built_image(name) for name in (MANAGER_IMAGE, EXECUTOR_IMAGE)}
+        built = {
+            name: artifacts.built_image(name)
+            for name in (MANAGER_IMAGE, EXECUTOR_IMAGE, LAB_MANAGER_IMAGE)
+        }
         missing = [name for name, image in built.items() if image is None]
         if missing:
             raise RunFailed(

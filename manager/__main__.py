@@ -20,12 +20,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
 from manager import logs
-from manager.config import ConfigError, describe, load
+from manager.config import Config, ConfigError, describe, load
 from manager.process import Manager
 
 
@@ -42,7 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     )
 
 
-def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    make: Callable[[Config], Manager] = Manager,
+) -> int:
+    """``make`` builds the manager from its configuration: the lab's (``lab.manager``)
+    adds its fault hooks; the shipped program's is ``Manager`` itself."""
     _parser().parse_args(argv)
     try:
         config = load(os.environ if environ is None else environ)
@@ -58,7 +64,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return Manager(config).run(stopping)
+    return make(config).run(stopping)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from controller import (
     CONTROLLER_STATE_VERSION,
     BindingInputs,
     ManagerConfig,
-    Step,
     WatchScope,
     timing_problem,
 )
@@ -34,11 +33,6 @@ from runner import RUNNER_PROTOCOL_VERSION
 from webhook.rules import ImagePins, Settings
 
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-# The last path segment of the lab's stand-in executor image (lab/clusterrun.py pushes
-# it as <registry>/ptah/ptah-lab-executor): the lab-only variables need it.
-LAB_EXECUTOR_REPOSITORY: Final = "ptah-lab-executor"
-# Set by the chart's ``lab:`` values only; refused unless the executor is the stand-in.
-LAB_VARIABLES: Final = ("PTAH_LAB_FAULT_POINTS", "PTAH_LAB_SWAP_STEPS")
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _SERVICE_ACCOUNT: Final = re.compile(
@@ -124,27 +118,6 @@ def _names(raw: str) -> tuple[str, ...]:
 
 def _optional_names(raw: str) -> tuple[str, ...]:
     return _names(raw) if raw else ()
-
-
-def _steps(raw: str) -> tuple[Step, Step] | None:
-    if not raw:
-        return None
-    known = {step.value: step for step in Step}
-    parts = raw.split(",")
-    if len(parts) != 2 or any(part not in known for part in parts) or parts[0] == parts[1]:
-        raise ValueError(
-            f"{raw!r} is not two different dispatch steps, first,second "
-            f"(each one of {', '.join(known)})"
-        )
-    return known[parts[0]], known[parts[1]]
-
-
-def is_lab_executor(image: str) -> bool:
-    """Whether ``image`` is the lab's stand-in executor (a repository named
-    ``ptah-lab-executor``), which no production install pins: the real executor
-    cannot be the lab's, and a manager whose Jobs run it changes no real database."""
-    repository = image.split("@", 1)[0]
-    return repository.rsplit("/", 1)[-1] == LAB_EXECUTOR_REPOSITORY
 
 
 def _level(raw: str) -> str:
@@ -287,22 +260,6 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "test hook: every pass blocks until shutdown; refused with in-cluster credentials",
         default="false",
     ),
-    Variable(
-        "PTAH_LAB_FAULT_POINTS",
-        _bool,
-        "lab only (chart value lab.faultPoints): an Apply stops dead after the durable write "
-        "its resource's lab.ptah.run/stop-after annotation names; refused unless the "
-        "executor image is the lab's stand-in",
-        default="false",
-    ),
-    Variable(
-        "PTAH_LAB_SWAP_STEPS",
-        _steps,
-        "lab only (chart value lab.swapSteps): two dispatch steps exchanged, first,second, "
-        "to show the fault suite fails such a build; refused unless the executor image is "
-        "the lab's stand-in",
-        default="",
-    ),
 )
 
 # Read by the Python interpreter, not by the manager; the chart sets them for the
@@ -341,8 +298,6 @@ class Config:
     kubeconfig: Path | None
     wedge_passes: bool
     require_distinct_approver: bool
-    lab_fault_points: bool = False
-    lab_swap_steps: tuple[Step, Step] | None = None
 
     def webhook_settings(self) -> Settings:
         """The webhook's settings: the manager's identity, the images its own
@@ -389,26 +344,6 @@ def _read(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     return values, problems
 
 
-def lab_problems(values: Mapping[str, Any]) -> list[str]:
-    """The lab-only variables set on a manager that is not the lab's. Pure.
-
-    A lab configuration is one a production install cannot have by accident: the chart
-    sets these only from its ``lab:`` values, and the manager takes them only when the
-    executor image it pins is the lab's stand-in. A fault point in production would
-    park a pass that may hold the database; a swapped step order would dispatch out of
-    the spec's order.
-    """
-    executor = values["PTAH_EXECUTOR_IMAGE"]
-    if is_lab_executor(executor):
-        return []
-    set_ = [name for name in LAB_VARIABLES if values[name]]
-    return [
-        f"{name} is for the lab only and is refused unless the executor image is the lab's "
-        f"stand-in (a repository named {LAB_EXECUTOR_REPOSITORY}), not {executor!r}"
-        for name in set_
-    ]
-
-
 def load(env: Mapping[str, str]) -> Config:
     """The configuration ``env`` describes, or ``ConfigError`` with every problem in it."""
     values, problems = _read(env)
@@ -436,7 +371,6 @@ def load(env: Mapping[str, str]) -> Config:
             "PTAH_TEST_WEDGE_PASSES is a test hook and is refused for a manager "
             "running with in-cluster credentials"
         )
-    problems += lab_problems(values)
     if values["PTAH_WEBHOOK_PORT"] == values["PTAH_METRICS_PORT"]:
         problems.append("PTAH_METRICS_PORT must differ from PTAH_WEBHOOK_PORT")
     if problems:
@@ -478,8 +412,6 @@ def load(env: Mapping[str, str]) -> Config:
         kubeconfig=kubeconfig,
         wedge_passes=values["PTAH_TEST_WEDGE_PASSES"],
         require_distinct_approver=values["PTAH_REQUIRE_DISTINCT_APPROVER"],
-        lab_fault_points=values["PTAH_LAB_FAULT_POINTS"],
-        lab_swap_steps=values["PTAH_LAB_SWAP_STEPS"],
     )
 
 

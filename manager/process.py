@@ -36,7 +36,6 @@ from prometheus_client import start_http_server
 import certs
 from controller import (
     ApiEventSink,
-    Driver,
     Environment,
     Key,
     LeaderElector,
@@ -49,7 +48,6 @@ from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient, O
 from kube.client import KubeApi
 from manager.config import Config
 from manager.health import liveness_problems
-from manager.labfaults import LabFaultPoints
 from manager.metrics import ManagerMetrics
 from manager.webhookprocess import WebhookProcess
 
@@ -101,13 +99,17 @@ class Manager:
         *,
         api: Callable[[Config], ApiClient] = connect,
         webhook_api: Callable[[Config], ApiClient] = connect,
+        prepare: Callable[[Environment], None] | None = None,
     ) -> None:
         """``api`` makes the controller's API client, ``webhook_api`` the webhook
         child's (in the child, so a module-level function); a test or a benchmark hands
-        in doubles, production the real adapter."""
+        in doubles, production the real adapter. ``prepare`` adjusts each pass
+        environment before its reconciler gets it: the lab's fault hooks
+        (``lab.manager``); the shipped program passes none."""
         self.config = config
         self._connect = api
         self._webhook_api = webhook_api
+        self._prepare = prepare
         self.metrics = ManagerMetrics()
         self.monitor = self.metrics.monitor
         self._lock = threading.Lock()
@@ -125,12 +127,8 @@ class Manager:
             config=config.controller,
             lock=TargetLock(api, config.controller.lease_namespace),
         )
-        # Only a lab configuration (manager.config refuses these elsewhere).
-        if config.lab_fault_points:
-            env.faults = LabFaultPoints()
-        if config.lab_swap_steps is not None:
-            log.warning("lab: dispatch steps %s and %s exchanged", *config.lab_swap_steps)
-            env.driver = Driver.swapped(*config.lab_swap_steps)
+        if self._prepare is not None:
+            self._prepare(env)
         elector = None
         if config.leader_election is not None:
             election = config.leader_election

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 from setuptools import find_packages  # type: ignore[import-untyped]
 
 from tests.test_layers import ALLOWED
@@ -73,3 +74,21 @@ def test_the_manager_images_inputs_are_the_wheels_files() -> None:
     files: list[str] = inputs.input_files(inputs.input_paths("manager"))
     assert "kube/client.py" in files
     assert [f for f in files if f.startswith(("kube/fake/", "lab/", "tests/"))] == []
+
+
+def fault_injection_in(top: str) -> list[str]:
+    """Modules under ``top`` that name a lab fault variable or are the fault hooks."""
+    return sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / top).rglob("*.py")
+        if "PTAH_LAB_" in path.read_text() or path.stem == "labfaults"
+    )
+
+
+@pytest.mark.parametrize(
+    ("top", "holds"),
+    # The control: the lab holds the fault hooks, so the scan finds them where they are.
+    [("lab", True), *((top, False) for top in ("manager", "controller", "webhook", "kube"))],
+)
+def test_the_fault_hooks_are_the_labs_and_ship_nowhere(top: str, holds: bool) -> None:
+    assert bool(fault_injection_in(top)) is holds, fault_injection_in(top)

@@ -6,10 +6,11 @@ the stop is real: the chart's manager runs with the lab's fault points
 (``lab.faultPoints``, refused unless the executor is the lab's stand-in), and a
 resource of this file's own, on a database of its own, names one write in its
 ``lab.ptah.run/stop-after`` annotation. Right after that write succeeds the pass
-parks for good (``manager.labfaults``); the test removes the annotation (so the
-replacement does not stop there again), SIGKILLs the manager's process from the host
-(a Pod's processes are the host's), and deletes its Pod. The replacement manager
-then takes over. What holds is read from the API server and from PostgreSQL itself:
+parks for good (``lab.labfaults``, in the lab's manager image); the test removes the
+annotation (so the replacement does not stop there again), SIGKILLs the manager's
+process from the host (a Pod's processes are the host's), and deletes its Pod. The
+replacement manager then takes over. What holds is read from the API server and from
+PostgreSQL itself:
 
 - at most one Apply Job ever existed for the resource (every Job the API server
   stored since the approval, by UID, followed by a watch), and none ever stood
@@ -74,9 +75,18 @@ from jobclaim.apiserver import (
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from kubectl_ptah import cli as kubectl_ptah
 from lab import install
-from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, POLICY, SECRETS, LabRun
+from lab.clusterrun import (
+    EXAMPLES,
+    LAB_MANAGER_IMAGE,
+    MANAGER_IMAGE,
+    MANAGER_NAMESPACE,
+    NAMESPACE,
+    POLICY,
+    SECRETS,
+    LabRun,
+)
+from lab.labfaults import ANNOTATION, PARKED
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from manager.labfaults import ANNOTATION, PARKED
 from tests.cluster.conftest import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded
 from tests.cluster.tenants import Recorder, everything
@@ -152,8 +162,16 @@ SWAPPED: Final = Case("", "run", label="swapped")
 
 
 def _upgrade(run: LabRun, *, fault_points: bool, swap: str = "") -> None:
-    """The chart upgraded with the lab values, until the new manager alone runs."""
-    chart_upgraded(run, {"lab": {"faultPoints": fault_points, "swapSteps": swap}})
+    """The chart upgraded with the lab values, until the new manager alone runs: with
+    any of them on, the lab's manager image (the shipped one holds no fault hook)."""
+    image = run.images[LAB_MANAGER_IMAGE if fault_points or swap else MANAGER_IMAGE]
+    chart_upgraded(
+        run,
+        {
+            "image": {"repository": image.repository, "digest": image.digest},
+            "lab": {"faultPoints": fault_points, "swapSteps": swap},
+        },
+    )
 
 
 def _lab_env(run: LabRun) -> dict[str, str]:
@@ -299,7 +317,9 @@ def _host_pid(pod: str) -> int:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # gone meanwhile, or a kernel thread
-        if wanted in environ and b"ptah-manager" in cmdline:
+        # The lab's manager program (lab.manager, in the lab's manager image) runs the
+        # fault points; ptah-manager is the shipped one.
+        if wanted in environ and any(p in cmdline for p in (b"lab.manager", b"ptah-manager")):
             found.append(int(entry.name))
     assert len(found) == 1, f"the host sees {len(found)} manager processes of {pod}"
     return found[0]

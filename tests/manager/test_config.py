@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from controller.mutationlifecycle import Step
 from controller.pieces.watchscope import CLUSTER
 from manager.__main__ import _prog, main
 from manager.config import ConfigError, load
@@ -48,7 +47,6 @@ def test_the_charts_environment_configures_a_manager() -> None:
         CLUSTER,
     )
     assert not config.wedge_passes
-    assert not config.lab_fault_points and config.lab_swap_steps is None
 
 
 def test_four_eyes_reaches_the_webhook_from_the_environment_only() -> None:
@@ -91,36 +89,6 @@ REFUSED = [
         "the retry period must be positive and shorter than the renew deadline",
     ),
     ("same ports", {"PTAH_METRICS_PORT": "9443"}, "PTAH_METRICS_PORT must differ"),
-    (
-        "fault points, production executor",
-        {"PTAH_LAB_FAULT_POINTS": "true"},
-        "PTAH_LAB_FAULT_POINTS is for the lab only and is refused unless the executor image "
-        "is the lab's stand-in",
-    ),
-    (
-        "swapped steps, production executor",
-        {"PTAH_LAB_SWAP_STEPS": "mark,create"},
-        "PTAH_LAB_SWAP_STEPS is for the lab only",
-    ),
-    (
-        "fault points, an executor merely named like the stand-in",
-        {
-            "PTAH_LAB_FAULT_POINTS": "true",
-            "PTAH_EXECUTOR_IMAGE": "registry.example.com/ptah-lab-executor-prod@sha256:" + "1" * 64,
-        },
-        "PTAH_LAB_FAULT_POINTS is for the lab only",
-    ),
-    ("fault points, not a bool", {"PTAH_LAB_FAULT_POINTS": "on"}, "PTAH_LAB_FAULT_POINTS: 'on'"),
-    (
-        "one step swapped with itself",
-        {"PTAH_LAB_SWAP_STEPS": "mark,mark"},
-        "PTAH_LAB_SWAP_STEPS: 'mark,mark' is not two different dispatch steps",
-    ),
-    (
-        "an unknown step",
-        {"PTAH_LAB_SWAP_STEPS": "mark,launch"},
-        "PTAH_LAB_SWAP_STEPS: 'mark,launch' is not two different dispatch steps",
-    ),
     ("a namespace twice", {"PTAH_WATCH_NAMESPACES": "shop,shop"}, "PTAH_WATCH_NAMESPACES: names"),
     (
         "not a namespace",
@@ -184,27 +152,6 @@ def test_the_watch_scope_is_the_list_and_the_selector() -> None:
 def test_the_wedge_hook_is_accepted_with_a_kubeconfig() -> None:
     env = {**CHART_ENV, "PTAH_TEST_WEDGE_PASSES": "true", "PTAH_KUBECONFIG": "/tmp/k.yaml"}
     assert load(env).wedge_passes
-
-
-LAB_EXECUTOR = "10.88.0.1:5000/ptah/ptah-lab-executor@sha256:" + "2" * 64
-
-
-def test_the_lab_variables_are_taken_with_the_lab_executor() -> None:
-    env = {
-        **CHART_ENV,
-        "PTAH_EXECUTOR_IMAGE": LAB_EXECUTOR,
-        "PTAH_LAB_FAULT_POINTS": "true",
-        "PTAH_LAB_SWAP_STEPS": "mark,create",
-    }
-    config = load(env)
-    assert config.lab_fault_points
-    assert config.lab_swap_steps == (Step.MARK, Step.CREATE)
-
-
-def test_the_lab_executor_alone_changes_nothing() -> None:
-    config = load({**CHART_ENV, "PTAH_EXECUTOR_IMAGE": LAB_EXECUTOR})
-    assert not config.lab_fault_points
-    assert config.lab_swap_steps is None
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -1,5 +1,5 @@
-"""The lab's fault points park a pass only at the write its resource's annotation names,
-and a manager is given them only in a lab configuration."""
+"""The lab's fault points park a pass only at the write its resource's annotation names
+(tests/lab/test_labmanager.py: only the lab's manager is given them)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,10 @@ from typing import cast
 
 import pytest
 
-from controller.mutationlifecycle import Driver, Step
 from controller.pieces.faultpoints import Boundary
 from jobclaim.api import ObjectMeta, PtahMigration
-from kube.fake.inmemory import InMemoryApi
-from manager.config import load
-from manager.labfaults import ANNOTATION, LabFaultPoints
-from manager.process import Manager
+from lab.labfaults import ANNOTATION, LabFaultPoints
 from tests.controller.test_faultpoints import CLAIM
-from tests.manager.support import CHART_ENV
-from tests.manager.test_config import LAB_EXECUTOR
 
 
 class Park(threading.Event):
@@ -55,19 +49,3 @@ def test_a_pass_parks_only_at_the_named_write(
     park = Park()
     LabFaultPoints(park).after(boundary, _migration(annotations), CLAIM)
     assert park.waits == (1 if parks else 0)
-
-
-@pytest.mark.parametrize("lab", [False, True], ids=["production", "lab"])
-def test_only_a_lab_manager_gets_fault_points_and_a_swapped_order(lab: bool) -> None:
-    env = dict(CHART_ENV)
-    if lab:
-        env |= {
-            "PTAH_EXECUTOR_IMAGE": LAB_EXECUTOR,
-            "PTAH_LAB_FAULT_POINTS": "true",
-            "PTAH_LAB_SWAP_STEPS": "mark,create",
-        }
-    manager = Manager(load(env))
-    reconciler = manager._new_reconciler(InMemoryApi(), threading.Event())
-    assert isinstance(reconciler.env.faults, LabFaultPoints) is lab
-    expected = Driver.swapped(Step.MARK, Step.CREATE) if lab else Driver()
-    assert reconciler.env.driver.order == expected.order

@@ -1,7 +1,7 @@
 """The lab's fault points: an Apply stopped dead right after a named durable write.
 
-Wired only when the configuration is a lab one (``PTAH_LAB_FAULT_POINTS``, refused by
-``manager.config`` unless the executor image is the lab's stand-in). The resource
+Wired only by the lab's manager (``lab.manager``, ``PTAH_LAB_FAULT_POINTS``, refused
+unless the executor image is the lab's stand-in); the shipped manager has none. The resource
 names the write in its ``lab.ptah.run/stop-after`` annotation (a
 ``controller.pieces.faultpoints.Boundary`` value); right after that write of its Apply claim
 succeeds, the pass parks for good: it writes nothing more, renews nothing, and holds
@@ -20,7 +20,7 @@ from typing import Final
 
 from controller import Boundary, Operation, Subject
 
-log = logging.getLogger("manager.labfaults")
+log = logging.getLogger("lab.labfaults")
 
 ANNOTATION: Final = "lab.ptah.run/stop-after"
 # The line the cluster test waits for before it kills: synchronization only; what the

@@ -130,9 +130,10 @@ rm -rf "$context"
 mkdir -p "$context/wheels" "$context/lab-executor/lab/executor"
 "$PYTHON" "$ROOT/images/inputs.py" requirements lab-executor \
     >"$context/lab-executor/requirements.txt"
-# setuptools reuses build/lib between builds: a module deleted or moved since the last
-# wheel would otherwise still be packed into this one.
-rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.*
+# setuptools reuses build/lib between builds, and reads the SOURCES.txt of an egg-info
+# left by an earlier build or editable install as part of the manifest: a module deleted,
+# moved or excluded since then (kube/fake) would otherwise still be packed into this one.
+rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.* "$ROOT"/*.egg-info
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --constraint "$constraints" \
     --wheel-dir "$context/wheels" "$ROOT" --requirement "$context/lab-executor/requirements.txt"
 cp "$ROOT/lab/__init__.py" "$context/lab-executor/lab/"

@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from controller.passcontext import PassContext
 from controller.vocabulary import EventReason
 from jobclaim import (
     CONSUMED,
@@ -48,13 +49,14 @@ from jobclaim.apiserver import (
     PTAHSCHEMAAPPROVALS,
     ApiClient,
     ApiReader,
+    Conflict,
     NotFound,
     Object,
     Resource,
     compare_and_swap,
 )
 from jobclaim.errors import PtahError
-from jobclaim.times import parse_time
+from jobclaim.times import parse_time, timestamp
 
 __all__ = [
     "CONSUMED",
@@ -417,3 +419,45 @@ def witness_apply_job(
         )
 
     compare_and_swap(attempt)
+
+
+def mark_plan_approvals_stale(
+    ctx: PassContext,
+    plan_uid: str,
+    *,
+    reason: str = "ExecutionBindingChanged",
+    message: str = "the plan was made under an execution binding that was retired",
+) -> int:
+    """Mark every unspent approval of the plan ``plan_uid`` stale; how many were."""
+    marked = 0
+    for obj in ctx.api.list(ctx.family.approvals, ctx.namespace):
+        spec = obj.get("spec") or {}
+        if (spec.get("planRef") or {}).get("uid") != plan_uid:
+            continue
+        status = dict(obj.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        if any(
+            c.get("type") in (CONSUMED, STALE) and c.get("status") == "True" for c in conditions
+        ):
+            continue
+        conditions.append(
+            {
+                "type": STALE,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": timestamp(ctx.now()),
+            }
+        )
+        try:
+            ctx.api.patch_status(
+                ctx.family.approvals,
+                ctx.namespace,
+                obj["metadata"]["name"],
+                {**status, "conditions": conditions},
+                resource_version=obj["metadata"].get("resourceVersion", ""),
+            )
+        except Conflict:
+            continue  # written since our read; the next sweep decides from that write
+        marked += 1
+    return marked

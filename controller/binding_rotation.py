@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.approvals import mark_plan_approvals_stale
 from controller.claimsupervision import renew
 from controller.claimwrites import AGAIN, complete_pending_release, discard_release
 from controller.jobaccount import pods_of, set_cleanup_ttl
@@ -48,11 +49,7 @@ from controller.passcontext import (
     schema_of,
     schema_status_of,
 )
-from controller.schema_records import (
-    mark_plan_approvals_stale,
-    pending_observation_for,
-    renew_proof,
-)
+from controller.schema_records import pending_observation_for, renew_proof
 from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,

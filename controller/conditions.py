@@ -9,17 +9,33 @@ spec it describes. The domain conditions say which rung of the ladder holds.
 
 A condition's ``lastTransitionTime`` moves only when its status does, so a pass that
 decides what the last one decided computes the same list and writes nothing.
+
+Every condition that describes the phase (Ready, Reconciling, Progressing, Stalled,
+Blocked, InSync, ApprovalRequired) or a record (a failed reading, the source's
+freshness, the database's reachability) is derived from the status being written,
+and ``PassContext.write_status`` passes every status write through ``aligned``: no
+write can store a phase beside conditions that describe another (a retirement that
+sets VerifyingConvergence once left Ready=False(Applying) behind). The phase
+machine's publication (``conditions_for``) adds only its decision's words.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from controller.passcontext import Family, Status, Subject
-from controller.phasemachine import Decision, Event, Wait
+from controller.freshness import (
+    DATABASE_READINGS,
+    SOURCE_READING,
+    digest_pinned,
+    history_refusal,
+)
+from controller.phasemachine import Decision, Event
 from controller.vocabulary import event_reason
-from jobclaim import verification_policy, verified_as_asked
-from jobclaim.api import Condition, PtahSchemaStatus
+from jobclaim import requested_reference, verification_policy, verified_as_asked
+from jobclaim.api import Condition, PtahMigrationStatus, PtahSchemaStatus
+
+if TYPE_CHECKING:  # passcontext writes status through ``aligned``: types only here
+    from controller.passcontext import Family, Status, Subject
 
 _WORKING: Final = frozenset(
     {
@@ -52,33 +68,165 @@ def drift_condition(status: PtahSchemaStatus) -> Condition:
     )
 
 
-def conditions_for(
-    family: Family, subject: Subject, status: Status, decision: Decision, *, now: str
-) -> list[Condition]:
-    """The conditions ``status`` (as this decision leaves it) publishes."""
+# The readings whose failure is a refresh of what the resource stands on.
+_REFRESHES: Final = frozenset({SOURCE_READING, "Observe", "History"})
+
+
+def _read_database(status: Status) -> bool:
+    if isinstance(status, PtahSchemaStatus):
+        return status.observation is not None
+    return status.history is not None
+
+
+def _blocked_reason(status: Status) -> str:
+    if isinstance(status, PtahMigrationStatus):
+        if status.unresolved_run is not None:
+            return "RunUnresolved"
+        refusal = history_refusal(status.history)
+        if refusal is not None:
+            return refusal
+    return "Blocked"
+
+
+def _derived(subject: Subject, status: Status, message: str | None) -> list[Condition]:
+    """The conditions the status itself says, in their order. ``message`` is the
+    phase machine's word for the phase-tied ones; without it, the phase's."""
     phase = status.phase or "Pending"
     failure = status.reading_failure
-    generation = subject.metadata.generation
-    failed = decision.event is Event.RETRY_NOT_DUE and failure is not None
-    stalled = failed or phase == "Blocked"
-    sentence = failure.message if failure else decision.event.value
+    said = message or f"phase {phase}"
     in_sync = phase == "InSync"
-    found: list[Condition] = [
-        _condition("Ready", in_sync, phase, decision.event.value),
+    working = phase in _WORKING
+    blocked = phase == "Blocked"
+    operation = failure.operation if failure else None
+    sentence = failure.message if failure else said
+    resolved = (
+        status.source if isinstance(status, PtahSchemaStatus) else status.artifact
+    ) is not None
+    refresh = failure is not None and resolved and operation in _REFRESHES
+    pinned = digest_pinned(requested_reference(subject))
+    engine = subject.spec.target.engine
+    unsupported = failure is not None and failure.code == "dialect_mismatch"
+    database_failed = failure is not None and operation in DATABASE_READINGS
+    return [
+        _condition("Ready", in_sync, phase, said),
+        _condition("Reconciling", working, phase, said),
+        _condition("Progressing", working, phase, said),
         _condition(
-            "Reconciling",
-            phase in _WORKING or decision.wait is Wait.NONE,
-            phase,
-            decision.event.value,
+            "Stalled",
+            phase in ("Failed", "Blocked"),
+            "ReadingFailed" if phase == "Failed" and failure else phase,
+            sentence if phase == "Failed" else said,
         ),
-        _condition("Stalled", stalled, "ReadingFailed" if failed else phase, sentence),
+        _condition(
+            "Blocked",
+            blocked,
+            _blocked_reason(status) if blocked else "NotBlocked",
+            said,
+        ),
         _condition(
             "ReconciliationFailed",
             failure is not None,
             failure.operation + "Failed" if failure else "NoFailure",
             failure.message if failure else "the last reading succeeded",
         ),
+        _condition(
+            "SourceFreshnessUnknown",
+            operation == SOURCE_READING,
+            "ResolveFailed"
+            if operation == SOURCE_READING
+            else ("DigestPinned" if pinned else "SourceFresh"),
+            sentence
+            if operation == SOURCE_READING
+            else (
+                "the reference is pinned by digest"
+                if pinned
+                else f"the reference was last resolved at {status.source_checked_at or '-'}"
+            ),
+        ),
+        _condition(
+            "RefreshFailed",
+            refresh,
+            f"{operation}Failed" if refresh else "RefreshSucceeded",
+            sentence if refresh else "the last refresh succeeded",
+        ),
+        Condition(
+            type="DatabaseReachable",
+            status="False"
+            if database_failed
+            else ("True" if _read_database(status) else "Unknown"),
+            reason=f"{operation}Failed"
+            if database_failed
+            else ("Reachable" if _read_database(status) else "NotRead"),
+            message=sentence if database_failed else "the last reading of the database",
+        ),
+        _condition(
+            "EngineSupported",
+            not unsupported,
+            "DialectMismatch" if unsupported else "Supported",
+            sentence if unsupported else engine,
+        ),
+        _condition(
+            "ApprovalRequired",
+            phase == "AwaitingApproval",
+            "AwaitingApproval" if phase == "AwaitingApproval" else phase,
+            said,
+        ),
+        _condition("InSync", in_sync, "InSync" if in_sync else phase, said),
     ]
+
+
+def _stamped(
+    found: list[Condition], old: list[Condition], generation: int | None, now: str
+) -> list[Condition]:
+    """``found`` with observedGeneration, and lastTransitionTime kept unless the
+    status moved; a condition ``found`` does not name (the realm gate's) is kept."""
+    before = {c.type: c for c in old}
+    named = {c.type for c in found}
+    out: list[Condition] = []
+    for condition in found:
+        was = before.get(condition.type)
+        moved = was is None or was.status != condition.status
+        out.append(
+            condition.model_copy(
+                update={
+                    "observed_generation": generation,
+                    "last_transition_time": now
+                    if moved or was is None
+                    else was.last_transition_time,
+                }
+            )
+        )
+    return out + [c for c in old if c.type not in named and c.type not in _OWNED]
+
+
+def aligned(subject: Subject, status: Status, *, now: str) -> list[Condition]:
+    """The conditions ``status`` must carry when it is written: every derived one made
+    to describe it, the words of one that already does kept (they are the phase
+    machine's). Pure; what ``PassContext.write_status`` writes."""
+    old = {c.type: c for c in status.conditions}
+    found: list[Condition] = []
+    for derived in _derived(subject, status, None):
+        was = old.get(derived.type)
+        if was is not None and (was.status, was.reason) == (derived.status, derived.reason):
+            derived = derived.model_copy(update={"message": was.message})  # noqa: PLW2901
+        found.append(derived)
+    own = [c for c in status.conditions if c.type in _FAMILY_OWNED]
+    generation = subject.metadata.generation
+    return _stamped(found + own, status.conditions, generation, now)
+
+
+def conditions_for(
+    family: Family, subject: Subject, status: Status, decision: Decision, *, now: str
+) -> list[Condition]:
+    """The conditions ``status`` (as this decision leaves it) publishes."""
+    found = _derived(subject, status, decision.event.value)
+    if decision.event in (Event.AWAITING_APPROVAL, Event.APPLY_NEVER):
+        found = [
+            c.model_copy(update={"reason": event_reason(decision.event)})
+            if c.type == "ApprovalRequired"
+            else c
+            for c in found
+        ]
     found += family.own_conditions(status)
     source, verification = family.artifact(status), status.verification
     # Verified as the spec asks (one rule with the phase machine's facts and admission):
@@ -103,28 +251,31 @@ def conditions_for(
             "PlanPublished" if status.plan else "NoPlan",
             status.plan.name if status.plan else "no plan stands",
         ),
-        _condition(
-            "ApprovalRequired",
-            decision.event in (Event.AWAITING_APPROVAL, Event.APPLY_NEVER),
-            event_reason(decision.event),
-            decision.event.value,
-        ),
-        _condition("InSync", in_sync, "InSync" if in_sync else phase, decision.event.value),
         _condition("Suspended", subject.spec.suspend, "Suspended", "spec.suspend"),
     ]
-    old = {c.type: c for c in status.conditions}
-    out: list[Condition] = []
-    for condition in found:
-        before = old.get(condition.type)
-        moved = before is None or before.status != condition.status
-        out.append(
-            condition.model_copy(
-                update={
-                    "observed_generation": generation,
-                    "last_transition_time": now
-                    if moved or before is None
-                    else before.last_transition_time,
-                }
-            )
-        )
-    return out
+    return _stamped(found, status.conditions, subject.metadata.generation, now)
+
+
+# The conditions ``aligned`` leaves as the last publication wrote them (they describe
+# records, not the phase: the artifact, the plan, the drift, the spec).
+_FAMILY_OWNED: Final = frozenset(
+    {"DriftDetected", "ArtifactResolved", "ArtifactVerified", "PlanReady", "Suspended"}
+)
+# Every condition this module writes; another's (the realm gate's) is carried over.
+_OWNED: Final = frozenset(
+    {
+        "Ready",
+        "Reconciling",
+        "Progressing",
+        "Stalled",
+        "Blocked",
+        "ReconciliationFailed",
+        "SourceFreshnessUnknown",
+        "RefreshFailed",
+        "DatabaseReachable",
+        "EngineSupported",
+        "ApprovalRequired",
+        "InSync",
+    }
+    | _FAMILY_OWNED
+)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
+from controller.conditions import aligned
 from controller.events import EventRecord
 from controller.faultpoints import Boundary, FaultPoints, crossed
 from controller.managerconfig import ManagerConfig
@@ -338,6 +339,9 @@ class PassContext:
     def write_status(self, status: Status) -> None:
         """Replace the status at the version this pass decided from."""
         before = self.subject.status.active_operation if self.subject.status else None
+        # The conditions describe the status written with them, in the same write.
+        conditions = aligned(self.subject, status, now=timestamp(self.now()))
+        status = status.model_copy(update={"conditions": conditions})
         stored = self.api.patch_status(
             self.family.resource,
             self.namespace,

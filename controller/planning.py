@@ -23,12 +23,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from controller.approvals import mark_plan_approvals_stale
 from controller.claimwrites import claim_operation
+from controller.freshness import history_refusal
 from controller.mutationlifecycle import Stop
 from controller.passcontext import Approval, PassContext
 from controller.phasemachine import Decision, Event, Facts, decide
 from controller.planpolicy import approval_required
-from controller.schema_records import mark_plan_approvals_stale
 from controller.standing import PLAN_EVENTS, due_at, facts_of, published
 from jobclaim import verified_as_asked
 from jobclaim.api import PtahMigration, PtahMigrationStatus, PtahSchema, PtahSchemaStatus
@@ -62,9 +63,7 @@ def migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Fa
     verification = status.verification
     history = status.history
     record = status.unresolved_run
-    refuses = history is not None and bool(
-        history.dirty or history.modified_versions or history.out_of_order_versions
-    )
+    refuses = history_refusal(history) is not None
     return Facts(
         "migration",
         resolved=artifact is not None,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final
 
-from controller.approvals import CONSUMED, STALE
+from controller.approvals import mark_plan_approvals_stale
 from controller.claimwrites import (
     AGAIN,
     claim_operation,
@@ -53,7 +53,7 @@ from jobclaim.api import (
     SettledProofStatus,
     TargetLockReleaseStatus,
 )
-from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
+from jobclaim.apiserver import JOBS, NotFound, Object
 from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
@@ -416,45 +416,3 @@ def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) ->
         # it standing without the record its Apply left.
         return remove_orphan_finalizer(ctx) or stop
     return stop
-
-
-def mark_plan_approvals_stale(
-    ctx: PassContext,
-    plan_uid: str,
-    *,
-    reason: str = "ExecutionBindingChanged",
-    message: str = "the plan was made under an execution binding that was retired",
-) -> int:
-    """Mark every unspent approval of the plan ``plan_uid`` stale; how many were."""
-    marked = 0
-    for obj in ctx.api.list(ctx.family.approvals, ctx.namespace):
-        spec = obj.get("spec") or {}
-        if (spec.get("planRef") or {}).get("uid") != plan_uid:
-            continue
-        status = dict(obj.get("status") or {})
-        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-        if any(
-            c.get("type") in (CONSUMED, STALE) and c.get("status") == "True" for c in conditions
-        ):
-            continue
-        conditions.append(
-            {
-                "type": STALE,
-                "status": "True",
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": timestamp(ctx.now()),
-            }
-        )
-        try:
-            ctx.api.patch_status(
-                ctx.family.approvals,
-                ctx.namespace,
-                obj["metadata"]["name"],
-                {**status, "conditions": conditions},
-                resource_version=obj["metadata"].get("resourceVersion", ""),
-            )
-        except Conflict:
-            continue  # written since our read; the next sweep decides from that write
-        marked += 1
-    return marked

@@ -71,8 +71,12 @@ def due_at(ctx: PassContext, decision: Decision) -> datetime | None:
     if decision.wait is Wait.RETRY:
         return _retry_at(ctx)
     if decision.wait is Wait.INTERVAL:
+        # The database's reading is due an interval after it was last made (a waiting
+        # plan's too: its refresh).
         last = last_reading(ctx)
-        return last + timedelta(seconds=interval_seconds(ctx)) if last else None
+        times = [last + timedelta(seconds=interval_seconds(ctx)) if last else None]
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
     return None
 
 

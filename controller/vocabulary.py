@@ -198,7 +198,12 @@ EVENTS: Final[Mapping[EventReason, EventDoc]] = {
         "unknown outcomes.",
     ),
     "PlanDiscarded": EventDoc(
-        "Normal", BOTH, "The standing plan was discarded and its approvals marked stale."
+        "Normal",
+        BOTH,
+        "The standing plan was discarded and its approvals marked Stale: the spec changed, "
+        "the reference moved to new bytes, or a refresh read a database (or a history) "
+        "other than the one the plan was made from. The note says which.",
+        "Review the plan made next and approve it if it is still wanted.",
     ),
     "PlanProjected": EventDoc(
         "Normal", (SCHEMA,), "The approved plan is projected for the Apply Pod to read."
@@ -331,7 +336,14 @@ _EVENT_ACTIONS: Final[Mapping[Event, str]] = {
     Event.RUN_UNRESOLVED: "Acknowledge the unresolved run once the database is checked.",
     Event.RUN_UNRESOLVED_READ: "Acknowledge the unresolved run once the database is checked.",
     Event.SUSPENDED: "Unset spec.suspend to resume.",
+    Event.SOURCE_DUE: "Nothing; a moved tag retires the plan and its approvals.",
+    Event.REFRESH_DUE: "Nothing; a moved database retires the plan and its approvals.",
 }
+
+_REFRESH_ACTION: Final = (
+    "Nothing is applied and no approval is consumed until the reading succeeds: fix the "
+    "registry, credentials or database the message names."
+)
 
 
 def event_reason(event: Event) -> str:
@@ -375,6 +387,45 @@ CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
             )
         ),
     ),
+    "Progressing": ConditionDoc(
+        BOTH,
+        "True while the controller is working toward the spec (the same phases as "
+        "Reconciling, for tools that read Progressing). The reason is the phase.",
+        _phases(),
+    ),
+    "Blocked": ConditionDoc(
+        BOTH,
+        "True when the resource cannot go on until something outside it changes (phase "
+        "Blocked); the reason says what.",
+        {
+            "NotBlocked": ReasonDoc("Nothing blocks the resource."),
+            "Blocked": ReasonDoc(
+                "Policy refuses the plan.", "Read the message; change the spec or the policy."
+            ),
+            "RunUnresolved": ReasonDoc(
+                "A migration run's outcome is unknown.",
+                "Check the database, then `kubectl ptah acknowledge` the run.",
+            ),
+            "HistoryDirty": ReasonDoc(
+                "A migration is recorded as started and not finished.",
+                "Repair the database's migration history.",
+            ),
+            "HistoryModified": ReasonDoc(
+                "An applied migration's file changed in the artifact.",
+                "Restore the file in the artifact, or repair the history.",
+            ),
+            "HistoryOutOfOrder": ReasonDoc(
+                "The artifact holds a version below the current one that was never applied.",
+                "Renumber the migration, or apply it by hand and record it.",
+            ),
+            "HistoryAhead": ReasonDoc(
+                "The database is at a version the artifact does not hold (its history is "
+                "ahead of the artifact); nothing is planned from it.",
+                "Point the spec at the artifact that holds the database's version, or "
+                "find who migrated the database past it.",
+            ),
+        },
+    ),
     "ReconciliationFailed": ConditionDoc(
         BOTH,
         "True when the last reading failed; the reason names it.",
@@ -387,6 +438,58 @@ CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
                 )
                 for op in READINGS
             },
+        },
+    ),
+    "SourceFreshnessUnknown": ConditionDoc(
+        BOTH,
+        "Abnormal-true: True when the last Resolve failed, so whether the reference still "
+        "names the bytes the plan was made from is unknown. A tag is resolved again every "
+        "interval; a digest needs no Resolve.",
+        {
+            "ResolveFailed": ReasonDoc("The registry could not be read.", _REFRESH_ACTION),
+            "SourceFresh": ReasonDoc("The reference was resolved within the last interval."),
+            "DigestPinned": ReasonDoc("The reference is a digest: it cannot move."),
+        },
+    ),
+    "RefreshFailed": ConditionDoc(
+        BOTH,
+        "Abnormal-true: True when a refresh failed (a Resolve of a resolved reference, or "
+        "a reading of the database); the resource fails closed until the next succeeds.",
+        {
+            "RefreshSucceeded": ReasonDoc("The last refresh succeeded."),
+            **{
+                f"{op}Failed": ReasonDoc(f"The {op} refresh failed.", _REFRESH_ACTION)
+                for op in ("Resolve", "Observe", "History")
+            },
+        },
+    ),
+    "DatabaseReachable": ConditionDoc(
+        BOTH,
+        "True when the last reading of the database succeeded, False when it failed, "
+        "Unknown before the first.",
+        {
+            "Reachable": ReasonDoc("The last reading of the database succeeded."),
+            "NotRead": ReasonDoc("The database has not been read yet."),
+            **{
+                f"{op}Failed": ReasonDoc(
+                    f"The last {op} could not read the database; the message is the "
+                    "executor's sentence.",
+                    "Check the database, its URL Secret and the network; the retry follows.",
+                )
+                for op in ("Observe", "Plan", "History")
+            },
+        },
+    ),
+    "EngineSupported": ConditionDoc(
+        BOTH,
+        "False when the executor refused the target's engine (the database is not the "
+        "engine spec.target.engine names); the message is the engine or the refusal.",
+        {
+            "Supported": ReasonDoc("The executor supports the target's engine."),
+            "DialectMismatch": ReasonDoc(
+                "The executor refused the engine, or the database is another engine.",
+                "Fix spec.target.engine or the database URL.",
+            ),
         },
     ),
     "DriftDetected": ConditionDoc(
@@ -456,10 +559,13 @@ CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
     "ApprovalRequired": ConditionDoc(
         BOTH,
         "True when a standing plan needs a person (an approval, or apply Never). The "
-        "reason is the phase machine's last decision.",
+        "reason is the phase machine's last decision, or the phase a write left.",
         {
-            event_reason(e): ReasonDoc(_sentence(e.value), _EVENT_ACTIONS.get(e, _NOTHING))
-            for e in Event
+            **_phases(),
+            **{
+                event_reason(e): ReasonDoc(_sentence(e.value), _EVENT_ACTIONS.get(e, _NOTHING))
+                for e in (Event.AWAITING_APPROVAL, Event.APPLY_NEVER)
+            },
         },
     ),
     "InSync": ConditionDoc(

@@ -168,7 +168,13 @@ def _resolved(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     assert status is not None
     checked = {"source_checked_at": timestamp(ctx.now())}
     same_spec = ctx.subject.metadata.generation == status.observed_generation
-    if same_spec and ctx.family.artifact(status) == source:
+    recorded = ctx.family.artifact(status)
+    # The digest names the bytes (the media type and size are facts of it).
+    same_bytes = recorded is not None and (recorded.reference, recorded.digest) == (
+        source.reference,
+        source.digest,
+    )
+    if same_spec and same_bytes:
         # A tag read again that still names the same bytes: every reading made from
         # them stands, and so does a plan made from them.
         return _accounted(ctx, f"the reference still resolves to {source.digest}", checked)

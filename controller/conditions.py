@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from controller.conditionreasons import event_reason
 from controller.freshness import (
     DATABASE_READINGS,
     SOURCE_READING,
@@ -30,7 +31,6 @@ from controller.freshness import (
     history_refusal,
 )
 from controller.phasemachine import Decision, Event
-from controller.vocabulary import event_reason
 from jobclaim import requested_reference, verification_policy, verified_as_asked
 from jobclaim.api import Condition, PtahMigrationStatus, PtahSchemaStatus
 

@@ -176,10 +176,16 @@ def _derived(subject: Subject, status: Status, message: str | None) -> list[Cond
 
 
 def _stamped(
-    found: list[Condition], old: list[Condition], generation: int | None, now: str
+    found: list[Condition],
+    old: list[Condition],
+    generation: int | None,
+    now: str,
+    *,
+    keep_others: bool,
 ) -> list[Condition]:
     """``found`` with observedGeneration, and lastTransitionTime kept unless the
-    status moved; a condition ``found`` does not name (the realm gate's) is kept."""
+    status moved; with ``keep_others``, a condition ``found`` does not name (the realm
+    gate's) is kept."""
     before = {c.type: c for c in old}
     named = {c.type for c in found}
     out: list[Condition] = []
@@ -196,6 +202,8 @@ def _stamped(
                 }
             )
         )
+    if not keep_others:
+        return out
     return out + [c for c in old if c.type not in named and c.type not in _OWNED]
 
 
@@ -212,7 +220,8 @@ def aligned(subject: Subject, status: Status, *, now: str) -> list[Condition]:
         found.append(derived)
     own = [c for c in status.conditions if c.type in _FAMILY_OWNED]
     generation = subject.metadata.generation
-    return _stamped(found + own, status.conditions, generation, now)
+    # The realm gate's refusal is written through here too: it is kept.
+    return _stamped(found + own, status.conditions, generation, now, keep_others=True)
 
 
 def conditions_for(
@@ -253,7 +262,8 @@ def conditions_for(
         ),
         _condition("Suspended", subject.spec.suspend, "Suspended", "spec.suspend"),
     ]
-    return _stamped(found, status.conditions, subject.metadata.generation, now)
+    # A publication is a pass past the realm gate: its refusal, if any, is over.
+    return _stamped(found, status.conditions, subject.metadata.generation, now, keep_others=False)
 
 
 # The conditions ``aligned`` leaves as the last publication wrote them (they describe

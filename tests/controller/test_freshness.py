@@ -4,21 +4,20 @@ change per row."""
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.conditions import aligned
+from controller.conditions import aligned, conditions_for
 from controller.freshness import (
     digest_pinned,
     history_refusal,
     observation_moved,
     source_due,
 )
-from controller.phasemachine import ROWS
+from controller.phasemachine import ROWS, Decision, Event, Wait
 from controller.schema_dispatch import SCHEMA
 from jobclaim.api import DriftObservationStatus, MigrationHistoryStatus, PtahSchemaStatus
 from runner.decide import history_ahead
@@ -173,14 +172,14 @@ def test_a_write_that_moves_the_phase_moves_its_conditions() -> None:
         | {"VerifyingConvergence", "Applying", "ReadyToApply", "Pending", "Blocked"}
     )
     for before in phases:
-        old = PtahSchemaStatus(phase=before)  # type: ignore[arg-type]
+        old = PtahSchemaStatus(phase=before)
         old = old.model_copy(update={"conditions": aligned(schema, old, now="t0")})
         for after in phases:
             moved = old.model_copy(update={"phase": after})
             written = moved.model_copy(update={"conditions": aligned(schema, moved, now="t1")})
             assert _agrees(after, _held(written)) == [], (before, after)
     # The check bites: the conditions the old phase left do not describe the new one.
-    stale = PtahSchemaStatus(phase="Applying")  # type: ignore[arg-type]
+    stale = PtahSchemaStatus(phase="Applying")
     stale = stale.model_copy(update={"conditions": aligned(schema, stale, now="t0")})
     assert _agrees("VerifyingConvergence", _held(stale)) != []
 
@@ -220,11 +219,13 @@ def test_a_failed_refresh_says_freshness_is_unknown(
     assert reachable == ("False" if failure == "Observe" else "Unknown")
 
 
-def test_conditions_another_stage_wrote_are_kept() -> None:
+def test_the_realm_gates_refusal_is_kept_by_a_write_and_ended_by_a_publication() -> None:
+    # The gate writes its refusal through write_status (aligned must keep it); a
+    # publication is a pass past the gate, so the refusal is over (it is dropped).
     schema = _schema()
-    status = PtahSchemaStatus(phase="Pending")  # type: ignore[arg-type]
-    realm = copy.deepcopy(
-        {"type": "RealmAdmitted", "status": "False", "reason": "RealmNotFound", "message": "x"}
-    )
+    realm = {"type": "RealmAdmitted", "status": "False", "reason": "RealmNotFound", "message": "x"}
     status = PtahSchemaStatus.model_validate({"phase": "Pending", "conditions": [realm]})
     assert "RealmAdmitted" in {c.type for c in aligned(schema, status, now="t")}
+    decision = Decision(Event.NOT_RESOLVED, "Resolving", "Resolve", Wait.NONE)
+    published = conditions_for(SCHEMA, schema, status, decision, now="t")
+    assert "RealmAdmitted" not in {c.type for c in published}

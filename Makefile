@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # `make FILE`: plain `make`, not $(MAKE), so that `make -n` only prints the phase.
 PHASE  := bash lab/phase.sh
 
-.PHONY: run test check lint typecheck unit bench soak setup clean controlplane kstatus helm crane promtool prometheus kube-score node-packages contract images image-tools clean-images wheelhouse lua chart
+.PHONY: run test check lint typecheck unit bench soak setup clean controlplane kstatus helm crane promtool prometheus kube-score node-packages mariadb contract images image-tools clean-images wheelhouse lua chart
 
 SETUP_WHAT := installing the project and its pinned dependencies into $(VENV) (cold: a few minutes, from PyPI)
 
@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 # what is missing first (each prerequisite is reused when it is up to date) and says so.
 # RUN_ARGS=--node-less is the older run with no node (lab/run.py).
 # make images rebuilds only an image whose inputs changed (seconds when none did).
-run: setup controlplane helm crane node-packages images
+run: setup controlplane helm crane node-packages mariadb images
 	$(PY) -m lab.clusterrun $(RUN_ARGS)
 
 # The manager image (which also supplies the Jobs' runner) and the lab executor
@@ -82,7 +82,7 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
-unit: setup helm promtool prometheus kube-score controlplane kstatus crane node-packages images wheelhouse lua
+unit: setup helm promtool prometheus kube-score controlplane kstatus crane node-packages mariadb images wheelhouse lua
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -95,7 +95,7 @@ test: lint typecheck unit
 # depends on the virtualenv alone, so it never starts a Go build or an image build.
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
-CHECK_MARKERS = not controlplane and not cluster and not postgres and not registry and not pythons \
+CHECK_MARKERS = not controlplane and not cluster and not postgres and not mariadb and not registry and not pythons \
 	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
 	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)$(if $(wildcard $(KSTATUS_BIN)),, and not kstatus)
 
@@ -277,6 +277,17 @@ node-packages:
 		--cached-if "dpkg-query -W -f='\$${Status}\n' $(NODE_PACKAGES) | grep -c '^install ok installed\$$' | grep -qx '$(words $(NODE_PACKAGES))'" \
 		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES)'
 
+# The lab's MySQL-family server (lab.mariadb): Debian's MariaDB 10.11, since MySQL 8.4
+# is in no registry these machines reach. lab.mariadb runs its own mariadbd as the mysql
+# user in a temporary directory; the package's own service is never started (Debian's
+# policy-rc.d on these machines refuses it, and the lab never uses /var/lib/mysql).
+MARIADB_PACKAGES := mariadb-server mariadb-client
+
+mariadb:
+	@$(PHASE) mariadb "installing $(MARIADB_PACKAGES) from Debian (cold: ~30 s)" \
+		--cached-if "dpkg-query -W -f='\$${Status}\n' $(MARIADB_PACKAGES) | grep -c '^install ok installed\$$' | grep -qx '$(words $(MARIADB_PACKAGES))'" \
+		-- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(MARIADB_PACKAGES)'
+
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
@@ -286,6 +297,7 @@ soak: $(STAMP)
 
 # The runner's end-to-end rows against another ptah-compatible executor (the lab's):
 #   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db [DEV_URL=...]
+#   make contract EXECUTOR=... ENGINE=MySQL DB_URL=mysql://user:pass@host/db CONTRACT_K='and every_operation and migration'
 # Every operation runs through the runner and its frame must read as a success; add
 # CONTRACT_K='and not resolve and not verify' where no registry answers. The lab's
 # executor runs these rows in `make test` (tests/labexecutor/test_runner_contract.py,
@@ -293,6 +305,7 @@ soak: $(STAMP)
 contract: $(STAMP)
 	@test -n "$(EXECUTOR)" || { echo "make contract needs EXECUTOR=/path/to/ptah"; exit 2; }
 	PTAH_CONTRACT_EXECUTOR=$(EXECUTOR) PTAH_CONTRACT_DB_URL=$(DB_URL) PTAH_CONTRACT_DEV_URL=$(DEV_URL) \
+		PTAH_CONTRACT_ENGINE=$(ENGINE) \
 		$(PY) -m pytest -q tests/runner -k "any_executor $(CONTRACT_K)"
 
 clean:

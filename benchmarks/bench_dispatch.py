@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.events import RecordingSink
-from controller.reconciler import Key, Reconciler
+from controller.pieces.events import RecordingSink
+from controller.runtime.reconciler import Key, Reconciler
 from jobclaim import lease_holder
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
 from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig

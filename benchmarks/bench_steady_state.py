@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS
 from tests.controller.dispatchworld import Rig, add_insync_schema, make_rig
 from tests.outcomes.scriptednode import Database, ScriptedNode

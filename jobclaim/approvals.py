@@ -6,7 +6,7 @@ created it. An approval authorizes a mutating claim only when it names the resou
 and the plan by name and UID, carries the plan's fingerprint (which binds everything
 else the plan was computed under) and carries admission's stamp. An approval being
 deleted, marked Stale, or already Consumed authorizes nothing. The controller chooses
-and spends approvals by these functions (``controller.approvals``), and the
+and spends approvals by these functions (``controller.pieces.approvals``), and the
 controller-write webhook holds every mutating Job to the approval its claim spent
 by the same ones, so the two cannot disagree about what a person authorized.
 

@@ -6,7 +6,7 @@ drawing; a new exception class belongs in it):
     PtahError                      jobclaim.errors: an error the operator raises on purpose
      ├── InvalidInput              an input a name, digest, snapshot or Job cannot be formed from
      │    └── BuildRefused         the builder will not build a Job from this claim
-     │         └── PlanGone        controller.migration_dispatch: an Apply's plan is gone
+     │         └── PlanGone        controller.families.migration.dispatch: an Apply's plan is gone
      ├── CRDError                  jobclaim.crds: a model with no structural schema
      ├── ApiError                  jobclaim.apiserver: a failed API call
      │    ├── NotFound

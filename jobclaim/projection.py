@@ -127,7 +127,7 @@ def chunk_object_problem(
     """The chunk's bytes, or why the stored object is not ``chunk`` of ``plan``.
 
     One reading of a stored chunk for every reader: the controller before an Apply
-    (``controller.planstore``) and ``kubectl ptah plan`` before a person approves,
+    (``controller.pieces.planstore``) and ``kubectl ptah plan`` before a person approves,
     so a person is shown exactly the bytes the Apply would run."""
     try:
         stored = PtahSchemaPlanChunk.model_validate(obj)

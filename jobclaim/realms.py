@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-# The RealmAdmitted condition's reasons (controller.vocabulary documents each).
+# The RealmAdmitted condition's reasons (controller.pieces.vocabulary documents each).
 RealmRefusalReason = Literal[
     "RealmNotFound",
     "RealmEngineMismatch",

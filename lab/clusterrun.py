@@ -267,6 +267,7 @@ class LabRun:
         install.wait_ready(
             self.admin,
             MANAGER_NAMESPACE,
+            kubeconfig=self.lab.kubeconfig("admin"),
             report=self.say,
             timeout=300.0,
             check=self.lab.check,

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from controller.operationidentity import input_fingerprint, schema_operation
+from controller import input_fingerprint, schema_operation
 from jobclaim import (
     build_job,
     match,

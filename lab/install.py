@@ -13,7 +13,9 @@ for the Secret to mount and every webhook fails closed. The manager is ready whe
 Deployment says so: the kubelet has pulled its image from the lab registry, started it
 under the chart's security context, and its readiness probe (``/readyz`` over the
 webhook's TLS, which also checks the webhook configurations trust the served
-certificate) passes. The wait reports the Job beside the Pods, and a failed Job ends it.
+certificate) passes, and then once a dry-run request reaches the webhook through its
+Service (the EndpointSlice follows Ready on its own time). The wait reports the Job
+beside the Pods, and a failed Job ends it.
 The API server reaches the webhook Service at the Pod's address on the bridge
 (``--enable-aggregator-routing`` on the lab API server resolves a Service to its
 endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
@@ -22,12 +24,16 @@ endpoints rather than its cluster IP, which only exists in kube-proxy's rules).
 from __future__ import annotations
 
 import re
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import httpx
+import yaml
 
 from jobclaim.apiserver import JOBS, PODS, NotFound, Object, Resource
 from kube.client import KubeApi
@@ -45,6 +51,7 @@ __all__ = [
     "push_chart",
     "run_helm",
     "wait_ready",
+    "webhook_served",
 ]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
@@ -239,12 +246,42 @@ def wait_ready(
     admin: KubeApi,
     namespace: str,
     *,
+    kubeconfig: Path,
     report: Callable[[str], None],
     timeout: float,
     check: Callable[[], None] = lambda: None,
 ) -> Object:
-    """Wait for the manager Deployment to be ready, reporting each change of its state."""
+    """Wait for the manager Deployment to be ready, reporting each change of its state,
+    then for its webhook to answer through its Service.
+
+    Ready is the Pod's; the API server calls the webhook through the Service's
+    EndpointSlice, which the endpoint controller and the API server's own informer
+    update on their own time: a write right after Ready (a person's approval after an
+    install or an upgrade) can still find "no endpoints available for service" and be
+    refused, as it was in CI. So ready means a request reached the webhook.
+    """
     end = time.monotonic() + timeout
+    deployment = _deployment_ready(admin, namespace, report=report, end=end, check=check)
+    while not webhook_served(kubeconfig, namespace):
+        if time.monotonic() > end:
+            raise InstallError(
+                f"the manager was ready but its webhook did not answer through the Service "
+                f"within {timeout:.0f}s"
+            )
+        # The endpoint controller and the API server's informer act on their own time.
+        time.sleep(0.5)
+    return deployment
+
+
+def _deployment_ready(
+    admin: KubeApi,
+    namespace: str,
+    *,
+    report: Callable[[str], None],
+    end: float,
+    check: Callable[[], None],
+) -> Object:
+    timeout = end - time.monotonic()
     last = ""
     while True:
         check()
@@ -270,3 +307,39 @@ def wait_ready(
             raise InstallError(f"the manager was not ready within {timeout:.0f}s: {line}")
         # The scheduler, the kubelet and the probes act on their own time.
         time.sleep(0.5)
+
+
+# What the API server says when it could not reach the webhook's Pod at all. Any other
+# answer came from the webhook: the empty probe is refused by the webhook itself
+# ("failed to call webhook: the server rejected our request"), which proves it answers.
+UNREACHED: Final = ("no endpoints available", "connection refused", "dial tcp")
+
+
+def webhook_served(kubeconfig: Path, namespace: str) -> bool:
+    """True once a dry-run approval create reaches the stamp webhook through its Service.
+
+    The stamp webhook is mutating, so it is called before the API server validates the
+    (deliberately empty) object: whatever the answer then says, the webhook was
+    reached, unless the API server says it found no Pod to call. ``dryRun`` keeps the
+    probe from being stored whatever happens.
+    """
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    token = config["users"][0]["user"]["token"]
+    with httpx.Client(
+        base_url=cluster["server"],
+        verify=ssl.create_default_context(cafile=cluster["certificate-authority"]),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30.0,
+    ) as http:
+        answer = http.post(
+            f"/apis/operator.ptah.run/v1alpha1/namespaces/{namespace}/ptahschemaapprovals",
+            params={"dryRun": "All"},
+            json={
+                "apiVersion": "operator.ptah.run/v1alpha1",
+                "kind": "PtahSchemaApproval",
+                "metadata": {"name": "ptah-webhook-probe"},
+                "spec": {},
+            },
+        )
+    return not any(sign in answer.text for sign in UNREACHED)

@@ -323,7 +323,14 @@ def run_lifecycle(
             f"after the upgrade {SCHEMAS_CRD} has spec.{NEW_FIELD}: {field}; its field "
             f"managers: {managers}"
         )
-    install.wait_ready(run.admin, namespace, report=say, timeout=DEADLINE, check=run.lab.check)
+    install.wait_ready(
+        run.admin,
+        namespace,
+        kubeconfig=run.lab.kubeconfig("admin"),
+        report=say,
+        timeout=DEADLINE,
+        check=run.lab.check,
+    )
     say(
         f"# upgraded to {second} with the manager {digest}: revision 2, the CRD hook Job "
         f"succeeded and the stored {SCHEMAS_CRD} has spec.{NEW_FIELD} (field managers "
@@ -372,7 +379,14 @@ def run_lifecycle(
         raise install.InstallError(
             f"after the rollback {SCHEMAS_CRD} still has spec.{NEW_FIELD}, which no object held"
         )
-    install.wait_ready(run.admin, namespace, report=say, timeout=DEADLINE, check=run.lab.check)
+    install.wait_ready(
+        run.admin,
+        namespace,
+        kubeconfig=run.lab.kubeconfig("admin"),
+        report=say,
+        timeout=DEADLINE,
+        check=run.lab.check,
+    )
     # Helm diffs this rollback against the refused one's failed revision (the first
     # version's manifest), not the deployed second: what only the second had is never
     # deleted. That is its install Job alone (named by a hash of its Pod template; every

@@ -26,7 +26,7 @@ from urllib.parse import quote
 import psycopg
 from psycopg import sql
 
-__all__ = ["BIN", "LabPostgres", "PostgresError"]
+__all__ = ["BIN", "LabPostgres", "PostgresError", "free_port"]
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 # pg_ctl -w waits for this long; a loaded 2-core machine needs more than the default.
@@ -43,7 +43,7 @@ def _as_postgres(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv]
 
 
-def _free_port(addresses: Sequence[str]) -> int:
+def free_port(addresses: Sequence[str]) -> int:
     """A port free on the first address (and checked free on the others)."""
     with socket.socket() as probe:
         probe.bind((addresses[0], 0))
@@ -78,7 +78,7 @@ class LabPostgres:
         self.data = self.root / "data"
         self.addresses = ("127.0.0.1", *listen)
         self.clients = tuple(clients)
-        self.port = _free_port(self.addresses)
+        self.port = free_port(self.addresses)
         self.pid: int | None = None
         self._serial = 0
 

@@ -43,12 +43,19 @@ import httpx
 import yaml
 
 import certs
-from controller.events import ApiEventSink, EventSink
-from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
-from controller.operationidentity import input_fingerprint, schema_operation
-from controller.passcontext import Environment
-from controller.reconciler import Key, Reconciler
-from controller.targetlock import TargetLock
+from controller import (
+    CONTROLLER_STATE_VERSION,
+    ApiEventSink,
+    BindingInputs,
+    Environment,
+    EventSink,
+    Key,
+    ManagerConfig,
+    Reconciler,
+    TargetLock,
+    input_fingerprint,
+    schema_operation,
+)
 from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
 from jobclaim.api import (
     SPEC_WRITER_ANNOTATION,

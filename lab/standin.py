@@ -27,9 +27,14 @@ from typing import Any, Final
 
 import httpx
 
-from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
-from controller.planpolicy import policy_digest
-from controller.podintent import AdmissionSettings, resolve_snapshot
+from controller import (
+    AdmissionSettings,
+    input_fingerprint,
+    migration_operation,
+    policy_digest,
+    resolve_snapshot,
+    schema_operation,
+)
 from jobclaim import build_job, migration_job_inputs, schema_job_inputs
 from jobclaim.api import (
     ManagerRecord,
@@ -426,7 +431,7 @@ def resolve_and_verify(
 def _found(
     operation: str, pinned: OCIArtifactAccessBinding, read: RunnerResult, policy: bool
 ) -> dict[str, Any]:
-    """What the controller's harvest of the reading writes (``controller.readings``)."""
+    """What the controller's harvest of the reading writes (``controller.stages.readings``)."""
     if operation == "Resolve":
         return {"source": pinned.to_wire(), "verification": None, "observation": None}
     verification: dict[str, Any] = {

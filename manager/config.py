@@ -20,9 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
-from controller.leaderelection import timing_problem
-from controller.managerconfig import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig
-from controller.mutationlifecycle import Step
+from controller import CONTROLLER_STATE_VERSION, BindingInputs, ManagerConfig, Step, timing_problem
 from jobclaim import is_pinned_image
 from jobclaim.api import ManagerRecord
 from runner import RUNNER_PROTOCOL_VERSION

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from cryptography import x509
 
 import certs
-from controller.reconciler import Key
+from controller import Key
 
 
 @dataclass(frozen=True, slots=True)

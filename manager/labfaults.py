@@ -3,7 +3,7 @@
 Wired only when the configuration is a lab one (``PTAH_LAB_FAULT_POINTS``, refused by
 ``manager.config`` unless the executor image is the lab's stand-in). The resource
 names the write in its ``lab.ptah.run/stop-after`` annotation (a
-``controller.faultpoints.Boundary`` value); right after that write of its Apply claim
+``controller.pieces.faultpoints.Boundary`` value); right after that write of its Apply claim
 succeeds, the pass parks for good: it writes nothing more, renews nothing, and holds
 its key, so the process is as good as dead from that write on. The cluster test then
 SIGKILLs the container from the host and deletes the Pod (a park, not a self-kill: a
@@ -18,7 +18,7 @@ import logging
 import threading
 from typing import Final
 
-from controller.faultpoints import Boundary, Operation, Subject
+from controller import Boundary, Operation, Subject
 
 log = logging.getLogger("manager.labfaults")
 
@@ -29,7 +29,7 @@ PARKED: Final = "lab fault point: parked after the {boundary} write"
 
 
 class LabFaultPoints:
-    """``controller.faultpoints.FaultPoints`` that park the pass at the named write."""
+    """``controller.pieces.faultpoints.FaultPoints`` that park the pass at the named write."""
 
     def __init__(self, park: threading.Event | None = None) -> None:
         # Never set in the manager: a parked pass stays parked until the process dies.

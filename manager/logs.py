@@ -5,7 +5,7 @@ the one handler installed here, so a log collector parses every line the same wa
 The webhook's decision lines are JSON already; their fields are merged into the line
 rather than nested as a string, so a reviewer filters them like any other field.
 A traceback is a field of its line, never lines of its own. A line written during a
-pass carries the pass's fields (``controller.passlog``: kind, namespace, resource,
+pass carries the pass's fields (``controller.context.passlog``: kind, namespace, resource,
 operation, attempt, phase; null until the pass has read them, or when the resource
 has no claim), and a record's ``extra={"fields": {...}}`` adds its own.
 """
@@ -19,7 +19,7 @@ from typing import Any, Final, TextIO
 
 import orjson
 
-from controller.passlog import current_fields
+from controller import current_fields
 from webhook.observability import DECISION_LOGGER
 
 LEVELS: Final = {

@@ -31,9 +31,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from controller.mutationlifecycle import Stop
-from controller.passcontext import Subject
-from controller.reconciler import Key
+from controller import Key, Stop, Subject
 from jobclaim.apiserver import Object
 from jobclaim.times import utc_now
 from manager.health import ControllerMonitor

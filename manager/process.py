@@ -32,12 +32,16 @@ import uvicorn
 from prometheus_client import start_http_server
 
 import certs
-from controller.events import ApiEventSink
-from controller.leaderelection import LeaderElector
-from controller.mutationlifecycle import Driver, Stop
-from controller.passcontext import Environment
-from controller.reconciler import Key, Reconciler
-from controller.targetlock import TargetLock
+from controller import (
+    ApiEventSink,
+    Driver,
+    Environment,
+    Key,
+    LeaderElector,
+    Reconciler,
+    Stop,
+    TargetLock,
+)
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, ApiClient
 from kube.client import KubeApi
 from manager.config import Config

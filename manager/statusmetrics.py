@@ -28,8 +28,7 @@ from typing import Final
 
 import orjson
 
-from controller.lifecyclepass import FAMILIES
-from controller.passcontext import Subject
+from controller import FAMILIES, Subject
 from jobclaim import operation_info
 from jobclaim.api import PtahMigration, PtahSchema
 from jobclaim.apiserver import Object

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from jobclaim import RECORD_IDENTITY_ENV
 from jobclaim.times import parse_time
+from runner.dburl import mysql_url_problem
 from runner.errors import ConfigurationError
 from runner.result import (
     MAX_OPERATION_ID,
@@ -563,6 +564,9 @@ def _database(
             "dialect_mismatch",
             f"the database URL is not a {engine} URL, and the claim was made for {engine}",
         )
+    refusal = _url_refusal(engine, url, "the database URL")
+    if refusal is not None:
+        return refusal
     identity = target_identity_digest(engine, url)
     if identity is None:
         return _invalid("the database URL names no host")
@@ -581,7 +585,9 @@ def _database(
     secrets = list(secrets_of(url))
     dev_url = env.get(ENV_DEV_URL, "")
     if dev_url:
-        refusal = _dev_problem(engine, url, dev_url)
+        refusal = _url_refusal(engine, dev_url, "the dev database URL") or _dev_problem(
+            engine, url, dev_url
+        )
         if refusal is not None:
             return refusal
         secrets.extend(secrets_of(dev_url))
@@ -597,6 +603,12 @@ def _database(
 def _registry_secrets(env: Mapping[str, str]) -> list[str]:
     # A registry password or token ptah echoes is redacted like the database's.
     return [v for v in (env.get(n, "") for n in ENV_OCI_SECRETS) if len(v) >= MIN_REDACTED_SECRET]
+
+
+def _url_refusal(engine: str, url: str, what: str) -> StartRefusal | None:
+    """A URL whose parameters would let its writer run SQL past the plan (runner.dburl)."""
+    problem = mysql_url_problem(url, what) if engine == "MySQL" else None
+    return StartRefusal("database_url_refused", problem) if problem else None
 
 
 def _dev_problem(engine: str, url: str, dev_url: str) -> StartRefusal | None:

@@ -85,6 +85,45 @@ JOBCLAIM_PUBLIC = frozenset(
 )
 SURFACE_EXEMPT = frozenset({"jobclaim", "lab"})
 
+# The controller's rooms, innermost first, and the rooms each may import (its own
+# always). ``controller`` itself is the package's ``__init__``: the surface the
+# composition root and the lab import (its ``__all__``), which no room imports back.
+# ``controller.families`` holds only its docstring. A module outside every room fails.
+CONTROLLER_CORE = frozenset({"controller.mutationlifecycle", "controller.pieces"})
+CONTROLLER_BELOW_STAGES = CONTROLLER_CORE | {"controller.context"}
+CONTROLLER_BELOW_FAMILIES = CONTROLLER_BELOW_STAGES | {"controller.stages"}
+CONTROLLER_FAMILIES = frozenset({"controller.families.schema", "controller.families.migration"})
+CONTROLLER_ROOMS: dict[str, frozenset[str]] = {
+    # The pure core: the dispatch order, the boundary, the release rule.
+    "controller.mutationlifecycle": frozenset(),
+    # What a pass is built from and that knows nothing of a pass.
+    "controller.pieces": frozenset({"controller.mutationlifecycle"}),
+    # One pass's environment: PassContext and the Family protocol.
+    "controller.context": CONTROLLER_CORE,
+    # The stages both families share; they ask the Family, never a family's module.
+    "controller.stages": CONTROLLER_BELOW_STAGES,
+    "controller.families": frozenset(),
+    # Each family: its dispatch and its records; never the other family.
+    "controller.families.schema": CONTROLLER_BELOW_FAMILIES,
+    "controller.families.migration": CONTROLLER_BELOW_FAMILIES,
+    # One pass in order, the manager loop, leader election.
+    "controller.runtime": CONTROLLER_BELOW_FAMILIES | CONTROLLER_FAMILIES,
+    "controller": frozenset(
+        {"controller.runtime", "controller.families"} | CONTROLLER_BELOW_FAMILIES
+    ),
+}
+# Upward imports the tree still holds: a shared stage that calls a family's record code
+# (issue #28 moves each into the family or the pass's view). Listed by file and module,
+# so no other file gains one; the list may only shrink (a fixed one must leave it).
+CONTROLLER_LEFT_UPWARD = frozenset(
+    {
+        ("controller/stages/binding_rotation.py", "controller.families.migration.records"),
+        ("controller/stages/binding_rotation.py", "controller.families.schema.records"),
+        ("controller/stages/claimsupervision.py", "controller.families.schema.records"),
+        ("controller/stages/readings.py", "controller.families.migration.records"),
+    }
+)
+
 
 def unit_of(module: str) -> str | None:
     """The table's unit a dotted module name belongs to, or None when it is not ours."""
@@ -98,6 +137,17 @@ def unit_of(module: str) -> str | None:
 
 def is_private(module: str) -> bool:
     return any(p.startswith("_") and not p.startswith("__") for p in module.split("."))
+
+
+def room_of(module: str) -> str | None:
+    """The controller room a dotted name belongs to (the longest row it starts with)."""
+    rooms = [r for r in CONTROLLER_ROOMS if module == r or module.startswith(f"{r}.")]
+    return max(rooms, key=len) if rooms else None
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 @dataclass(frozen=True)
@@ -137,9 +187,9 @@ def checked_files(root: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def jobclaim_exports(root: Path) -> frozenset[str]:
-    """The names ``jobclaim/__init__.py`` lists in ``__all__`` (read, not imported)."""
-    init = root / "jobclaim" / "__init__.py"
+def jobclaim_exports(root: Path, package: str = "jobclaim") -> frozenset[str]:
+    """The names ``<package>/__init__.py`` lists in ``__all__`` (read, not imported)."""
+    init = root / package / "__init__.py"
     if not init.is_file():
         return frozenset()
     for node in ast.parse(init.read_text()).body:
@@ -169,15 +219,51 @@ def surface_problem(imp: Import, exports: frozenset[str]) -> str | None:
     return None
 
 
-def violations(root: Path, only: str | None = None) -> list[str]:
+def controller_surface_problem(imp: Import, exports: frozenset[str]) -> str | None:
+    """Why an import from outside ``controller`` reaches past its surface, or None."""
+    if imp.module.split(".")[0] != "controller":
+        return None
+    if imp.module != "controller":
+        return f"{imp.module} is past controller's surface (import it from controller)"
+    if imp.name is not None and imp.name not in exports:
+        return f"controller.{imp.name} is not in controller's __all__"
+    return None
+
+
+def room_problems(imp: Import, source: str, left: frozenset[tuple[str, str]]) -> list[str]:
+    """Why an import inside ``controller`` goes against the rooms' arrows, if it does."""
+    room = room_of(source)
+    target = room_of(imp.target)
+    if room is None or target is None or target == room or target in CONTROLLER_ROOMS[room]:
+        return []
+    if (imp.file, imp.module) in left:
+        return []
+    return [f"{imp.file}:{imp.line}: {room} may not import {imp.target}"]
+
+
+def violations(
+    root: Path,
+    only: str | None = None,
+    left: frozenset[tuple[str, str]] = CONTROLLER_LEFT_UPWARD,
+) -> list[str]:
     """Each import in ``root``'s checked units that the table refuses, as a sentence."""
     problems: list[str] = []
     exports = jobclaim_exports(root)
+    controller_exports = jobclaim_exports(root, "controller")
     for source_unit, path in checked_files(root):
         if only is not None and source_unit != only:
             continue
         own_package = source_unit.split(".")[0]
+        source = module_name(path, root)
+        if own_package == "controller" and room_of(source) == "controller" != source:
+            problems.append(f"{path.relative_to(root)}:1: {source} is in no room of the controller")
         for imp in imports_of(path, root):
+            if own_package == "controller":
+                problems.extend(room_problems(imp, source, left))
+            elif "controller" in ALLOWED[source_unit] and (
+                problem := controller_surface_problem(imp, controller_exports)
+            ):
+                problems.append(f"{imp.file}:{imp.line}: {problem}")
             target_unit = unit_of(imp.target)
             if target_unit is None:
                 continue
@@ -222,6 +308,95 @@ def test_only_kube_client_imports_the_kubernetes_client() -> None:
     assert importers == {"kube/client.py"}
 
 
+def controller_upward(root: Path) -> set[tuple[str, str]]:
+    """Each (file, module) a controller room imports against the arrows, none excused."""
+    return {
+        (imp.file, imp.module)
+        for unit, path in checked_files(root)
+        if unit == "controller"
+        for imp in imports_of(path, root)
+        if room_problems(imp, module_name(path, root), frozenset())
+    }
+
+
+def test_the_controllers_left_upward_imports_are_exactly_the_list() -> None:
+    # A stage that stops importing a family must leave the list, so it never regrows.
+    assert controller_upward(ROOT) == CONTROLLER_LEFT_UPWARD
+
+
+def surface_of(init: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """controller/__init__.py read, not imported: its TYPE_CHECKING imports (name to
+    module), its ``_HOMES`` table and its ``__all__``."""
+    imported: dict[str, str] = {}
+    homes: dict[str, str] = {}
+    exported: list[str] = []
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.If):
+            for sub in node.body:
+                if isinstance(sub, ast.ImportFrom) and sub.module:
+                    imported.update({a.asname or a.name: sub.module for a in sub.names})
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign):
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and node.value is not None:  # type: ignore[union-attr]
+            value = ast.literal_eval(node.value)  # type: ignore[union-attr]
+            if target.id == "_HOMES":
+                homes = value
+            elif target.id == "__all__":
+                exported = value
+    return imported, homes, exported
+
+
+def test_the_controllers_surface_is_declared_once_for_types_and_once_for_use() -> None:
+    imported, homes, exported = surface_of(ROOT / "controller" / "__init__.py")
+    assert len(exported) > 10
+    assert sorted(exported) == sorted(imported) == sorted(homes)
+    assert homes == imported
+
+
+def controller_cycles(root: Path) -> list[list[str]]:
+    """Import cycles among the controller's modules, type-only imports included."""
+    paths = {module_name(p, root): p for u, p in checked_files(root) if u == "controller"}
+
+    def module_for(target: str) -> str | None:
+        while target and target not in paths:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    edges = {
+        name: {
+            m
+            for imp in imports_of(path, root)
+            if (m := module_for(imp.target)) is not None
+            and m != name
+            # A package's __init__ runs before its modules: importing a sibling through
+            # it is not a cycle of the modules themselves.
+            and not name.startswith(f"{m}.")
+        }
+        for name, path in paths.items()
+    }
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for nxt in sorted(edges[name]):
+            if state.get(nxt) == 1:
+                found.append([*trail[trail.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    return found
+
+
+def test_the_controller_has_no_import_cycle_not_even_a_type_only_one() -> None:
+    assert controller_cycles(ROOT) == []
+
+
 # --- the checker, on a synthetic tree -------------------------------------------------
 
 CONTROL = {
@@ -231,7 +406,25 @@ CONTROL = {
     "runner/run.py": "from jobclaim import build_job\nfrom jobclaim.errors import PtahError\n",
     "kube/client.py": "import kubernetes\nfrom jobclaim.apiserver import ApiError\n",
     "kube/fake/inmemory.py": "from kube.fake.rules import r\nfrom jobclaim import apiserver\n",
-    "controller/pass.py": "from runner import parse_result_for\nfrom kube.client import KubeApi\n",
+    "controller/stages/steps.py": (
+        "from runner import parse_result_for\nfrom kube.client import KubeApi\n"
+        "from controller.context.passcontext import PassContext\n"
+    ),
+    "controller/__init__.py": (
+        '__all__ = ["Reconciler"]\nfrom controller.runtime.loop import Reconciler\n'
+    ),
+    "controller/mutationlifecycle/driver.py": "import enum\n",
+    "controller/pieces/targetlock.py": "from controller.mutationlifecycle.driver import Step\n",
+    "controller/context/passcontext.py": "from controller.pieces.targetlock import TargetLock\n",
+    "controller/families/__init__.py": "",
+    "controller/families/schema/dispatch.py": "from controller.stages.steps import lease\n",
+    "controller/families/migration/dispatch.py": "from controller.stages import steps\n",
+    "controller/runtime/loop.py": (
+        "from controller.families.schema.dispatch import SCHEMA\n"
+        "from controller.families.migration import dispatch\n"
+        "from controller.stages.steps import lease\n"
+    ),
+    "manager/main.py": "from controller import Reconciler\n",
     "webhook/wiring.py": "from kube.client import KubeApi\nimport certs\n",
     "lab/run.py": (
         "from kube.fake.inmemory import InMemoryApi\nimport webhook, controller\n"
@@ -242,24 +435,36 @@ CONTROL = {
 
 # One upward (or sideways, or private) import per row, and the sentence it earns.
 REFUSED = [
-    ("jobclaim/match.py", "from controller.claimwrites import c\n", "jobclaim may not import"),
+    (
+        "jobclaim/match.py",
+        "from controller.stages.claimwrites import c\n",
+        "jobclaim may not import",
+    ),
     ("jobclaim/match.py", "import webhook\n", "jobclaim may not import webhook"),
     ("runner/run.py", "from kube.client import KubeApi\n", "runner may not import kube"),
-    ("runner/run.py", "import controller.jobaccount\n", "runner may not import controller"),
+    ("runner/run.py", "import controller.stages.jobaccount\n", "runner may not import controller"),
     ("kube/client.py", "from kube.fake import inmemory\n", "kube may not import kube.fake"),
     ("kube/client.py", "from controller import x\n", "kube may not import controller"),
     ("certs/_x.py", "from kube.client import KubeApi\n", "certs may not import kube"),
-    ("controller/pass.py", "from kube.fake.inmemory import I\n", "may not import kube.fake"),
-    ("controller/pass.py", "from kube import fake\n", "may not import kube.fake"),
-    ("controller/pass.py", "import webhook.app\n", "controller may not import webhook"),
-    ("controller/pass.py", "from lab.run import seed_plan\n", "controller may not import lab"),
+    (
+        "controller/stages/steps.py",
+        "from kube.fake.inmemory import I\n",
+        "may not import kube.fake",
+    ),
+    ("controller/stages/steps.py", "from kube import fake\n", "may not import kube.fake"),
+    ("controller/stages/steps.py", "import webhook.app\n", "controller may not import webhook"),
+    (
+        "controller/stages/steps.py",
+        "from lab.run import seed_plan\n",
+        "controller may not import lab",
+    ),
     ("webhook/app.py", "from tests.jobclaim import world\n", "webhook may not import tests"),
-    ("webhook/app.py", "from controller.claimwrites import c\n", "webhook may not import"),
+    ("webhook/app.py", "from controller.stages.claimwrites import c\n", "webhook may not import"),
     ("webhook/app.py", "from lab import localplane\n", "webhook may not import lab"),
     ("manager/main.py", "from lab.run import main\n", "manager may not import lab"),
     ("manager/main.py", "import kube.fake.faults\n", "manager may not import kube.fake"),
     (
-        "controller/pass.py",
+        "controller/stages/steps.py",
         "from jobclaim._canonical import is_digest\n",
         "jobclaim._canonical.is_digest is private",
     ),
@@ -268,10 +473,14 @@ REFUSED = [
         "from certs._files import atomic_write\n",
         "certs._files.atomic_write is private",
     ),
-    ("controller/pass.py", "def f():\n    import webhook\n", "controller may not import webhook"),
+    (
+        "controller/stages/steps.py",
+        "def f():\n    import webhook\n",
+        "controller may not import webhook",
+    ),
     # Past jobclaim's public surface: a submodule that is not public, by any spelling.
     (
-        "controller/pass.py",
+        "controller/stages/steps.py",
         "from jobclaim.builder import RUNNER_CONTAINER\n",
         "jobclaim.builder is not jobclaim's public surface",
     ),
@@ -290,6 +499,66 @@ REFUSED = [
         "manager/main.py",
         "from jobclaim import seal\n",
         "jobclaim.seal is not in jobclaim's __all__",
+    ),
+    # The controller's rooms: each arrow pointing outward, type-only ones too.
+    (
+        "controller/mutationlifecycle/driver.py",
+        "from controller.pieces.targetlock import Lease\n",
+        "controller.mutationlifecycle may not import controller.pieces.targetlock.Lease",
+    ),
+    (
+        "controller/pieces/targetlock.py",
+        "from controller.context.passcontext import PassContext\n",
+        "controller.pieces may not import controller.context.passcontext.PassContext",
+    ),
+    (
+        "controller/context/passcontext.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from controller.stages.jobaccount import Harvest\n",
+        "controller.context may not import controller.stages.jobaccount.Harvest",
+    ),
+    (
+        "controller/stages/steps.py",
+        "from controller.families.schema.records import restart_proof\n",
+        "controller.stages may not import controller.families.schema.records.restart_proof",
+    ),
+    (
+        "controller/stages/steps.py",
+        "from controller.runtime import loop\n",
+        "controller.stages may not import controller.runtime.loop",
+    ),
+    (
+        "controller/families/schema/dispatch.py",
+        "from controller.families.migration.dispatch import MIGRATION\n",
+        "controller.families.schema may not import controller.families.migration.dispatch",
+    ),
+    (
+        "controller/families/migration/dispatch.py",
+        "from controller.runtime.loop import FAMILIES\n",
+        "controller.families.migration may not import controller.runtime.loop.FAMILIES",
+    ),
+    # The surface is for manager and lab; a room importing it imports everything.
+    (
+        "controller/stages/steps.py",
+        "from controller import Reconciler\n",
+        "controller.stages may not import controller.Reconciler",
+    ),
+    ("controller/loose.py", "import enum\n", "controller.loose is in no room of the controller"),
+    # Past the controller's surface, from the composition root or the lab.
+    (
+        "manager/main.py",
+        "from controller.runtime.loop import Reconciler\n",
+        "controller.runtime.loop is past controller's surface",
+    ),
+    (
+        "lab/run.py",
+        "import controller.pieces.targetlock\n",
+        "controller.pieces.targetlock is past controller's surface",
+    ),
+    (
+        "manager/main.py",
+        "from controller import lease\n",
+        "controller.lease is not in controller's __all__",
     ),
 ]
 
@@ -320,6 +589,34 @@ def test_one_forbidden_import_fails_the_check(
 def test_a_package_without_a_row_fails(tmp_path: Path) -> None:
     write_tree(tmp_path, {**CONTROL, "newroom/__init__.py": ""})
     assert packages_on_disk(tmp_path) - set(ALLOWED) - UNCHECKED == {"newroom"}
+
+
+CYCLES = [
+    # (file, text added to it, the cycle it closes); the first row is the control.
+    ("controller/pieces/vocabulary.py", "import enum\n", None),
+    (
+        "controller/pieces/targetlock.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from controller.pieces.lockstate import State\n",
+        ["controller.pieces.lockstate", "controller.pieces.targetlock"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("file", "added", "cycle"), CYCLES)
+def test_a_type_only_cycle_inside_a_room_fails(
+    tmp_path: Path, file: str, added: str, cycle: list[str] | None
+) -> None:
+    lockstate = "from controller.pieces.targetlock import TargetLock\n"
+    tree = {**CONTROL, "controller/pieces/lockstate.py": lockstate}
+    write_tree(tmp_path, {**tree, file: tree.get(file, "") + added})
+    found = controller_cycles(tmp_path)
+    assert violations(tmp_path) == []  # the rooms allow it; only the cycle check refuses
+    if cycle is None:
+        assert found == []
+    else:
+        assert len(found) == 1
+        assert sorted(set(found[0])) == cycle
 
 
 def _modules(path: Path) -> set[str]:

@@ -1,4 +1,4 @@
-"""A ptah-compatible executor for the lab: real SQL on a real PostgreSQL.
+"""A ptah-compatible executor for the lab: real SQL on a real PostgreSQL (and MariaDB).
 
 The real ``ptah`` cannot be built on the lab's machines, so the lab's executor image runs
 this program as ``/usr/local/bin/ptah``. It speaks the CLI contract the runner drives
@@ -6,5 +6,5 @@ this program as ``/usr/local/bin/ptah``. It speaks the CLI contract the runner d
 (``lab/README.md``), and ``ptah version`` says what it is so nobody mistakes it for ptah.
 """
 
-IDENTITY = "ptah-compatible lab executor, PostgreSQL subset"
+IDENTITY = "ptah-compatible lab executor, PostgreSQL subset and MySQL-family migrations"
 VERSION = "0.1.0"

@@ -1,4 +1,5 @@
-"""Connections, timeouts and advisory locks: the thin adapter around psycopg.
+"""Connections, timeouts and advisory locks: the thin adapter around psycopg (and, for
+a ``mysql://`` or ``mariadb://`` URL, around PyMySQL through ``lab.executor.mysqldb``).
 
 Every failure here becomes an ``ExecutorError`` carrying one lower-case sentence that
 names the target by host, port and database only: a URL can carry a password, and the
@@ -15,11 +16,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import pymysql
 from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict
 
+from lab.executor import mysqldb
+
 # The schema ptah manages in the lab: desired tables are unqualified and land here.
 MANAGED_SCHEMA = "public"
+
+
+# What a failed statement raises, in either engine.
+DB_ERRORS: tuple[type[Exception], ...] = (psycopg.Error, pymysql.Error)
+
+
+def is_mysql(url: str) -> bool:
+    """Whether ``url`` names a MySQL-family database (its scheme; ptah reads it so too)."""
+    return url.split("://", 1)[0].lower() in mysqldb.SCHEMES if "://" in url else False
 
 
 class ExecutorError(Exception):
@@ -62,6 +75,11 @@ def parse_duration(text: str, flag: str) -> float:
 
 def describe(url: str) -> str:
     """The target as ``host:port/dbname``, never with its credentials."""
+    if is_mysql(url):
+        try:
+            return mysqldb.describe(url)
+        except ValueError as error:
+            raise ExecutorError("the database url is not a mysql url that names a host") from error
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
@@ -74,8 +92,27 @@ def describe(url: str) -> str:
 
 
 @contextmanager
+def connect_mysql(url: str, connect_timeout: float, role: str) -> Iterator[mysqldb.Connection]:
+    """A MySQL-family autocommit connection; ``role`` names it in a failure."""
+    target = describe(url)
+    try:
+        conn = mysqldb.connect(url, connect_timeout)
+    except pymysql.Error as error:
+        raise ExecutorError(f"cannot connect to {role} at {target}: {first_line(error)}") from error
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
 def connect(url: str, connect_timeout: float, role: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection; ``role`` names it in a failure ("the dev database")."""
+    if is_mysql(url):
+        raise ExecutorError(
+            "the lab executor reads and plans PostgreSQL schemas only; "
+            "for a MySQL database it runs migrations (lab/README.md)"
+        )
     target = describe(url)
     try:
         conn = psycopg.connect(
@@ -95,6 +132,9 @@ def connect(url: str, connect_timeout: float, role: str) -> Iterator[psycopg.Con
 def first_line(error: BaseException) -> str:
     if isinstance(error, psycopg.Error) and error.diag.message_primary:
         text = error.diag.message_primary
+    elif isinstance(error, pymysql.Error) and len(error.args) == 2:
+        # PyMySQL's (code, message): the server's sentence, as psycopg's primary message.
+        text = str(error.args[1]).strip()
     else:
         text = str(error).strip()
     line = text.splitlines()[0] if text else type(error).__name__

@@ -7,6 +7,12 @@ advisory lock from before it reads the history until after it has written it, an
 ``--expect-sequence`` guard compares the selection with the approved one under that lock:
 a history that moved after approval (restored backwards, say) is refused before anything
 runs, and the revision table is left untouched.
+
+A MySQL-family target (``mysql://``, ``mariadb://``) runs the same engine with what
+differs said in ``lab.executor.mysqldb``: ``GET_LOCK`` for the lock, the revision table
+``ptah_lab_revisions`` in the target database, and every migration run statement by
+statement with its row written dirty first, whatever ``--tx-mode`` says, because DDL
+commits implicitly there and no transaction could take a failed migration back.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import base64
 import contextlib
 import hashlib
 import itertools
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +31,18 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
-from lab.executor import sqltext
+from lab.executor import mysqldb, sqltext
 from lab.executor.db import (
+    DB_ERRORS,
     MIGRATION_LOCK,
     ExecutorError,
     LockTimeout,
     advisory_lock,
     advisory_unlock,
     connect,
+    connect_mysql,
     first_line,
+    is_mysql,
 )
 from lab.executor.documents import (
     DirtyRevision,
@@ -46,6 +57,8 @@ from lab.executor.schema import FAILED, OK, Target
 SUM_FILE = "ptah.sum"
 _FILE = re.compile(r"^(\d+)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(\.up)?\.sql$")
 _TABLE = "ptah_lab.revisions"
+# Either engine's connection: psycopg's, or PyMySQL's in the same shape.
+Conn = psycopg.Connection[Any] | mysqldb.Connection
 
 
 @dataclass(frozen=True)
@@ -247,21 +260,65 @@ def read_expected(path: str) -> ExpectedSequence:
 # --- the shell -----------------------------------------------------------------------
 
 
-def _revisions(conn: psycopg.Connection[Any]) -> list[Revision]:
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (_TABLE,)).fetchone()
+def _table(conn: Conn) -> str:
+    return mysqldb.REVISIONS if isinstance(conn, mysqldb.Connection) else _TABLE
+
+
+def _revisions(conn: Conn) -> list[Revision]:
+    if isinstance(conn, mysqldb.Connection):
+        exists = conn.execute(
+            "SELECT COUNT(*) = 1 FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND table_name = %s",
+            (mysqldb.REVISIONS,),
+        ).fetchone()
+    else:
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (_TABLE,)).fetchone()
     if not exists or not exists[0]:
         return []
     rows = conn.execute(
         "SELECT version, version_key, checksum, dirty, applied, total, error "
-        f"FROM {_TABLE} ORDER BY version"
+        f"FROM {_table(conn)} ORDER BY version"
     ).fetchall()
-    return [Revision(*row) for row in rows]
+    # MySQL's BOOLEAN is a TINYINT: the row says 0 or 1.
+    return [Revision(v, k, c, bool(d), a, t, e) for v, k, c, d, a, t, e in rows]
+
+
+@contextlib.contextmanager
+def _open(target: Target) -> Iterator[Conn]:
+    """The target's connection, of whichever engine its URL names."""
+    if is_mysql(target.url):
+        with connect_mysql(target.url, target.connect_timeout, "the database") as mine:
+            yield mine
+    else:
+        with connect(target.url, target.connect_timeout, "the database") as conn:
+            yield conn
 
 
 def status(*, target: Target, directory: str) -> tuple[MigrationStatus, int]:
     migrations = read_directory(Path(directory))
-    with connect(target.url, target.connect_timeout, "the database") as conn:
+    with _open(target) as conn:
         return compute_status(migrations, _revisions(conn)), OK
+
+
+def _lock(conn: Conn, target: Target, timeout: float) -> None:
+    """The migration lock: PostgreSQL's advisory lock, or MySQL's GET_LOCK."""
+    if not isinstance(conn, mysqldb.Connection):
+        advisory_lock(conn, MIGRATION_LOCK, timeout, "migration")
+        return
+    # lock_wait_timeout bounds a statement's wait on a table's metadata lock afterwards,
+    # as lock_timeout does on PostgreSQL.
+    seconds = max(1, math.ceil(timeout)) if timeout else 31536000
+    conn.execute(f"SET SESSION lock_wait_timeout = {seconds}")
+    name = mysqldb.lock_name("migrations", mysqldb.database_of(target.url))
+    if not mysqldb.get_lock(conn, name, timeout if timeout else -1):
+        raise LockTimeout("the migration advisory lock was not granted within the lock timeout")
+
+
+def _unlock(conn: Conn, target: Target) -> None:
+    if isinstance(conn, mysqldb.Connection):
+        mysqldb.release_lock(conn, mysqldb.lock_name("migrations", mysqldb.database_of(target.url)))
+    else:
+        advisory_unlock(conn, MIGRATION_LOCK)
 
 
 def hash_directory(directory: str) -> str:
@@ -283,9 +340,9 @@ def up(
         )
     migrations = read_directory(Path(directory))
     expected = read_expected(expect_sequence) if expect_sequence else None
-    with connect(target.url, target.connect_timeout, "the database") as conn:
+    with _open(target) as conn:
         try:
-            advisory_lock(conn, MIGRATION_LOCK, lock_timeout, "migration")
+            _lock(conn, target, lock_timeout)
         except LockTimeout as error:
             return MigrationRun(outcome="failed", planned=[], applied=[], error=str(error)), FAILED
         try:
@@ -318,11 +375,20 @@ def up(
         finally:
             # A session that ends releases its advisory locks; an unlock that cannot be
             # sent after a signal or a lost connection loses nothing.
-            with contextlib.suppress(psycopg.Error):
-                advisory_unlock(conn, MIGRATION_LOCK)
+            with contextlib.suppress(*DB_ERRORS):
+                _unlock(conn, target)
 
 
-def _ensure_table(conn: psycopg.Connection[Any]) -> None:
+def _ensure_table(conn: Conn) -> None:
+    if isinstance(conn, mysqldb.Connection):
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {mysqldb.REVISIONS} (version BIGINT PRIMARY KEY, "
+            "version_key VARCHAR(255) NOT NULL, description TEXT NOT NULL, "
+            "checksum VARCHAR(80) NOT NULL, transaction_mode VARCHAR(8) NOT NULL, "
+            "applied INT NOT NULL, total INT NOT NULL, dirty BOOLEAN NOT NULL, error TEXT, "
+            "applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))"
+        )
+        return
     conn.execute("CREATE SCHEMA IF NOT EXISTS ptah_lab")
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {_TABLE} (version bigint PRIMARY KEY, "
@@ -334,26 +400,26 @@ def _ensure_table(conn: psycopg.Connection[Any]) -> None:
 
 
 _RECORD = (
-    f"INSERT INTO {_TABLE} (version, version_key, description, checksum, "
+    "INSERT INTO {} (version, version_key, description, checksum, "
     "transaction_mode, applied, total, dirty) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 
-def _record(
-    conn: psycopg.Connection[Any], m: Migration, mode: str, *, applied: int, total: int, dirty: bool
-) -> None:
+def _record(conn: Conn, m: Migration, mode: str, *, applied: int, total: int, dirty: bool) -> None:
     conn.execute(
-        _RECORD, (m.version, m.key, m.description, m.checksum, mode, applied, total, dirty)
+        _RECORD.format(_table(conn)),
+        (m.version, m.key, m.description, m.checksum, mode, applied, total, dirty),
     )
 
 
-def _run(
-    conn: psycopg.Connection[Any], selection: list[Migration], tx_mode: str
-) -> tuple[list[int], str | None, int]:
+def _run(conn: Conn, selection: list[Migration], tx_mode: str) -> tuple[list[int], str | None, int]:
     """Run the selection; (versions applied, error or None, exit code; -1 = commit unknown)."""
+    if isinstance(conn, mysqldb.Connection):
+        # DDL commits implicitly: statement by statement, dirty first, in every mode.
+        return _run_each_statement(conn, selection, tx_mode)
     if tx_mode == "none":
-        return _run_each_statement(conn, selection)
+        return _run_each_statement(conn, selection, tx_mode)
     batches = [selection] if tx_mode == "all" else [[m] for m in selection]
     applied: list[int] = []
     for batch in batches:
@@ -395,14 +461,14 @@ def _run(
 
 
 def _run_each_statement(
-    conn: psycopg.Connection[Any], selection: list[Migration]
+    conn: Conn, selection: list[Migration], tx_mode: str
 ) -> tuple[list[int], str | None, int]:
     """tx-mode none: the revision row is written dirty first, so a run that stops midway
     leaves a history that says so, and the next run refuses until someone repairs it."""
     applied: list[int] = []
     for m in selection:
         statements = sqltext.split_statements(m.sql)
-        _record(conn, m, "none", applied=0, total=len(statements), dirty=True)
+        _record(conn, m, tx_mode, applied=0, total=len(statements), dirty=True)
         for number, statement in enumerate(statements, start=1):
             try:
                 conn.execute(statement.encode())
@@ -413,11 +479,12 @@ def _run_each_statement(
                     "it is left dirty",
                     stop.exit_code,
                 )
-            except psycopg.Error as error:
+            except DB_ERRORS as error:
                 sentence = first_line(error)
                 if not conn.broken:
                     conn.execute(
-                        f"UPDATE {_TABLE} SET error = %s WHERE version = %s", (sentence, m.version)
+                        f"UPDATE {_table(conn)} SET error = %s WHERE version = %s",
+                        (sentence, m.version),
                     )
                 return (
                     applied,
@@ -426,8 +493,8 @@ def _run_each_statement(
                     FAILED,
                 )
             conn.execute(
-                f"UPDATE {_TABLE} SET applied = %s WHERE version = %s", (number, m.version)
+                f"UPDATE {_table(conn)} SET applied = %s WHERE version = %s", (number, m.version)
             )
-        conn.execute(f"UPDATE {_TABLE} SET dirty = false WHERE version = %s", (m.version,))
+        conn.execute(f"UPDATE {_table(conn)} SET dirty = false WHERE version = %s", (m.version,))
         applied.append(m.version)
     return applied, None, OK

@@ -55,46 +55,23 @@ def chart_upgraded(run: LabRun, values: dict[str, Any]) -> None:
         ]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
+    admin = run.lab.kubeconfig("admin")
     install.wait_ready(
-        run.admin, MANAGER_NAMESPACE, report=print, timeout=READY_DEADLINE, check=run.lab.check
+        run.admin,
+        MANAGER_NAMESPACE,
+        kubeconfig=admin,
+        report=print,
+        timeout=READY_DEADLINE,
+        check=run.lab.check,
     )
     poll("the old manager Pod gone", lambda: len(managers(run)) == 1 or None, timeout=120.0)
-    # Ready is the Pod's; the API server calls the webhook through the Service's
-    # EndpointSlice, which the endpoint controller and the API server's own informer
-    # update on their own time: a request right after the old Pod went can still find
-    # no endpoint ("no endpoints available for service"), which refused a person's
-    # approval in CI. Return once the webhook answers through the Service.
-    poll("the webhook answering through its Service", lambda: webhook_answers(run), timeout=60.0)
-
-
-# What the API server says when it could not reach the webhook's Pod at all. Any other
-# answer came from the webhook: the empty probe is refused by the webhook itself
-# ("failed to call webhook: the server rejected our request"), which proves it answers.
-UNREACHED: Final = ("no endpoints available", "connection refused", "dial tcp")
-
-
-def webhook_answers(run: LabRun) -> bool | None:
-    """True once a dry-run approval create reaches the stamp webhook through its Service.
-
-    The stamp webhook is mutating, so it is called before the API server validates the
-    (deliberately empty) object: whatever the answer then says, the webhook was
-    reached, unless the API server says it found no Pod to call.
-    """
-    api = Api.from_kubeconfig(run.lab.kubeconfig("admin"))
-    try:
-        answer = api.http.post(
-            f"/apis/operator.ptah.run/v1alpha1/namespaces/{MANAGER_NAMESPACE}/ptahschemaapprovals",
-            params={"dryRun": "All"},
-            json={
-                "apiVersion": "operator.ptah.run/v1alpha1",
-                "kind": "PtahSchemaApproval",
-                "metadata": {"name": "ptah-webhook-probe"},
-                "spec": {},
-            },
-        )
-    finally:
-        api.http.close()
-    return None if any(sign in answer.text for sign in UNREACHED) else True
+    # The old Pod may have answered wait_ready's probe; once it is gone the Service's
+    # EndpointSlice changes again on the endpoint controller's time, so ask once more.
+    poll(
+        "the webhook answering through its Service",
+        lambda: install.webhook_served(admin, MANAGER_NAMESPACE) or None,
+        timeout=60.0,
+    )
 
 
 @contextmanager

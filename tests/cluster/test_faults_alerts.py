@@ -330,7 +330,12 @@ def test_an_unknown_outcome_fires_its_alert_survives_a_restart_and_resolves(
 
     # The acknowledgment is admitted by the webhook: the replacement must be Ready.
     install.wait_ready(
-        run.admin, MANAGER_NAMESPACE, report=print, timeout=READY_DEADLINE, check=run.lab.check
+        run.admin,
+        MANAGER_NAMESPACE,
+        kubeconfig=run.lab.kubeconfig("admin"),
+        report=print,
+        timeout=READY_DEADLINE,
+        check=run.lab.check,
     )
     operation_id = final["status"]["unresolvedRun"]["operationID"]
     print(f"# {_ptah(run, 'acknowledge', '--operation-id', operation_id)}")

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import pytest
 
-from controller.events import last_observed, occurrences
+from controller.pieces.events import last_observed, occurrences
 from jobclaim import lease_name
 from jobclaim.apiserver import JOBS, LEASES, PODS, PTAHMIGRATIONS, Object
 from jobclaim.envelope import LABEL_OPERATION

@@ -44,7 +44,7 @@ from typing import Any, Final
 import psycopg
 import pytest
 
-from controller.events import occurrences
+from controller.pieces.events import occurrences
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import (
     CONFIGMAPS,

@@ -31,7 +31,7 @@ from typing import Final
 
 import pytest
 
-from controller.events import last_observed
+from controller.pieces.events import last_observed
 from jobclaim import lease_name
 from jobclaim.apiserver import JOBS, LEASES, PODS, PTAHMIGRATIONS, PTAHSCHEMAS, Object, Resource
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL

@@ -33,8 +33,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from controller.dispatch_steps import REFUSED_RETRY
-from controller.events import REPORTING_CONTROLLER, last_observed, occurrences
+from controller.pieces.events import REPORTING_CONTROLLER, last_observed, occurrences
+from controller.stages.dispatch_steps import REFUSED_RETRY
 from jobclaim.apiserver import (
     EVENTS,
     JOBS,
@@ -237,7 +237,7 @@ def _scenario(run: LabRun, api: Api) -> None:
     # The manager retries a refused create every REFUSED_RETRY, never in a loop on its
     # own status writes (it once marked and withdrew at 50 ms). A lower bound only: a
     # loaded machine makes the gaps longer, never shorter. The same refusal repeated is
-    # one Event with a series (controller/events.py): its repeats are spread over its
+    # one Event with a series (controller/pieces/events.py): its repeats are spread over its
     # first and last time, so the mean gap inside it is held to the bound, and the gap
     # between one Event's last time and the next one's first.
     gaps = [w.mean_gap() for w in withdrawn if w.count > 1] + [

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from controller.events import RecordingSink
-from controller.managerconfig import BindingInputs, ManagerConfig
+from controller.context.passcontext import Environment
 from controller.mutationlifecycle import Driver, Stop
-from controller.passcontext import Environment
-from controller.reconciler import Key, Reconciler
-from controller.targetlock import TargetLock
+from controller.pieces.events import RecordingSink
+from controller.pieces.managerconfig import BindingInputs, ManagerConfig
+from controller.pieces.targetlock import TargetLock
+from controller.runtime.reconciler import Key, Reconciler
 from jobclaim import digest_of, migration_plan_name, plan_name, projection_names, sha256_digest
 from jobclaim.api import CurrentPlanStatus
 from jobclaim.apiserver import (

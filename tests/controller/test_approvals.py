@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.approvals import (
+from controller.pieces.approvals import (
     CONSUMED,
     DISPATCH_COMMITTED,
     ApprovalGone,

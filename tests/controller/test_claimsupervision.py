@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.claimsupervision import HARVEST_PENDING
+from controller.stages.claimsupervision import HARVEST_PENDING
 from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
 from kube.fake.inmemory import matching

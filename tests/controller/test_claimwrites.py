@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.claimwrites import epoch_update, placeholder_epoch
-from controller.targetlock import LeaseState
+from controller.pieces.targetlock import LeaseState
+from controller.stages.claimwrites import epoch_update, placeholder_epoch
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder, sha256_digest
 from jobclaim.api import ActiveOperationStatus
 from jobclaim.apiserver import CONFIGMAPS, LEASES, PTAHMIGRATIONS, PTAHSCHEMAPLANS, PTAHSCHEMAS

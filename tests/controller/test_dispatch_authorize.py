@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.claimsupervision import HARVEST_PENDING
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
+from controller.stages.claimsupervision import HARVEST_PENDING
 from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import (
     CONFIGMAPS,

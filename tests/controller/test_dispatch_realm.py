@@ -9,8 +9,8 @@ mid-Apply keeps its claim and keeps renewing.
 
 from __future__ import annotations
 
-from controller.dispatch_steps import CONTENTION_RETRY
-from controller.targetlock import ANN_LEASE_EPOCH
+from controller.pieces.targetlock import ANN_LEASE_EPOCH
+from controller.stages.dispatch_steps import CONTENTION_RETRY
 from jobclaim import lease_holder
 from jobclaim.apiserver import JOBS, LEASES, PTAHMIGRATIONS, PTAHSCHEMAS
 from tests.controller.dispatchworld import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from controller.mutationlifecycle import Driver, Step
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.events import (
+from controller.pieces.events import (
     ApiEventSink,
     EventRecord,
     Regarding,
@@ -21,7 +21,7 @@ from controller.events import (
     last_observed,
     occurrences,
 )
-from controller.reconciler import Reconciler
+from controller.runtime.reconciler import Reconciler
 from jobclaim.apiserver import EVENTS
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
@@ -47,7 +47,7 @@ def test_an_event_refused_is_counted_and_logged_never_raised(
     api = InMemoryApi()
     api.fail_before_write(matching("create", EVENTS), times=None)
     sink = ApiEventSink(api, instance="manager-a")
-    with caplog.at_level(logging.WARNING, logger="controller.events"):
+    with caplog.at_level(logging.WARNING, logger="controller.pieces.events"):
         for _ in range(12):
             sink.emit(ABOUT, RECORD)
     assert sink.dropped == 12 and api.list(EVENTS, "shop") == []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.faultpoints import Boundary, Operation, Subject, crossed
+from controller.pieces.faultpoints import Boundary, Operation, Subject, crossed
 from jobclaim.api import MigrationOperationStatus
 from jobclaim.apiserver import JOBS
 from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig

@@ -1,6 +1,6 @@
-"""Freshness decisions (``controller.freshness``) and the conditions every status write
-carries (``controller.conditions.aligned``): tables, a control row that passes and one
-change per row."""
+"""Freshness decisions (``controller.pieces.freshness``) and the conditions every
+status write carries (``controller.pieces.statusconditions.aligned``): tables, a control
+row that passes and one change per row."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.conditions import aligned, conditions_for
-from controller.freshness import (
+from controller.families.schema.dispatch import SCHEMA
+from controller.pieces.freshness import (
     digest_pinned,
     history_refusal,
     observation_moved,
     source_due,
 )
-from controller.phasemachine import ROWS, Decision, Event, Wait
-from controller.schema_dispatch import SCHEMA
+from controller.pieces.phasemachine import ROWS, Decision, Event, Wait
+from controller.pieces.statusconditions import aligned
+from controller.stages.conditions import conditions_for
 from jobclaim.api import DriftObservationStatus, MigrationHistoryStatus, PtahSchemaStatus
 from runner.decide import history_ahead
 from runner.documents import StatusDocument

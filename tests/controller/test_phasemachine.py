@@ -1,6 +1,6 @@
 """The phase machine, row by row, and the rules that hold for every input.
 
-Every row of ``controller.phasemachine.ROWS`` is walked through ``decide``, and the
+Every row of ``controller.pieces.phasemachine.ROWS`` is walked through ``decide``, and the
 table in ``docs/architecture.md`` must be exactly the one the rows render, so the
 document cannot describe a machine the code does not run.
 """
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.phasemachine import (
+from controller.pieces.phasemachine import (
     ROWS,
     Event,
     Facts,

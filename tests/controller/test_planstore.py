@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.planstore import (
+from controller.pieces.planstore import (
     PlanUnverified,
     ProjectionConflict,
     load_plan,

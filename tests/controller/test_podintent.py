@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.podintent import (
+from controller.pieces.podintent import (
     AdmissionSettings,
     AdmissionUnresolvable,
     limit_range_bindings,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.realmgate import REALM_CONDITION, REALM_RETRY
+from controller.stages.realmgate import REALM_CONDITION, REALM_RETRY
 from jobclaim import (
     RealmClaimant,
     RealmRefusal,

@@ -14,11 +14,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.dispatch_steps import REFUSED_RETRY
-from controller.leaderelection import LeaderElector
+from controller.context.passcontext import Subject
 from controller.mutationlifecycle import Stop
-from controller.passcontext import Subject
-from controller.reconciler import HOLD_CAP, Key, Reconciler, WorkQueue, keys_for, resume_from
+from controller.runtime.leaderelection import LeaderElector
+from controller.runtime.reconciler import (
+    HOLD_CAP,
+    Key,
+    Reconciler,
+    WorkQueue,
+    keys_for,
+    resume_from,
+)
+from controller.stages.dispatch_steps import REFUSED_RETRY
 from jobclaim.apiserver import (
     JOBS,
     LEASES,
@@ -212,7 +219,7 @@ def test_a_stop_without_error_or_requeue_waits_for_a_watch() -> None:
 
 def test_a_waiting_plan_is_requeued_for_its_refresh() -> None:
     # A plan awaiting an approval is woken by the approval's watch, and by the refresh
-    # of its database an interval after the last reading (controller.freshness).
+    # of its database an interval after the last reading (controller.pieces.freshness).
     rig = make_rig()
     key = add_schema(rig, approve=False)
     stop = rig.reconciler.process(key)

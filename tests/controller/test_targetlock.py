@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.targetlock import (
+from controller.pieces.targetlock import (
     ANN_LEASE_EPOCH,
     LABEL_COORDINATION,
     LeaseRecord,

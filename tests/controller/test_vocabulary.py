@@ -1,5 +1,5 @@
 """The published vocabulary is the code's: every condition reason and Event reason the
-controller can emit is in ``controller.vocabulary``, and the committed reference pages
+controller can emit is in ``controller.pieces.vocabulary``, and the committed reference pages
 are the registry's render."""
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from controller.conditions import conditions_for
-from controller.migration_dispatch import MIGRATION
-from controller.passcontext import Family, Status
-from controller.phasemachine import Decision, Event, Wait
-from controller.schema_dispatch import SCHEMA
-from controller.vocabulary import (
+from controller.context.passcontext import Family, Status
+from controller.families.migration.dispatch import MIGRATION
+from controller.families.schema.dispatch import SCHEMA
+from controller.pieces.phasemachine import Decision, Event, Wait
+from controller.pieces.vocabulary import (
     CONDITIONS,
     EVENTS,
     PHASES,
@@ -31,6 +30,7 @@ from controller.vocabulary import (
     render_conditions,
     render_events,
 )
+from controller.stages.conditions import conditions_for
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
 from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
 from jobclaim.api.migration import MigrationPhase
@@ -54,10 +54,10 @@ def test_the_committed_reference_is_the_registrys_render(
     page: str, render: Any, command: str
 ) -> None:
     committed = (ROOT / "docs" / "reference" / page).read_text()
-    hint = f"run: python -m controller.vocabulary {command} > docs/reference/{page}"
+    hint = f"run: python -m controller.pieces.vocabulary {command} > docs/reference/{page}"
     assert committed == render(), hint
     printed = subprocess.run(
-        [sys.executable, "-m", "controller.vocabulary", command],
+        [sys.executable, "-m", "controller.pieces.vocabulary", command],
         cwd=ROOT,
         capture_output=True,
         text=True,

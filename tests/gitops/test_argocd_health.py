@@ -1,9 +1,9 @@
 """The Argo CD health checks in docs/gitops, run by Debian's Lua 5.1 (the language
 version of Argo CD's gopher-lua) over the statuses the operator publishes.
 
-Every decision the phase machine can reach (``controller.phasemachine.decide`` over
+Every decision the phase machine can reach (``controller.pieces.phasemachine.decide`` over
 every combination of its facts, for both families) is published as the operator
-publishes it (``controller.conditions.conditions_for``), and the script must say:
+publishes it (``controller.stages.conditions.conditions_for``), and the script must say:
 Healthy only when the phase is InSync and Ready is True, Degraded when the phase is
 Failed or Stalled is True, Progressing otherwise. Hand rows cover what the machine
 does not publish: no status yet, and a spec change the operator has not read.
@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.conditions import conditions_for
-from controller.migration_dispatch import MIGRATION
-from controller.passcontext import Family, Status
-from controller.phasemachine import Decision, Event, Facts, decide
-from controller.schema_dispatch import SCHEMA
+from controller.context.passcontext import Family, Status
+from controller.families.migration.dispatch import MIGRATION
+from controller.families.schema.dispatch import SCHEMA
+from controller.pieces.phasemachine import Decision, Event, Facts, decide
+from controller.stages.conditions import conditions_for
 from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ Flux, cli-utils' appliers and anything built on ``sigs.k8s.io/cli-utils`` read a
 resource through kstatus: ``Reconciling`` True is InProgress, ``Stalled`` True is
 Failed, a spec the controller has not observed is InProgress, otherwise Current. Every
 decision the phase machine can reach, for both families, is published as the operator
-publishes it (``controller.conditions.conditions_for``) and handed to kstatus itself
+publishes it (``controller.stages.conditions.conditions_for``) and handed to kstatus itself
 (``lab/kstatus``, built from the module by ``make kstatus``); it must say what those
 conditions mean. Hand rows cover what the machine does not publish.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from controller.migration_dispatch import MIGRATION
-from controller.schema_dispatch import SCHEMA
+from controller.families.migration.dispatch import MIGRATION
+from controller.families.schema.dispatch import SCHEMA
 from tests.gitops.test_argocd_health import published, reachable_decisions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.planning import migration_facts, schema_facts
+from controller.stages.planning import migration_facts, schema_facts
 from jobclaim import sha256_digest, verified_as_asked
 from jobclaim.api import (
     ArtifactVerificationStatus,

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import controller.binding_rotation
-import controller.migration_dispatch
-import controller.retirement
-import controller.schema_dispatch
-import controller.schema_records
+import controller.families.migration.dispatch
+import controller.families.schema.dispatch
+import controller.families.schema.records
+import controller.stages.binding_rotation
+import controller.stages.retirement
 import jobclaim
 import runner.harvest
 import webhook.jobs
@@ -173,9 +173,9 @@ def test_a_migration_plan_is_the_referenced_one_only_by_every_binding(
 
 def test_the_controller_and_the_webhook_ask_the_one_recorded_plan_predicate() -> None:
     # The authorize step of each family and the webhook's Job and projection creates.
-    for module in (controller.schema_dispatch, webhook.jobs, webhook.projections):
+    for module in (controller.families.schema.dispatch, webhook.jobs, webhook.projections):
         assert module.schema_plan_problem is jobclaim.recordedplan.schema_plan_problem
-    for module in (controller.migration_dispatch, webhook.jobs):
+    for module in (controller.families.migration.dispatch, webhook.jobs):
         assert module.migration_plan_problem is jobclaim.recordedplan.migration_plan_problem
 
 
@@ -268,8 +268,8 @@ def test_the_harvest_says_a_pod_may_still_write_exactly_when_it_has_not_stopped(
 def test_every_reader_that_hands_a_database_back_asks_the_one_stopped_predicate() -> None:
     for module in (
         runner.harvest,
-        controller.retirement,
-        controller.binding_rotation,
-        controller.schema_records,
+        controller.stages.retirement,
+        controller.stages.binding_rotation,
+        controller.families.schema.records,
     ):
         assert module.pod_stopped is jobclaim.livejob.pod_stopped

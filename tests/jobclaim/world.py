@@ -15,7 +15,11 @@ from typing import Any
 
 import yaml
 
-from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
+from controller.pieces.operationidentity import (
+    input_fingerprint,
+    migration_operation,
+    schema_operation,
+)
 from jobclaim import (
     Claim,
     build_job,

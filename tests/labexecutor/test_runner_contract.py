@@ -23,6 +23,7 @@ from jobclaim.operations import operation_info
 from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
 from lab.executor.migrations import sum_text
 from lab.executor.oci import push_artifact
+from lab.mariadb import MARIADBD, LabMariaDB
 from runner.decide import NO_DEV_DATABASE
 from runner.result import RUNNER_OPERATIONS
 from runner.summary import account_for
@@ -55,19 +56,23 @@ def artifacts(registry: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def lab_contract(
-    lab: Lab, registry: str, artifacts: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
-    """The contract the rows read, pointed at the lab executor, its databases and registry."""
-    wrapper = lab.work / "bin" / "ptah"
-    wrapper.parent.mkdir()
+def _lab_executor(work: Path) -> str:
+    wrapper = work / "bin" / "ptah"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
     # The runner runs a binary; this one is the lab executor under this interpreter.
     wrapper.write_text(
         f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m lab.executor "$@"\n'
     )
     wrapper.chmod(0o755)
-    monkeypatch.setattr(CONTRACT, "executor", str(wrapper))
+    return str(wrapper)
+
+
+@pytest.fixture
+def lab_contract(
+    lab: Lab, registry: str, artifacts: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """The contract the rows read, pointed at the lab executor, its databases and registry."""
+    monkeypatch.setattr(CONTRACT, "executor", _lab_executor(lab.work))
     monkeypatch.setattr(CONTRACT, "db_url", lab.db)
     monkeypatch.setattr(CONTRACT, "dev_url", lab.dev)
     monkeypatch.setattr(CONTRACT, "registry", registry)
@@ -111,3 +116,49 @@ def test_a_schema_without_a_dev_database_is_told_where_to_name_one(
     result = account.recorded.result
     assert result.child_exit_code == 2 and result.error is not None
     assert result.error.message.endswith(NO_DEV_DATABASE), result.error
+
+
+# The MySQL family: the same rows, for the operations the lab executor's MySQL dialect
+# covers (migrations; lab/README.md), against a real MariaDB, a fresh database per row.
+MYSQL_OPERATIONS = [op for op in RUNNER_OPERATIONS if op.startswith("migration-")]
+
+
+@pytest.fixture(scope="module")
+def mariadb() -> Iterator[LabMariaDB]:
+    if not MARIADBD.exists():
+        pytest.fail(f"{MARIADBD} is missing: run `make mariadb`")
+    server = LabMariaDB()
+    try:
+        server.start()
+    except Exception:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def mysql_contract(
+    mariadb: LabMariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    url = mariadb.create_database("contract")
+    monkeypatch.setattr(CONTRACT, "executor", _lab_executor(tmp_path / "lab"))
+    monkeypatch.setattr(CONTRACT, "db_url", url)
+    monkeypatch.setattr(CONTRACT, "dev_url", "")
+    monkeypatch.setattr(CONTRACT, "engine", "MySQL")
+    yield url.rsplit("/", 1)[1]
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize("operation", MYSQL_OPERATIONS)
+def test_every_migration_operation_succeeds_on_mysql_with_the_lab_executor(
+    mariadb: LabMariaDB, mysql_contract: str, tmp_path: Path, operation: str
+) -> None:
+    operation_row(tmp_path, operation)
+    if operation == "migration-apply":
+        # The approved sequence ran once, by the server's own account.
+        ran = mariadb.queries(mysql_contract)
+        assert [q for q in ran if q.startswith("create table step_")] == [
+            "create table step_004 (id int)",
+            "create table step_005 (id int)",
+        ]

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from controller.mutationlifecycle import Step
-from controller.targetlock import TargetLock
+from controller.pieces.targetlock import TargetLock
 from jobclaim import lease_holder, lease_name, operation_info, projection_names
 from jobclaim.apiserver import (
     CONFIGMAPS,

@@ -18,7 +18,7 @@ from typing import Final
 import pytest
 
 from controller.mutationlifecycle import Driver
-from controller.targetlock import ANN_LEASE_EPOCH
+from controller.pieces.targetlock import ANN_LEASE_EPOCH
 from jobclaim import lease_name
 from jobclaim.apiserver import LEASES
 from tests.lifecycle.backends import Backend

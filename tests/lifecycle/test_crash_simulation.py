@@ -60,12 +60,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from controller.claimwrites import target_digest
-from controller.lifecyclepass import request_claim, run_pass
+from controller.context.passcontext import Environment
 from controller.mutationlifecycle import Driver, RealmHolder, Retirement, Step
-from controller.passcontext import Environment
-from controller.reconciler import Key
-from controller.targetlock import TargetLock
+from controller.pieces.targetlock import TargetLock
+from controller.runtime.lifecyclepass import request_claim, run_pass
+from controller.runtime.reconciler import Key
+from controller.stages.claimwrites import target_digest
 from jobclaim import (
     digest_of,
     lease_name,

@@ -67,12 +67,12 @@ from typing import Final, Protocol
 
 import pytest
 
-from controller import claimsupervision
-from controller.claimwrites import retired_status
-from controller.lifecyclepass import run_pass
+from controller.context.passcontext import Environment, PassContext
 from controller.mutationlifecycle import DISPATCH_ORDER, Driver, Step, Stop
-from controller.passcontext import Environment, PassContext
-from controller.reconciler import Key
+from controller.runtime.lifecyclepass import run_pass
+from controller.runtime.reconciler import Key
+from controller.stages import claimsupervision
+from controller.stages.claimwrites import retired_status
 from jobclaim import lease_name
 from jobclaim.apiserver import (
     LEASES,

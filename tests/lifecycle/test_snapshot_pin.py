@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller import dispatch_steps
 from controller.mutationlifecycle import Driver
+from controller.stages import dispatch_steps
 from jobclaim import template_digest
 from jobclaim.api import AdmissionSnapshot
 from jobclaim.envelope import ANN_SNAPSHOT_DIGEST

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 import certs
-from controller.leaderelection import LeaderElector, holds_leadership
 from controller.mutationlifecycle import Stop
-from controller.reconciler import Key
+from controller.runtime.leaderelection import LeaderElector, holds_leadership
+from controller.runtime.reconciler import Key
 from jobclaim.errors import InvalidInput
 from kube.fake.inmemory import InMemoryApi
 from manager import logs

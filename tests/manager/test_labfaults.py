@@ -9,8 +9,8 @@ from typing import cast
 
 import pytest
 
-from controller.faultpoints import Boundary
 from controller.mutationlifecycle import Driver, Step
+from controller.pieces.faultpoints import Boundary
 from jobclaim.api import ObjectMeta, PtahMigration
 from kube.fake.inmemory import InMemoryApi
 from manager.config import load

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS, Object
 from manager.metrics import ManagerMetrics, PlansCollector
 from manager.statusmetrics import (

@@ -1,7 +1,7 @@
 """Every log line is one JSON object; a line said during a pass names its resource.
 
 The controller's stages log through ``logging`` without passing the resource along;
-the pass's fields (``controller.passlog``) join every line of the pass, and the
+the pass's fields (``controller.context.passlog``) join every line of the pass, and the
 summary line of a pass that crossed a boundary is said at info. A leader transition
 is said both ways. The rotator's lines are the same JSON.
 """
@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from controller.leaderelection import LeaderElector
-from controller.passlog import pass_fields
-from controller.reconciler import Reconciler, Unobserved
+from controller.context.passlog import pass_fields
+from controller.runtime.leaderelection import LeaderElector
+from controller.runtime.reconciler import Reconciler, Unobserved
 from manager import logs, rotator
 from tests.controller.dispatchworld import (
     LEASE_NS,
@@ -142,7 +142,7 @@ def test_a_leader_transition_is_said_when_won_and_when_lost(lines: io.StringIO) 
     said = [
         (line["level"], line["message"], line.get("identity"))
         for line in parsed(lines)
-        if line["logger"] == "controller.reconciler"
+        if line["logger"] == "controller.runtime.reconciler"
     ]
     assert ("info", "became leader", "manager-0") in said
     assert ("warning", "leadership lost; stopping the workers", None) in said

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim import sha256_digest
 from jobclaim.apiserver import CONFIGMAPS, PODS, Object
 from runner import RUNNER_PROTOCOL_VERSION

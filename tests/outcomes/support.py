@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONS,

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from controller.claimsupervision import LEASE_CHANGED_HANDS
-from controller.targetlock import ANN_LEASE_EPOCH
+from controller.pieces.targetlock import ANN_LEASE_EPOCH
+from controller.stages.claimsupervision import LEASE_CHANGED_HANDS
 from jobclaim.apiserver import LEASES
 from tests.controller.dispatchworld import LEASE_NS, Rig, add_schema, make_rig
 from tests.lifecycle.faultrig import Contender

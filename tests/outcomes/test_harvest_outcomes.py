@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller.claimsupervision import HARVEST_PENDING
+from controller.stages.claimsupervision import HARVEST_PENDING
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PODS
 from runner.result import RunnerResult

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from controller.migration_records import run_outcome
+from controller.families.migration.records import run_outcome
 from jobclaim.api import UNRESOLVED_RUN_ANNOTATION
 from jobclaim.apiserver import (
     PTAHMIGRATIONRUNACKNOWLEDGMENTS,

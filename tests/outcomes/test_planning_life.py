@@ -13,8 +13,8 @@ from typing import Any, get_args
 
 import pytest
 
-from controller import lifecyclepass
-from controller.reconciler import Key, Reconciler
+from controller.runtime import lifecyclepass
+from controller.runtime.reconciler import Key, Reconciler
 from jobclaim.api import Severity
 from jobclaim.apiserver import (
     CONFIGMAPS,

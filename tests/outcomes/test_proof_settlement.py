@@ -1,4 +1,4 @@
-"""A person's settlement ends a proof no read can finish (controller.settlements).
+"""A person's settlement ends a proof no read can finish (controller.pieces.settlements).
 
 "Only deletion and a person's settlement end a proof that no read can finish": a
 stamped PtahSchemaProofSettlement naming the pending attempt clears the proof in the

@@ -4,7 +4,7 @@ The benchmark (``benchmarks/bench_steady_state.py``) prints the figure; this hol
 shape: four writes, in this order, and a stop right after each one reaches the same
 InSync resource on the passes that follow, with one Job for the interval. That is a
 reference pinned by digest; a tag is resolved again each interval too
-(``controller.freshness``), which costs its own Job and four writes more.
+(``controller.pieces.freshness``), which costs its own Job and four writes more.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.reconciler import Key
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
 from kube.fake.faults import Request
 from tests.controller.dispatchworld import ARTIFACT, Rig, add_insync_schema, make_rig

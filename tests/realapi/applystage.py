@@ -6,7 +6,7 @@ path; one keyword changes one thing a stolen manager identity would forge.
 A schema Apply: the binding, the plan (the admin publishes it, as ``make run``'s
 stand-in does: the webhook admits a manager's schema plan only from a harvested Plan
 Job), a person's approval stamped by admission, the claim, the projections, the
-approval spent, the mark. A migration Apply (``controller.migration_dispatch``): the
+approval spent, the mark. A migration Apply (``controller.families.migration.dispatch``): the
 binding, the readings, the plan the manager publishes from them, the approval, the
 claim, the approval spent, the mark.
 """
@@ -22,8 +22,8 @@ from typing import Any, Final
 
 import httpx
 
-from controller.approvals import consumed_status
-from controller.operationidentity import (
+from controller.pieces.approvals import consumed_status
+from controller.pieces.operationidentity import (
     ClaimFields,
     input_fingerprint,
     migration_operation,
@@ -105,7 +105,7 @@ def write_status(stage: Stage, owner: Owned, status: Any) -> Any:
 
 
 def spend(stage: Stage, resource: Resource, approval: str, claim: str) -> None:
-    """The manager spends the approval on the claim (``controller.approvals``)."""
+    """The manager spends the approval on the claim (``controller.pieces.approvals``)."""
     manager = stage.operator.manager
     current = manager.get(resource, stage.namespace, approval)
     manager.patch_status(
@@ -190,7 +190,7 @@ class Staged:
 
 
 def _apply_fields(name: str, binding: ExecutionBindingStatus, attempt: int) -> ClaimFields:
-    """What the controller forms an Apply claim from (``controller.operationidentity``)."""
+    """What the controller forms an Apply claim from (``controller.pieces.operationidentity``)."""
     return ClaimFields(
         operation="Apply",
         fingerprint=input_fingerprint({"apply": name}),
@@ -455,7 +455,7 @@ def stage_migration_apply(
     policy: str = "OnApproval",
 ) -> Staged:
     """A PtahMigration whose Apply claim is marked, every write made as the controller
-    makes it (``controller.migration_dispatch``); one change per keyword is what a
+    makes it (``controller.families.migration.dispatch``); one change per keyword is what a
     stolen manager identity would forge."""
     admin, ns = stage.operator.admin, stage.namespace
     name = f"billing-{uuid.uuid4().hex[:8]}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller.events import RecordingSink
+from controller.pieces.events import RecordingSink
 from jobclaim import match, schema_claim
 from jobclaim.api import PtahSchema, PtahSchemaApproval
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object

@@ -24,7 +24,7 @@ from typing import Any, Final
 import pytest
 from pydantic import ValidationError
 
-from controller.events import RecordingSink
+from controller.pieces.events import RecordingSink
 from jobclaim import build_job, manager_record_of, match, schema_claim, schema_job_inputs
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Invalid, NotFound, Object

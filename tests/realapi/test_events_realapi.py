@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.events import ApiEventSink, EventRecord, Regarding
+from controller.pieces.events import ApiEventSink, EventRecord, Regarding
 from jobclaim.apiserver import EVENTS
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.events import RecordingSink
 from controller.mutationlifecycle import CreateOutcome, Stop, classify_create
-from controller.reconciler import Key
+from controller.pieces.events import RecordingSink
+from controller.runtime.reconciler import Key
 from jobclaim.apiserver import (
     JOBS,
     PTAHSCHEMAS,
@@ -112,7 +112,7 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
     names = register(staged, rest, jobs=jobs)
     events = RecordingSink()
     controller = localrun.LocalController(counting_manager, namespace, events=events)
-    reconcile = controller.reconciler.reconcile
+    reconcile = controller.runtime.reconciler.reconcile
     try:
         # The readings before the Apply run on the stand-in node, their Jobs admitted.
         key = Key("PtahSchema", namespace, "orders")

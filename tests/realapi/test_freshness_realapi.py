@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from controller.events import RecordingSink
-from controller.passcontext import Environment
-from controller.reconciler import Key, Reconciler
-from controller.targetlock import TargetLock
+from controller.context.passcontext import Environment
+from controller.pieces.events import RecordingSink
+from controller.pieces.targetlock import TargetLock
+from controller.runtime.reconciler import Key, Reconciler
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS
 from jobclaim.times import utc_now
 from lab import run as localrun

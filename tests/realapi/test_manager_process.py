@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.events import REPORTING_CONTROLLER
+from controller.pieces.events import REPORTING_CONTROLLER
 from jobclaim.apiserver import (
     EVENTS,
     JOBS,

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from controller.events import RecordingSink
-from controller.reconciler import Key
+from controller.pieces.events import RecordingSink
+from controller.runtime.reconciler import Key
 from jobclaim import SchemaPlanContent, build_schema_plan, manager_record_of, sha256_digest
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import (
@@ -154,7 +154,7 @@ def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_app
     with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, _):
         namespace = staged.namespace
         controller = localrun.LocalController(node_logs, namespace, events=RecordingSink())
-        reconcile = controller.reconciler.reconcile
+        reconcile = controller.runtime.reconciler.reconcile
         key = Key("PtahSchema", namespace, "orders")
         operator.admin.create(
             CONFIGMAPS,

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from controller.events import RecordingSink
 from controller.mutationlifecycle import Stop
-from controller.realmgate import REALM_CONDITION, REALM_RETRY
-from controller.reconciler import Key
+from controller.pieces.events import RecordingSink
+from controller.runtime.reconciler import Key
+from controller.stages.realmgate import REALM_CONDITION, REALM_RETRY
 from jobclaim import coordination_digest, lease_name
 from jobclaim.apiserver import JOBS, LEASES, PTAHREALMS, PTAHSCHEMAS, ApiError, NotFound, Object
 from lab import run as localrun

@@ -159,6 +159,9 @@ class Contract:
     executor: str
     db_url: str
     dev_url: str
+    # The engine the claim names (PTAH_EXPECTED_DATABASE_ENGINE): ``PTAH_CONTRACT_ENGINE``,
+    # PostgreSQL by default; MySQL for a mysql:// or mariadb:// database.
+    engine: str = "PostgreSQL"
     # The registry Resolve and Verify read, and the digest each family's artifact
     # (``<registry>/shop/<family>:v1``) resolves to there.
     registry: str = "registry.example"
@@ -177,6 +180,7 @@ CONTRACT = Contract(
     executor=os.environ.get("PTAH_CONTRACT_EXECUTOR", ""),
     db_url=os.environ.get("PTAH_CONTRACT_DB_URL", ""),
     dev_url=os.environ.get("PTAH_CONTRACT_DEV_URL", ""),
+    engine=os.environ.get("PTAH_CONTRACT_ENGINE") or "PostgreSQL",
 )
 SEQUENCE_DOCUMENT = json.dumps(
     {"migrations": [{"version": 4, "version_key": "004"}, {"version": 5, "version_key": "005"}]},
@@ -290,7 +294,7 @@ def runner_env(
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PTAH_BINARY": str(executor_wrapper(tmp_path)),
         "PTAH_VERSION": "v0.4.0",
-        "PTAH_EXPECTED_DATABASE_ENGINE": "PostgreSQL",
+        "PTAH_EXPECTED_DATABASE_ENGINE": CONTRACT.engine,
         "PTAH_OPERATION": operation,
         "PTAH_OPERATION_ID": OP_ID,
         "PTAH_RUNNER_PROTOCOL_VERSION": str(RUNNER_PROTOCOL_VERSION),

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from controller.migration_records import run_outcome
+from controller.families.migration.records import run_outcome
 from jobclaim.api import PtahResultRecord
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.builder import (

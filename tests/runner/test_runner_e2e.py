@@ -37,6 +37,7 @@ from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
 from runner.run import run_child
 from runner.summary import parse_summary_for
 from tests.runner.support import (
+    CONTRACT,
     OP_ID,
     SECRET_URL,
     RunnerRun,
@@ -93,7 +94,7 @@ def test_any_executor_every_operation_succeeds(tmp_path: Path, operation: str) -
     assert result.succeeded, result.error
     if operation not in ("resolve", "verify"):
         url = contract_db_url()
-        assert result.target_identity_digest == target_identity_digest("PostgreSQL", url)
+        assert result.target_identity_digest == target_identity_digest(CONTRACT.engine, url)
 
 
 def test_the_standin_says_what_it_is(tmp_path: Path) -> None:

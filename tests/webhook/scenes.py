@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from controller.operationidentity import input_fingerprint, migration_operation, schema_operation
+from controller.pieces.operationidentity import (
+    input_fingerprint,
+    migration_operation,
+    schema_operation,
+)
 from jobclaim import (
     CLEANUP_TTL_SECONDS,
     SchemaPlanContent,

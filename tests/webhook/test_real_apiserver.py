@@ -27,8 +27,8 @@ from typing import Any, Final
 import pytest
 
 import certs
-from controller.operationidentity import input_fingerprint, schema_operation
-from controller.podintent import AdmissionSettings
+from controller.pieces.operationidentity import input_fingerprint, schema_operation
+from controller.pieces.podintent import AdmissionSettings
 from jobclaim import CLEANUP_TTL_SECONDS, build_job, schema_job_inputs
 from jobclaim.api import PtahSchema, PtahSchemaStatus
 from jobclaim.apiserver import (

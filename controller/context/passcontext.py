@@ -1,0 +1,430 @@
+"""One pass over one resource: what it holds, and the only way it writes status.
+
+Every decision of a pass reads the resource as this pass last stored or read it
+(``ctx.subject``), and every status write goes through ``write_status`` with that
+object's resourceVersion as a precondition. A pass that lost a race therefore fails
+its write with a Conflict and ends, instead of overwriting what another writer
+decided from newer facts.
+
+The two families differ only in what a ``Family`` supplies; everything here is the
+same for a PtahSchema and a PtahMigration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar, Unpack
+
+from controller.mutationlifecycle import (
+    ClaimView,
+    Disposition,
+    Driver,
+    Retirement,
+    Stop,
+    realm_held_by,
+)
+from controller.pieces.events import EventRecord
+from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
+from controller.pieces.harvested import Harvest
+from controller.pieces.managerconfig import ManagerConfig
+from controller.pieces.operationidentity import ClaimFields
+from controller.pieces.phasemachine import Facts
+from controller.pieces.statusconditions import aligned
+from controller.pieces.targetlock import TargetLock
+from controller.pieces.vocabulary import EventReason
+from jobclaim import Claim, OperationInfo, lease_holder, operation_info
+from jobclaim.api import (
+    ActiveOperationStatus,
+    BindingRetirementStatus,
+    Condition,
+    ConfigMapKeySelector,
+    ExecutionBindingStatus,
+    ManagerRecord,
+    MigrationOperationStatus,
+    ObjectReference,
+    OCIArtifactAccessBinding,
+    PendingObservationStatus,
+    PtahMigration,
+    PtahMigrationApproval,
+    PtahMigrationPlan,
+    PtahMigrationStatus,
+    PtahSchema,
+    PtahSchemaApproval,
+    PtahSchemaPlan,
+    PtahSchemaStatus,
+)
+from jobclaim.apiserver import ApiClient, Object, Resource
+from jobclaim.errors import PtahError
+from jobclaim.times import timestamp, utc_now
+
+Subject = PtahSchema | PtahMigration
+Operation = ActiveOperationStatus | MigrationOperationStatus
+Status = PtahSchemaStatus | PtahMigrationStatus
+Approval = PtahSchemaApproval | PtahMigrationApproval
+
+
+class NoClaim(PtahError):
+    """A step that needs the resource's claim found none (a programming error)."""
+
+
+class NotThisFamily(PtahError):
+    """A step of one family was handed the other family's resource (a programming
+    error): it raises rather than reading the other family's status as its own."""
+
+
+@dataclass(slots=True)
+class Environment:
+    """What lives longer than one pass: the API, the configuration, the Lease memory
+    (foreign-Lease sightings must survive between passes), clocks and entropy."""
+
+    api: ApiClient
+    config: ManagerConfig
+    lock: TargetLock
+    driver: Driver = field(default_factory=Driver)
+    wall: Callable[[], datetime] = utc_now
+    entropy: Callable[[int], bytes] = os.urandom
+    # Epochs for first sight of a resource; a test injects a fixed one.
+    epochs: Callable[[], str] | None = None
+    # Told about each Apply boundary crossed; only a lab manager has any
+    # (controller.pieces.faultpoints).
+    faults: FaultPoints | None = None
+
+
+class Family(Protocol):
+    """What differs between PtahSchema and PtahMigration: how a claim is authorized,
+    what its Job is, and where the family keeps its status."""
+
+    @property
+    def name(self) -> str:
+        """``schema`` or ``migration``: the operation table the family claims from."""
+        ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def resource(self) -> Resource: ...
+
+    @property
+    def approvals(self) -> Resource: ...
+
+    @property
+    def finalizer(self) -> str: ...
+
+    def parse(self, obj: Object) -> Subject: ...
+
+    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
+        """What a claim of ``operation`` is decided from, or None if it cannot be formed."""
+        ...
+
+    def authorize(self, ctx: PassContext) -> Stop | None: ...
+
+    def stage(self, ctx: PassContext) -> Stop | None: ...
+
+    def build(
+        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
+    ) -> Object: ...
+
+    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim: ...
+
+    def approval(self, ctx: PassContext) -> ObjectReference | None:
+        """The approval the claim holds by reference, if its work needs one."""
+        ...
+
+    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
+        """Which work to claim now and the approval it spends; a Stop to wait."""
+        ...
+
+    def new_claim(self, ctx: PassContext, operation: str, approval: Approval | None) -> Status:
+        """The status carrying a fresh claim of ``operation`` (not yet written)."""
+        ...
+
+    def empty_status(self) -> Status:
+        """The status of a resource seen for the first time."""
+        ...
+
+    def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> Operation:
+        """The claim this family writes before its Job exists
+        (``controller.pieces.operationidentity``)."""
+        ...
+
+    def prelude(self, ctx: PassContext) -> Stop | None:
+        """What the family settles before anything else in a pass (its own records)."""
+        ...
+
+    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+        """Record a mutating claim's unknown outcome as this family's record."""
+        ...
+
+    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+        """What a claim's terminal Job accounts for, in this family's records."""
+        ...
+
+    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+        """A read-only claim whose result will not be used: discarded, records kept."""
+        ...
+
+    # -- the family's readings and records, as the shared stages ask for them --------
+    # Each difference between the families is answered here once, so the shared
+    # modules (planning, readings, publishing, conditions, binding_rotation,
+    # retirement) never ask which family they hold.
+
+    def artifact(self, status: Status) -> OCIArtifactAccessBinding | None:
+        """The artifact the last Resolve recorded (a schema's source, a migration's
+        artifact)."""
+        ...
+
+    def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
+        """The status fields a Resolve writes: the artifact, and the reading made from
+        the old one cleared."""
+        ...
+
+    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
+        """The ConfigMap key the spec names as the artifact's verification policy."""
+        ...
+
+    def last_reading(self, ctx: PassContext) -> datetime | None:
+        """When the rung above Verify was last read (the interval counts from it)."""
+        ...
+
+    def facts(self, ctx: PassContext) -> Facts:
+        """The family's records reduced to what the phase machine decides from (the
+        fields both families share are the caller's)."""
+        ...
+
+    def own_conditions(self, status: Status) -> list[Condition]:
+        """The conditions only this family publishes, from ``status``."""
+        ...
+
+    def retire_reading(
+        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+    ) -> Stop:
+        """Retire a reading's claim with what it recorded (``update``)."""
+        ...
+
+    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
+        """The record of an Apply that still owes its proof (it holds the realm)."""
+        ...
+
+    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+        """Whether the family's own records take this reading's account, so that the
+        readings record nothing (a migration's History that may settle its
+        unresolved run)."""
+        ...
+
+    def settle_record(self, ctx: PassContext) -> Stop | None:
+        """Work the record an earlier run left toward its end, with no claim standing
+        (a schema's proof, a migration's acknowledged unresolved run); None when
+        there is nothing to do."""
+        ...
+
+    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
+        """What a rotated execution binding still owes before anything else."""
+        ...
+
+    def rotate_binding(self, ctx: PassContext) -> Stop:
+        """Move the resource to the binding now in force."""
+        ...
+
+
+@dataclass(slots=True)
+class PassContext:
+    """One pass: the resource as last read or written, and what steps hand each other."""
+
+    env: Environment
+    family: Family
+    subject: Subject
+    events: list[EventRecord] = field(default_factory=list)
+    built: Object | None = None
+    created: Object | None = None
+    chunks: list[bytes] | None = None
+    # The plan object authorize re-read: a schema Apply stages it, a migration Apply
+    # builds its Job from its sequence.
+    plan_object: PtahSchemaPlan | PtahMigrationPlan | None = None
+
+    @property
+    def api(self) -> ApiClient:
+        return self.env.api
+
+    @property
+    def namespace(self) -> str:
+        return self.subject.metadata.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.subject.metadata.name or ""
+
+    @property
+    def uid(self) -> str:
+        return self.subject.metadata.uid or ""
+
+    @property
+    def status(self) -> Status | None:
+        return self.subject.status
+
+    @property
+    def operation(self) -> Operation:
+        status = self.subject.status
+        if status is None or status.active_operation is None:
+            raise NoClaim(f"{self.family.kind} {self.name} holds no claim")
+        return status.active_operation
+
+    @property
+    def info(self) -> OperationInfo:
+        return operation_info(self.family.name, self.operation.type)
+
+    def info_for(self, operation: str) -> OperationInfo:
+        return operation_info(self.family.name, operation)
+
+    @property
+    def binding(self) -> ExecutionBindingStatus | None:
+        status = self.subject.status
+        return status.execution_binding if status else None
+
+    @property
+    def proof_outstanding(self) -> bool:
+        """Whether an Apply still owes its proof (its record holds the realm)."""
+        return self.family.pending_proof(self) is not None
+
+    def retirement(
+        self,
+        disposition: Disposition,
+        *,
+        record_holds_realm: bool = False,
+        may_still_write: bool = False,
+        ends_proof: bool = False,
+    ) -> Retirement:
+        """This claim's retirement, described by what decides its release: who holds the
+        realm for it is read here once, for every write that retires or discards it."""
+        info = self.info
+        return Retirement(
+            holder=realm_held_by(
+                mutating=info.mutating,
+                serves_proof=info.serves_proof,
+                locked=bool(self.operation.lease_epoch),
+                proof_outstanding=self.proof_outstanding,
+            ),
+            mutating=info.mutating,
+            disposition=disposition,
+            record_holds_realm=record_holds_realm,
+            may_still_write=may_still_write,
+            ends_proof=ends_proof,
+        )
+
+    @property
+    def holder(self) -> str:
+        """Who holds the realm for this claim. A claim that serves a proof holds it as
+        the Apply it proves, so the proof's reading runs under the Apply's own tenure
+        and no other claimant can write between the Apply and that reading."""
+        pending = self.family.pending_proof(self)
+        if pending is not None and self.info.serves_proof:
+            return lease_holder(self.uid, pending.apply_operation_id)
+        return lease_holder(self.uid, self.operation.id)
+
+    def now(self) -> datetime:
+        return self.env.wall()
+
+    def later(self, seconds: int) -> str:
+        return timestamp(self.now() + timedelta(seconds=seconds))
+
+    def crossed(self, reason: EventReason, note: str, *, warning: bool = False) -> None:
+        """Note a boundary crossed; Events are sent after the pass, never between steps,
+        so nothing that can fail sits between a durable write and the step it covers."""
+        self.events.append(EventRecord(reason, note, "Warning" if warning else "Normal"))
+
+    def write_status(self, status: Status) -> None:
+        """Replace the status at the version this pass decided from."""
+        before = self.subject.status.active_operation if self.subject.status else None
+        # The conditions describe the status written with them, in the same write.
+        conditions = aligned(self.subject, status, now=timestamp(self.now()))
+        status = status.model_copy(update={"conditions": conditions})
+        stored = self.api.patch_status(
+            self.family.resource,
+            self.namespace,
+            self.name,
+            status.to_wire(),
+            resource_version=self.subject.metadata.resource_version or "",
+        )
+        self.subject = self.family.parse(stored)
+        if self.env.faults is not None:
+            after = self.subject.status.active_operation if self.subject.status else None
+            for boundary, operation in crossed(before, after):
+                self.env.faults.after(boundary, self.subject, operation)
+
+    def crossed_create(self) -> None:
+        """The one Job create was answered: tell the fault points, if any."""
+        if self.env.faults is not None:
+            self.env.faults.after(Boundary.CREATE, self.subject, self.operation)
+
+    def write_operation(self, **update: Any) -> None:
+        """Write the claim with ``update`` applied, nothing else in status changed."""
+        status = self.subject.status
+        assert status is not None
+        operation = self.operation.model_copy(update=update)
+        self.write_status(status.model_copy(update={"active_operation": operation}))
+
+    def write_metadata(self, metadata: Mapping[str, Any]) -> None:
+        stored = self.api.patch_metadata(
+            self.family.resource,
+            self.namespace,
+            self.name,
+            metadata,
+            resource_version=self.subject.metadata.resource_version,
+        )
+        self.subject = self.family.parse(stored)
+
+
+# -- a family's own steps, narrowed ----------------------------------------------------
+# A step that only one family takes (its dispatch, its records, its answers to the
+# Family questions) reads the pass's resource as that family's type through these,
+# the one place that checks it.
+
+_Narrowed = TypeVar("_Narrowed")
+
+
+def narrowed(value: object, kind: type[_Narrowed]) -> _Narrowed:
+    """``value`` as the family's own ``kind``; anything else is a step handed the
+    other family's resource."""
+    if not isinstance(value, kind):
+        raise NotThisFamily(f"a {kind.__name__} was expected, not a {type(value).__name__}")
+    return value
+
+
+def schema_of(ctx: PassContext) -> PtahSchema:
+    return narrowed(ctx.subject, PtahSchema)
+
+
+def schema_status_of(ctx: PassContext) -> PtahSchemaStatus:
+    return narrowed(ctx.subject.status, PtahSchemaStatus)
+
+
+def schema_operation_of(ctx: PassContext) -> ActiveOperationStatus:
+    return narrowed(ctx.operation, ActiveOperationStatus)
+
+
+def migration_of(ctx: PassContext) -> PtahMigration:
+    return narrowed(ctx.subject, PtahMigration)
+
+
+def migration_status_of(ctx: PassContext) -> PtahMigrationStatus:
+    return narrowed(ctx.subject.status, PtahMigrationStatus)
+
+
+def migration_operation_of(ctx: PassContext) -> MigrationOperationStatus:
+    return narrowed(ctx.operation, MigrationOperationStatus)
+
+
+def claim_view(ctx: PassContext) -> ClaimView:
+    """What the dispatch driver reads of the claim: the guard's inputs and which steps
+    apply."""
+    operation = ctx.operation
+    return ClaimView(
+        info=ctx.info,
+        dispatch_started=operation.dispatch_started,
+        job_uid=operation.job_uid,
+        proof_outstanding=ctx.proof_outstanding,
+        stages_plan=ctx.family.name == "schema" and operation.type == "Apply",
+    )

@@ -1,0 +1,2 @@
+"""What runs the passes: one pass in order (``lifecyclepass``), the manager loop
+(``reconciler``) and leader election."""

@@ -1,0 +1,246 @@
+"""The work of each dispatch step, shared by both families.
+
+``mutationlifecycle.Driver`` decides the order; this module decides what each step
+writes; a ``Family`` supplies only what differs (authorize, stage, what its Job is).
+Each step's durable write is made before the step returns, so the next step's
+failure is always covered:
+
+- lease: the tenure the Lease is held under is in status before anything that
+  depends on it (a projection, a snapshot, the Job) exists;
+- snapshot: a resolved admission snapshot is written and the pass *returns*, so no
+  Job can exist under an envelope that is not durable;
+- consume: the approval is spent before the mark, so every marked claim's approval is
+  already spent, and nothing that can fail sits between the mark and the create;
+- mark: ``dispatchStarted`` turns a missing Job from "create it" into "unknown";
+- create: once. A refusal before storing withdraws the mark (the next pass creates
+  under the approval already spent); any other failure is an unknown outcome;
+- confirm: the Job is read back and held to its claim by ``jobclaim.match`` before
+  its UID is recorded;
+- record: the UID.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from controller.context.passcontext import PassContext
+from controller.mutationlifecycle import (
+    CreateOutcome,
+    Step,
+    Stop,
+    classify_create,
+)
+from controller.pieces.approvals import ApprovalGone, consume_approval
+from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
+from controller.pieces.targetlock import MalformedLease
+from controller.stages.claimsupervision import settle_drift
+from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched
+from controller.stages.realmgate import gate_lease
+from jobclaim import match
+from jobclaim.apiserver import JOBS, ApiError
+from jobclaim.errors import InvalidInput
+from jobclaim.times import timestamp
+
+# How soon a refused create is tried again: the refusal may be a webhook that is
+# being replaced, or priority and fairness shedding load.
+REFUSED_RETRY: Final = 5.0
+# How soon contention is looked at again: a holder's release is a Lease write, which
+# no watch of ours sees, so a claimant only learns of it by looking. The foreign
+# Lease's own expiry (up to its whole duration, minutes) is the latest it must look.
+CONTENTION_RETRY: Final = 5.0
+
+
+def contention_retry(retry_after: float | None) -> float:
+    """When a claimant that found the realm held looks again. Pure.
+
+    Soon, whatever the holder's Lease says: looking again is an uncached read, and the
+    expiry is measured by this process's sighting, which a look does not reset. Waiting
+    for ``retry_after`` left a second resource idle for the holder's whole duration
+    after the holder had released the realm in seconds.
+    """
+    return CONTENTION_RETRY if retry_after is None else min(retry_after, CONTENTION_RETRY)
+
+
+class DispatchPass:
+    """``mutationlifecycle.DispatchSteps`` over one pass of one resource."""
+
+    def __init__(self, ctx: PassContext) -> None:
+        self.ctx = ctx
+
+    def run(self, step: Step) -> Stop | None:
+        try:
+            return _STEPS[step](self)
+        except ApiError as error:
+            # Whatever the step had made durable stays; the next pass re-reads it.
+            return Stop(f"the {step.value} step could not finish", error=error)
+
+    # -- the steps -------------------------------------------------------------------
+
+    def authorize(self) -> Stop | None:
+        return self.ctx.family.authorize(self.ctx)
+
+    def lease(self) -> Stop | None:
+        ctx = self.ctx
+        operation = ctx.operation
+        if operation.coordination_digest is None or operation.lease_duration_seconds is None:
+            return retire_undispatched(ctx, "the claim names no realm to lock")
+        # Re-read, uncached, every time: a realm edited since the claim was made must not
+        # be the one the Lease is taken under.
+        stop = gate_lease(ctx)
+        if stop is not None:
+            return stop
+        try:
+            state = ctx.env.lock.acquire(
+                operation.coordination_digest,
+                ctx.holder,
+                operation.lease_duration_seconds,
+                operation.lease_epoch,
+            )
+        except MalformedLease as error:
+            # Fail closed: a Lease nobody can read is never waited out or taken.
+            ctx.crossed("LeaseMalformed", str(error), warning=True)
+            return Stop("the realm's Lease cannot be read", error=error)
+        if not state.held:
+            ctx.crossed("RealmBusy", "another claim holds the database realm")
+            return Stop(
+                "another claim holds the database realm",
+                requeue_after=contention_retry(state.retry_after),
+            )
+        update = epoch_update(operation, state, dispatched=False)
+        if update is not None:
+            ctx.write_operation(**update)
+            ctx.crossed("RealmLocked", f"the database realm is held under {state.epoch}")
+        return None
+
+    def stage(self) -> Stop | None:
+        return self.ctx.family.stage(self.ctx)
+
+    def snapshot(self) -> Stop | None:
+        ctx = self.ctx
+        operation = ctx.operation
+        try:
+            draft = ctx.family.build(ctx, snapshot_digest=None, manager=None)
+        except InvalidInput as error:
+            return retire_undispatched(
+                ctx, f"the claim cannot build its Job: {error}", drop_plan=True
+            )
+        template = draft["spec"]["template"]
+        snapshot = operation.admission_snapshot
+        verdict = snapshot_verdict(
+            snapshot, template, refreshed=operation.admission_snapshot_refreshed
+        )
+        if verdict == "refuse":
+            return retire_undispatched(
+                ctx, "the Job's Pod template disagrees with its admission snapshot twice"
+            )
+        if verdict in ("resolve", "refresh"):
+            try:
+                resolved = resolve_snapshot(
+                    ctx.api, ctx.namespace, template, ctx.env.config.admission
+                )
+            except AdmissionUnresolvable as error:
+                # Nothing was written: a missing ServiceAccount may yet be created.
+                ctx.crossed("AdmissionUnresolvable", str(error), warning=True)
+                return Stop("admission cannot be pinned", error=error)
+            refreshed = operation.admission_snapshot_refreshed or verdict == "refresh"
+            ctx.write_operation(admission_snapshot=resolved, admission_snapshot_refreshed=refreshed)
+            ctx.crossed("AdmissionResolved", f"admission snapshot {resolved.digest} is durable")
+            # The pass that writes the snapshot returns: no Job may carry its digest in
+            # the same pass that made it durable.
+            return Stop("the admission snapshot is durable; the pass returns", requeue_after=AGAIN)
+        assert snapshot is not None
+        ctx.built = ctx.family.build(ctx, snapshot_digest=snapshot.digest, manager=None)
+        return None
+
+    def consume(self) -> Stop | None:
+        ctx = self.ctx
+        approval = ctx.family.approval(ctx)
+        if approval is None:
+            return None
+        try:
+            spent = consume_approval(
+                ctx.api,
+                ctx.family.approvals,
+                ctx.namespace,
+                approval.name,
+                approval.uid,
+                now=timestamp(ctx.now()),
+                claim=ctx.operation.id,
+            )
+        except ApprovalGone as error:
+            return retire_undispatched(ctx, f"its approval is gone: {error}", drop_plan=False)
+        if spent:
+            # Said by the write: a mark withdrawn and made again passes here twice.
+            ctx.crossed("ApprovalConsumed", f"approval {approval.name} is spent")
+        return None
+
+    def mark(self) -> Stop | None:
+        self.ctx.write_operation(dispatch_started=True)
+        self.ctx.crossed("DispatchMarked", "a Job may exist from here on")
+        return None
+
+    def create(self) -> Stop | None:
+        ctx = self.ctx
+        if ctx.built is None:
+            # Only a driver with its steps exchanged gets here without a snapshot step.
+            snapshot = ctx.operation.admission_snapshot
+            digest = snapshot.digest if snapshot else None
+            ctx.built = ctx.family.build(ctx, snapshot_digest=digest, manager=None)
+        try:
+            ctx.created = ctx.api.create(JOBS, ctx.namespace, ctx.built)
+        except Exception as error:  # every answer, and none, is classified
+            return self._create_failed(error)
+        ctx.crossed("JobCreated", f"Job {ctx.operation.job_name} was created")
+        ctx.crossed_create()
+        return None
+
+    def _create_failed(self, error: Exception) -> Stop:
+        ctx = self.ctx
+        if classify_create(error) is CreateOutcome.REFUSED_BEFORE_STORING:
+            # Nothing stands under the reserved name: withdraw the mark, and the claim is
+            # where a stop between spending its approval and marking leaves it. If the
+            # withdrawal itself fails the mark stays, and the outcome stays unknown.
+            if ctx.operation.dispatch_started:
+                ctx.write_operation(dispatch_started=False)
+                ctx.crossed("DispatchWithdrawn", f"the create was refused: {error}", warning=True)
+            return Stop(
+                "the create was refused before storing", requeue_after=REFUSED_RETRY, error=error
+            )
+        ctx.crossed("CreateUncertain", f"the create's outcome is unknown: {error}", warning=True)
+        return Stop(
+            "the create's outcome is unknown; the next pass adopts the Job or records it",
+            requeue_after=AGAIN,
+            error=error,
+        )
+
+    def confirm(self) -> Stop | None:
+        ctx = self.ctx
+        job = ctx.api.get(JOBS, ctx.namespace, ctx.operation.job_name)
+        built = ctx.built
+        verdict = match(job, ctx.family.claim(ctx, built))
+        if not verdict:
+            return settle_drift(ctx, f"the created Job is not its claim's: {verdict.reason}")
+        ctx.created = job
+        return None
+
+    def record(self) -> Stop | None:
+        ctx = self.ctx
+        job = ctx.created
+        assert job is not None
+        uid = job["metadata"]["uid"]
+        ctx.write_operation(job_uid=uid)
+        ctx.crossed("OperationStarted", f"Job {ctx.operation.job_name} ({uid}) is this claim's")
+        return None
+
+
+_STEPS: Final = {
+    Step.AUTHORIZE: DispatchPass.authorize,
+    Step.LEASE: DispatchPass.lease,
+    Step.STAGE: DispatchPass.stage,
+    Step.SNAPSHOT: DispatchPass.snapshot,
+    Step.CONSUME: DispatchPass.consume,
+    Step.MARK: DispatchPass.mark,
+    Step.CREATE: DispatchPass.create,
+    Step.CONFIRM: DispatchPass.confirm,
+    Step.RECORD: DispatchPass.record,
+}

@@ -1,0 +1,187 @@
+"""runner.dburl: what a MySQL-family URL may ask of its client, asked by the runner.
+
+A table of URLs (a control row that is opened, then one change per row that is
+refused with its one sentence naming the parameter); the runner refusing them before
+ptah starts, for the target and the dev database; the aliases ``mysql://`` and
+``mariadb://`` naming one target; and docs/security.md's table of refused
+parameters held to the module.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from jobclaim.naming import coordination_digest
+from runner.config import RunConfig, StartRefusal, prepare, target_identity_digest
+from runner.dburl import (
+    MYSQL_ALLOWED,
+    MYSQL_ANY_OTHER,
+    MYSQL_REFUSED,
+    mysql_url_problem,
+    normalized,
+)
+from tests.runner.support import OP_ID
+from tests.runner.test_ptah_contract import NOW, environment
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = "mysql://app:s3cret-Pa55word@db.internal:3306/orders"
+
+# Control row first; each other row changes one thing and must be refused with a
+# sentence holding the text given.
+URL_ROWS: list[tuple[str, str, str | None]] = [
+    ("control: no parameters", BASE, None),
+    ("control: the allowed settings", BASE + "?tls=true&timeout=5s&parseTime=true", None),
+    ("control: the mariadb alias", BASE.replace("mysql://", "mariadb://"), None),
+    ("multiStatements", BASE + "?multiStatements=true", "may not set multiStatements"),
+    ("multiStatements off is still refused", BASE + "?multiStatements=false", "multiStatements"),
+    ("another spelling", BASE + "?multi_statements=1", "may not set multi_statements"),
+    ("another case", BASE + "?MULTISTATEMENTS=true", "MULTISTATEMENTS (multiStatements)"),
+    ("allowAllFiles", BASE + "?tls=true&allowAllFiles=true", "may not set allowAllFiles"),
+    ("allowLoadLocalInfile", BASE + "?allowLoadLocalInfile=true", "allowLoadLocalInfile"),
+    ("initSQL", BASE + "?initSQL=DROP%20TABLE%20t", "may not set initSQL: it runs SQL"),
+    ("init_command", BASE + "?init_command=SET%20x%3D1", "init_command (initCommand)"),
+    ("a session variable", BASE + "?sql_mode=%27%27", "may not set sql_mode: "),
+    ("another session variable", BASE + "?foreign_key_checks=0", "session variable"),
+    ("a password parameter", BASE + "?password=x", "may not set password"),
+    ("a setting given twice", BASE + "?tls=true&tls=false", "sets tls twice"),
+    ("a fragment", BASE + "#DROP TABLE t", "may not have a fragment"),
+    ("an empty fragment", BASE + "#", "may not have a fragment"),
+    ("a path under the database", BASE + "/extra", "must name one database"),
+    ("an unreadable query", BASE + "?tls", "cannot be read as name=value pairs"),
+]
+
+
+@pytest.mark.parametrize(("row", "url", "refused"), URL_ROWS, ids=[r[0] for r in URL_ROWS])
+def test_a_mysql_url_may_carry_only_settings_that_run_no_sql(
+    row: str, url: str, refused: str | None
+) -> None:
+    problem = mysql_url_problem(url)
+    if refused is None:
+        assert problem is None, row
+        return
+    assert problem is not None and refused in problem, (row, problem)
+    # One lower-case sentence, with no credential in it.
+    assert problem[0].islower() and ". " not in problem and not problem.endswith(".")
+    assert "s3cret-Pa55word" not in problem
+
+
+@pytest.mark.parametrize("name", sorted(MYSQL_REFUSED))
+def test_every_refused_parameter_is_refused_naming_itself(name: str) -> None:
+    problem = mysql_url_problem(f"{BASE}?{name}=1")
+    assert problem == f"the database URL may not set {name}: {MYSQL_REFUSED[name]}"
+
+
+def test_no_parameter_is_both_allowed_and_refused() -> None:
+    allowed = {normalized(n) for n in MYSQL_ALLOWED}
+    assert allowed.isdisjoint(normalized(n) for n in MYSQL_REFUSED)
+    assert all(mysql_url_problem(f"{BASE}?{name}=1") is None for name in MYSQL_ALLOWED)
+
+
+def _mysql_env(operation: str, **changes: str) -> dict[str, str]:
+    env = environment(operation)
+    env.update(
+        PTAH_EXPECTED_DATABASE_ENGINE="MySQL",
+        PTAH_DB_URL=BASE,
+        PTAH_DEV_URL="mysql://dev:devpass-1@dev.internal/scratch",
+    )
+    env.update(changes)
+    return env
+
+
+# The runner asks before it starts ptah: control row, then one change per row.
+RUNNER_ROWS: list[tuple[str, str, dict[str, str], str | None]] = [
+    ("control: a MySQL plan", "plan", {}, None),
+    ("control: a MySQL migration apply", "migration-apply", {}, None),
+    (
+        "the target's URL",
+        "apply",
+        {"PTAH_DB_URL": BASE + "?multiStatements=true"},
+        "the database URL may not set multiStatements",
+    ),
+    (
+        "the dev database's URL",
+        "plan",
+        {"PTAH_DEV_URL": "mariadb://dev:devpass-1@dev.internal/scratch?allowAllFiles=true"},
+        "the dev database URL may not set allowAllFiles",
+    ),
+    (
+        "a migration apply",
+        "migration-apply",
+        {"PTAH_DB_URL": BASE + "?time_zone=%27%2B00:00%27"},
+        "the database URL may not set time_zone",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "operation", "changes", "refused"), RUNNER_ROWS, ids=[r[0] for r in RUNNER_ROWS]
+)
+def test_the_runner_refuses_such_a_url_before_ptah_starts(
+    row: str, operation: str, changes: dict[str, str], refused: str | None
+) -> None:
+    prepared = prepare(_mysql_env(operation, **changes), operation, OP_ID, now=NOW)
+    if refused is None:
+        assert isinstance(prepared, RunConfig), (row, prepared)
+        return
+    assert isinstance(prepared, StartRefusal), row
+    assert prepared.code == "database_url_refused"
+    assert prepared.message.startswith(refused), prepared.message
+
+
+# The target identity is host, port and database (and user): the alias, the default
+# port and the host's case change nothing; each other row names another database.
+IDENTITY = target_identity_digest("MySQL", "mysql://app:pw-one@db.internal:3306/orders")
+IDENTITY_ROWS: list[tuple[str, str, bool]] = [
+    ("control: the same URL", "mysql://app:pw-one@db.internal:3306/orders", True),
+    ("the mariadb alias", "mariadb://app:pw-one@db.internal:3306/orders", True),
+    ("the default port left out", "mariadb://app:pw-one@db.internal/orders", True),
+    ("the host in capitals, another password", "mysql://app:pw-two@DB.INTERNAL/orders", True),
+    ("an allowed setting", "mysql://app:pw-one@db.internal/orders?tls=true", True),
+    ("another host", "mysql://app:pw-one@db2.internal:3306/orders", False),
+    ("another port", "mysql://app:pw-one@db.internal:3307/orders", False),
+    ("another database", "mysql://app:pw-one@db.internal:3306/billing", False),
+    ("another user", "mysql://admin:pw-one@db.internal:3306/orders", False),
+]
+
+
+@pytest.mark.parametrize(("row", "url", "same"), IDENTITY_ROWS, ids=[r[0] for r in IDENTITY_ROWS])
+def test_the_aliases_name_one_target(row: str, url: str, same: bool) -> None:
+    assert IDENTITY is not None
+    assert (target_identity_digest("MySQL", url) == IDENTITY) is same, row
+
+
+def test_the_coordination_of_a_mysql_target_is_the_engines_not_the_urls() -> None:
+    # The Lease is named from the engine and the coordination key, never the URL's
+    # scheme: a Secret rewritten from mysql:// to mariadb:// keeps its Lease.
+    one = coordination_digest(
+        engine="MySQL", namespace="shop", coordination_key="orders", realm=None
+    )
+    assert one == coordination_digest(
+        engine="mysql", namespace="shop", coordination_key=" Orders ", realm=None
+    )
+    assert one != coordination_digest(
+        engine="PostgreSQL", namespace="shop", coordination_key="orders", realm=None
+    )
+
+
+SECTION = "## Database URL parameters the runner refuses"
+ROW = re.compile(r"^\| `([^`]+)` \| (.+) \|$")
+
+
+def _doc_table() -> dict[str, str]:
+    text = (ROOT / "docs" / "security.md").read_text()
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in map(ROW.match, section.splitlines()) if m}
+
+
+def test_the_security_document_lists_every_refused_parameter_with_its_sentence() -> None:
+    table = _doc_table()
+    refused = {name: text for name, text in table.items() if name in MYSQL_REFUSED}
+    assert refused == MYSQL_REFUSED
+    allowed = table.get("(allowed)", "")
+    assert sorted(re.findall(r"`(\w+)`", allowed)) == sorted(MYSQL_ALLOWED)
+    assert table["(any other)"] == MYSQL_ANY_OTHER
+    assert set(table) == {*MYSQL_REFUSED, "(allowed)", "(any other)", "#..."}

@@ -377,7 +377,7 @@ def test_the_controller_dispatches_only_after_the_stamped_approval(
     stamped.admin.create(PTAHSCHEMAS, stamped.namespace, raw)
     # Passes run here, one at a time, until the controller says what it waits for:
     # the binding first, then (once the plan is seeded) an approval.
-    controller.runtime.reconciler.reconcile(key)
+    controller.reconciler.reconcile(key)
     localrun.seed_plan(
         stamped.admin,
         operator.manager,
@@ -389,7 +389,7 @@ def test_the_controller_dispatches_only_after_the_stamped_approval(
         await_reading=False,
     )
     for _ in range(5):
-        stop = controller.runtime.reconciler.reconcile(key)
+        stop = controller.reconciler.reconcile(key)
         if stop.reason == "the plan awaits an approval":
             break
     assert stop.reason == "the plan awaits an approval"

@@ -112,7 +112,7 @@ def test_a_stopped_webhook_refuses_the_create_and_the_job_is_created_once_after(
     names = register(staged, rest, jobs=jobs)
     events = RecordingSink()
     controller = localrun.LocalController(counting_manager, namespace, events=events)
-    reconcile = controller.runtime.reconciler.reconcile
+    reconcile = controller.reconciler.reconcile
     try:
         # The readings before the Apply run on the stand-in node, their Jobs admitted.
         key = Key("PtahSchema", namespace, "orders")

@@ -154,7 +154,7 @@ def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_app
     with registered_webhook(operator, tmp_path_factory.mktemp("webhook-certs")) as (staged, _):
         namespace = staged.namespace
         controller = localrun.LocalController(node_logs, namespace, events=RecordingSink())
-        reconcile = controller.runtime.reconciler.reconcile
+        reconcile = controller.reconciler.reconcile
         key = Key("PtahSchema", namespace, "orders")
         operator.admin.create(
             CONFIGMAPS,

@@ -223,6 +223,13 @@ def resolved_source(
     return None if operation == RESOLVE else resolved_artifact(resource)
 
 
+def requested_reference(resource: PtahSchema | PtahMigration) -> str:
+    """The artifact's reference as the spec writes it: a tag, or a digest."""
+    if isinstance(resource, PtahSchema):
+        return resource.spec.desired.oci_ref
+    return resource.spec.artifact.oci_ref
+
+
 def verification_policy(resource: PtahSchema | PtahMigration) -> ConfigMapKeySelector | None:
     """The ConfigMap key the spec names as the artifact's verification policy."""
     if isinstance(resource, PtahSchema):

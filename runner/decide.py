@@ -593,7 +593,15 @@ def history_section(doc: StatusDocument) -> dict[str, Any]:
         "out_of_order_versions": [
             _key(m.version, records) for m in doc.versions_in("out-of-order")
         ][:256],
+        "ahead": history_ahead(doc),
     }
+
+
+def history_ahead(doc: StatusDocument) -> bool:
+    """Whether the database is at a version above every one the artifact holds: a
+    history the artifact cannot describe, so nothing may be planned from it. Pure."""
+    highest = max((m.version for m in doc.migrations), default=0)
+    return doc.current_version > highest
 
 
 def history_account(config: RunConfig, child: ChildOutcome) -> RunnerResult:

@@ -204,6 +204,8 @@ class MigrationHistorySection(Model):
     dirty: bool = False
     modified_versions: list[Version] = Field(default_factory=list, max_length=MAX_VERSIONS)
     out_of_order_versions: list[Version] = Field(default_factory=list, max_length=MAX_VERSIONS)
+    # The database is at a version above every one the artifact holds.
+    ahead: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> MigrationHistorySection:

@@ -120,7 +120,6 @@ CONTROLLER_LEFT_UPWARD = frozenset(
         ("controller/stages/binding_rotation.py", "controller.families.migration.records"),
         ("controller/stages/binding_rotation.py", "controller.families.schema.records"),
         ("controller/stages/claimsupervision.py", "controller.families.schema.records"),
-        ("controller/stages/planning.py", "controller.families.schema.records"),
         ("controller/stages/readings.py", "controller.families.migration.records"),
     }
 )

@@ -32,6 +32,7 @@ from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
 from controller.pieces.operationidentity import ClaimFields
 from controller.pieces.phasemachine import Facts
+from controller.pieces.statusconditions import aligned
 from controller.pieces.targetlock import TargetLock
 from controller.pieces.vocabulary import EventReason
 from jobclaim import Claim, OperationInfo, lease_holder, operation_info
@@ -337,6 +338,9 @@ class PassContext:
     def write_status(self, status: Status) -> None:
         """Replace the status at the version this pass decided from."""
         before = self.subject.status.active_operation if self.subject.status else None
+        # The conditions describe the status written with them, in the same write.
+        conditions = aligned(self.subject, status, now=timestamp(self.now()))
+        status = status.model_copy(update={"conditions": conditions})
         stored = self.api.patch_status(
             self.family.resource,
             self.namespace,

@@ -17,7 +17,10 @@ record and harvest:
 and fall back to the lowest rung whose record is missing: a spec change discards
 everything resolved from the old spec (and the plan made from it, whose approvals
 are then marked stale), so the resource resolves again. An in-sync resource is read
-again every ``spec.interval``. A failed reading is not a rung: it is retried, with
+again every ``spec.interval``, and so is a waiting plan's database and a tag's
+digest (``controller.pieces.freshness``): a refresh is claimed before anything above it,
+so an approval is never consumed against a reading older than an interval, and a
+refresh that failed stays due until it succeeds. A failed reading is not a rung: it is retried, with
 backoff, at the time its record names, and nothing above it is claimed meanwhile.
 
 ``ROWS`` is the machine as a table (``docs/architecture.md``, "The phase machine",
@@ -52,6 +55,8 @@ class Event(Enum):
     NOT_VERIFIED = "the resolved artifact is not verified"
     RUN_UNRESOLVED = "an Apply's run is unresolved, and an interval passed since it (or a reading)"
     RUN_UNRESOLVED_READ = "an Apply's run is unresolved; the next History is not due"
+    SOURCE_DUE = "the reference is a tag, and spec.interval has passed since it was resolved"
+    REFRESH_DUE = "a plan stands, and spec.interval has passed since the database was read"
     APPLY_NEVER = "a plan stands; spec.policy.apply is Never"
     AWAITING_APPROVAL = "a plan stands and needs an approval none gives"
     APPROVED = "a plan stands and an approval authorizes it"
@@ -85,6 +90,8 @@ class Facts:
     changes: bool = False  # drift found / migrations pending
     refuses: bool = False  # migration: the History refuses planning
     reading_due: bool = False
+    # A reference not pinned by digest, not resolved within the last interval.
+    source_due: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +137,23 @@ def decide(facts: Facts) -> Decision:
         if facts.reading_due:
             return Decision(Event.RUN_UNRESOLVED, "Reading", "History", Wait.NONE)
         return Decision(Event.RUN_UNRESOLVED_READ, "Blocked", None, Wait.INTERVAL)
+    if facts.source_due:
+        # A tag may name new bytes: nothing is planned or applied from the old ones
+        # until the reference is read again.
+        return Decision(Event.SOURCE_DUE, "Resolving", "Resolve", Wait.NONE)
     if facts.plan:
+        if facts.reading_due:
+            # The database may have moved under the plan: read it before an approval
+            # is consumed, and on every interval while the plan waits.
+            return Decision(Event.REFRESH_DUE, _reading_phase(family), _reading(family), Wait.NONE)
         if facts.apply_never:
-            return Decision(Event.APPLY_NEVER, "AwaitingApproval", None, Wait.PERSON)
+            return Decision(Event.APPLY_NEVER, "AwaitingApproval", None, Wait.INTERVAL)
         if not facts.needs_approval:
             return Decision(Event.NEEDS_NO_APPROVAL, "Applying", "Apply", Wait.NONE)
         if facts.approval_found:
             return Decision(Event.APPROVED, "Applying", "Apply", Wait.NONE)
-        return Decision(Event.AWAITING_APPROVAL, "AwaitingApproval", None, Wait.PERSON)
+        # A person wakes it (an approval is watched), and the refresh an interval does.
+        return Decision(Event.AWAITING_APPROVAL, "AwaitingApproval", None, Wait.INTERVAL)
     if not facts.read:
         return Decision(Event.NOT_READ, _reading_phase(family), _reading(family), Wait.NONE)
     if facts.refuses:
@@ -253,6 +269,41 @@ def _rows() -> tuple[Row, ...]:
             None,
         ),
         Row("InSync", replace(_SV, read=True, suspended=True), Event.SUSPENDED, "Suspended", None),
+        Row(
+            "InSync",
+            replace(_SV, read=True, source_due=True),
+            Event.SOURCE_DUE,
+            "Resolving",
+            "Resolve",
+        ),
+        Row(
+            "AwaitingApproval",
+            replace(s_plan, source_due=True, approval_found=True),
+            Event.SOURCE_DUE,
+            "Resolving",
+            "Resolve",
+        ),
+        Row(
+            "AwaitingApproval",
+            replace(s_plan, reading_due=True),
+            Event.REFRESH_DUE,
+            "Observing",
+            "Observe",
+        ),
+        Row(
+            "AwaitingApproval",
+            replace(s_plan, reading_due=True, approval_found=True),
+            Event.REFRESH_DUE,
+            "Observing",
+            "Observe",
+        ),
+        Row(
+            "Failed",
+            replace(s_plan, source_due=True, retry_not_due=True, approval_found=True),
+            Event.RETRY_NOT_DUE,
+            "Failed",
+            None,
+        ),
         # PtahMigration
         Row("Pending", _M, Event.NOT_RESOLVED, "Resolving", "Resolve"),
         Row("Resolving", replace(_M, resolved=True), Event.NOT_VERIFIED, "Verifying", "Verify"),
@@ -325,6 +376,27 @@ def _rows() -> tuple[Row, ...]:
         ),
         Row("Failed", replace(_MV, retry_not_due=True), Event.RETRY_NOT_DUE, "Failed", None),
         Row("InSync", replace(_MV, read=True, suspended=True), Event.SUSPENDED, "Suspended", None),
+        Row(
+            "AwaitingApproval",
+            replace(m_plan, source_due=True),
+            Event.SOURCE_DUE,
+            "Resolving",
+            "Resolve",
+        ),
+        Row(
+            "AwaitingApproval",
+            replace(m_plan, reading_due=True, approval_found=True),
+            Event.REFRESH_DUE,
+            "Reading",
+            "History",
+        ),
+        Row(
+            "Blocked",
+            replace(_MV, run_unresolved=True, source_due=True),
+            Event.RUN_UNRESOLVED_READ,
+            "Blocked",
+            None,
+        ),
     )
 
 

@@ -8,7 +8,8 @@ refuses any other literal), and tests walk ``conditions_for`` over every phase, 
 and failure and scan every ``crossed(...)`` call. ``docs/reference/conditions.md`` and
 ``docs/reference/events.md`` are rendered from these tables
 (``python -m controller.pieces.vocabulary conditions|events``) and a test keeps the committed
-files equal to the render.
+files equal to the render. The condition table is ``controller.pieces.conditionreasons``
+(re-exported here): the Event half and the condition half are each one module.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from controller.pieces.phasemachine import Event
-
-SCHEMA: Final = "PtahSchema"
-MIGRATION: Final = "PtahMigration"
-BOTH: Final = (SCHEMA, MIGRATION)
+from controller.pieces.conditionreasons import (
+    BOTH,
+    CONDITIONS,
+    MIGRATION,
+    PHASES,
+    READINGS,
+    SCHEMA,
+    event_reason,
+)
 
 EventReason = Literal[
     "AcknowledgmentUnstamped",
@@ -72,6 +77,20 @@ EventReason = Literal[
 EventType = Literal["Normal", "Warning"]
 
 _NOTHING: Final = "Nothing; it is a record of progress."
+# The condition registry lives in controller.pieces.conditionreasons; its names are this
+# module's too, so the vocabulary is asked in one place.
+__all__ = [
+    "CONDITIONS",
+    "EVENTS",
+    "PHASES",
+    "READINGS",
+    "EventDoc",
+    "EventReason",
+    "event_reason",
+    "main",
+    "render_conditions",
+    "render_events",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,19 +99,6 @@ class EventDoc:
     kinds: tuple[str, ...]
     meaning: str
     action: str = _NOTHING
-
-
-@dataclass(frozen=True, slots=True)
-class ReasonDoc:
-    meaning: str
-    action: str = _NOTHING
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionDoc:
-    kinds: tuple[str, ...]
-    meaning: str
-    reasons: Mapping[str, ReasonDoc]
 
 
 # -- Events ------------------------------------------------------------------------------
@@ -198,7 +204,12 @@ EVENTS: Final[Mapping[EventReason, EventDoc]] = {
         "unknown outcomes.",
     ),
     "PlanDiscarded": EventDoc(
-        "Normal", BOTH, "The standing plan was discarded and its approvals marked stale."
+        "Normal",
+        BOTH,
+        "The standing plan was discarded and its approvals marked Stale: the spec changed, "
+        "the reference moved to new bytes, or a refresh read a database (or a history) "
+        "other than the one the plan was made from. The note says which.",
+        "Review the plan made next and approve it if it is still wanted.",
     ),
     "PlanProjected": EventDoc(
         "Normal", (SCHEMA,), "The approved plan is projected for the Apply Pod to read."
@@ -285,192 +296,6 @@ EVENTS: Final[Mapping[EventReason, EventDoc]] = {
         "Normal",
         (MIGRATION,),
         "An unresolved run's record was restored from its annotation copy.",
-    ),
-}
-
-
-# -- Conditions --------------------------------------------------------------------------
-
-# Every phase either family publishes; several conditions take the phase as reason.
-PHASES: Final[Mapping[str, ReasonDoc]] = {
-    "Pending": ReasonDoc("Nothing is claimed yet for the current spec."),
-    "Resolving": ReasonDoc("The OCI reference is being resolved to a digest."),
-    "Verifying": ReasonDoc("The resolved artifact is being verified against policy."),
-    "Observing": ReasonDoc("The database is being read and compared with the schema."),
-    "Reading": ReasonDoc("The migration history is being read from the database."),
-    "Planning": ReasonDoc("A plan for the changes found is being made."),
-    "ReadyToApply": ReasonDoc("A plan stands and may be applied."),
-    "AwaitingApproval": ReasonDoc(
-        "A plan stands and waits for an approval.",
-        "Review the plan (`kubectl ptah plan`) and approve it (`kubectl ptah approve`).",
-    ),
-    "Blocked": ReasonDoc(
-        "Policy refuses the plan or the reading (destructive changes, apply Never, a "
-        "dirty or out-of-order history).",
-        "Read the condition's message; change the spec, the policy or the database.",
-    ),
-    "Applying": ReasonDoc("An Apply runs."),
-    "VerifyingConvergence": ReasonDoc("The database is read again to prove the Apply."),
-    "VerifyingHistory": ReasonDoc("The history is read again after an Apply."),
-    "InSync": ReasonDoc("The database matches the artifact."),
-    "Suspended": ReasonDoc("spec.suspend is set; nothing is claimed.", "Unset spec.suspend."),
-    "Failed": ReasonDoc(
-        "The resource cannot go on without a person.",
-        "Read `status.readingFailure` and the Warning Events; fix and change the spec.",
-    ),
-}
-
-# The reading operations whose failure names ReconciliationFailed's reason.
-READINGS: Final = ("Resolve", "Verify", "Observe", "Plan", "History")
-
-_EVENT_ACTIONS: Final[Mapping[Event, str]] = {
-    Event.AWAITING_APPROVAL: "Review the plan and approve it.",
-    Event.APPLY_NEVER: "Apply it by hand, or change spec.policy.apply.",
-    Event.RETRY_NOT_DUE: "Read status.readingFailure; fix what it names.",
-    Event.READING_REFUSES: "Repair the database's history; the next reading plans again.",
-    Event.RUN_UNRESOLVED: "Acknowledge the unresolved run once the database is checked.",
-    Event.RUN_UNRESOLVED_READ: "Acknowledge the unresolved run once the database is checked.",
-    Event.SUSPENDED: "Unset spec.suspend to resume.",
-}
-
-
-def event_reason(event: Event) -> str:
-    """``AWAITING_APPROVAL`` -> ``AwaitingApproval``: a decision's event as a reason."""
-    return event.name.title().replace("_", "")
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:] + "."
-
-
-def _phases(*extra: tuple[str, ReasonDoc]) -> dict[str, ReasonDoc]:
-    return {**PHASES, **dict(extra)}
-
-
-CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
-    "Ready": ConditionDoc(
-        BOTH,
-        "kstatus: True when the database matches the artifact (phase InSync). The "
-        "reason is the phase.",
-        _phases(),
-    ),
-    "Reconciling": ConditionDoc(
-        BOTH,
-        "kstatus (abnormal-true): True while the controller is working toward the spec. "
-        "The reason is the phase.",
-        _phases(),
-    ),
-    "Stalled": ConditionDoc(
-        BOTH,
-        "kstatus (abnormal-true): True when the controller cannot progress without a "
-        "change (a failed reading waiting for its retry, or Blocked). The reason is the "
-        "phase, or ReadingFailed.",
-        _phases(
-            (
-                "ReadingFailed",
-                ReasonDoc(
-                    "A reading failed and its retry is not due.",
-                    "Read the message and status.readingFailure; fix what it names.",
-                ),
-            )
-        ),
-    ),
-    "ReconciliationFailed": ConditionDoc(
-        BOTH,
-        "True when the last reading failed; the reason names it.",
-        {
-            "NoFailure": ReasonDoc("The last reading succeeded."),
-            **{
-                f"{op}Failed": ReasonDoc(
-                    f"The last {op} failed; the message is the executor's sentence.",
-                    "Fix the registry, credentials or database it names; the retry follows.",
-                )
-                for op in READINGS
-            },
-        },
-    ),
-    "DriftDetected": ConditionDoc(
-        (SCHEMA,),
-        "True when the last Observe found the database differs from the schema.",
-        {
-            "Drift": ReasonDoc(
-                "The database differs from the schema; the message counts findings.",
-                "Review the plan that follows, or the change made by hand.",
-            ),
-            "NoDrift": ReasonDoc("The database matches the schema, or nothing was observed."),
-        },
-    ),
-    "RealmAdmitted": ConditionDoc(
-        BOTH,
-        "False while the PtahRealm the spec names refuses this resource its Lease; absent "
-        "when the resource names no realm or the realm admits it.",
-        {
-            "RealmNotFound": ReasonDoc(
-                "The realm does not exist, or is being deleted.",
-                "Create the PtahRealm, or name another.",
-            ),
-            "RealmEngineMismatch": ReasonDoc(
-                "The realm is for another engine than the target's.",
-                "Name a realm of the target's engine.",
-            ),
-            "NamespaceNotAdmitted": ReasonDoc(
-                "The realm admits neither the namespace's name nor its labels.",
-                "Ask the realm's administrator to admit the namespace.",
-            ),
-            "RealmConflict": ReasonDoc(
-                "More than one resource names the realm, and not every one shares it "
-                "(sharedRealm) in a Shared realm.",
-                "Remove the other claimant, or make the realm Shared and set sharedRealm "
-                "on every claimant.",
-            ),
-            "RealmUnreadable": ReasonDoc(
-                "The realm could not be read; nothing is claimed until it can.",
-                "Check the API server and the manager's RBAC on ptahrealms.",
-            ),
-        },
-    ),
-    "ArtifactResolved": ConditionDoc(
-        BOTH,
-        "True when the OCI reference is resolved; the message is the digest.",
-        {
-            "Resolved": ReasonDoc("The reference is resolved to a digest."),
-            "NotResolved": ReasonDoc("No resolved artifact is recorded yet."),
-        },
-    ),
-    "ArtifactVerified": ConditionDoc(
-        BOTH,
-        "True when the resolved artifact passed verification.",
-        {
-            "Verified": ReasonDoc("The artifact is verified."),
-            "NotVerified": ReasonDoc("The artifact is not verified yet."),
-        },
-    ),
-    "PlanReady": ConditionDoc(
-        BOTH,
-        "True when a plan stands; the message names it.",
-        {
-            "PlanPublished": ReasonDoc("A plan is published."),
-            "NoPlan": ReasonDoc("No plan stands."),
-        },
-    ),
-    "ApprovalRequired": ConditionDoc(
-        BOTH,
-        "True when a standing plan needs a person (an approval, or apply Never). The "
-        "reason is the phase machine's last decision.",
-        {
-            event_reason(e): ReasonDoc(_sentence(e.value), _EVENT_ACTIONS.get(e, _NOTHING))
-            for e in Event
-        },
-    ),
-    "InSync": ConditionDoc(
-        BOTH,
-        "True when the database matches the artifact; otherwise the reason is the phase.",
-        _phases(),
-    ),
-    "Suspended": ConditionDoc(
-        BOTH,
-        "True when spec.suspend is set.",
-        {"Suspended": ReasonDoc("The reason is always Suspended; the status says which.")},
     ),
 }
 

@@ -40,16 +40,13 @@ from controller.context.passcontext import (
     schema_status_of,
 )
 from controller.families.migration.records import record_unresolved_run
-from controller.families.schema.records import (
-    mark_plan_approvals_stale,
-    pending_observation_for,
-    renew_proof,
-)
+from controller.families.schema.records import pending_observation_for, renew_proof
 from controller.mutationlifecycle import (
     Stop,
     may_have_dispatched,
 )
 from controller.pieces.managerconfig import random_epoch
+from controller.stages.approvalstaleness import mark_plan_approvals_stale
 from controller.stages.claimsupervision import renew
 from controller.stages.claimwrites import AGAIN, complete_pending_release, discard_release
 from controller.stages.jobaccount import pods_of, set_cleanup_ttl

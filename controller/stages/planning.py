@@ -24,10 +24,11 @@ from dataclasses import replace
 from typing import Any
 
 from controller.context.passcontext import Approval, PassContext
-from controller.families.schema.records import mark_plan_approvals_stale
 from controller.mutationlifecycle import Stop
+from controller.pieces.freshness import history_refusal
 from controller.pieces.phasemachine import Decision, Event, Facts, decide
 from controller.pieces.planpolicy import approval_required
+from controller.stages.approvalstaleness import mark_plan_approvals_stale
 from controller.stages.claimwrites import claim_operation
 from controller.stages.standing import PLAN_EVENTS, due_at, facts_of, published
 from jobclaim import verified_as_asked
@@ -62,9 +63,7 @@ def migration_facts(migration: PtahMigration, status: PtahMigrationStatus) -> Fa
     verification = status.verification
     history = status.history
     record = status.unresolved_run
-    refuses = history is not None and bool(
-        history.dirty or history.modified_versions or history.out_of_order_versions
-    )
+    refuses = history_refusal(history) is not None
     return Facts(
         "migration",
         resolved=artifact is not None,

@@ -35,8 +35,10 @@ from typing import Any, Final
 from controller.context.passcontext import PassContext, migration_of, migration_status_of, schema_of
 from controller.families.migration.records import history_of
 from controller.mutationlifecycle import Disposition, Stop
+from controller.pieces.freshness import history_refusal, observation_moved
 from controller.pieces.harvested import Harvest
 from controller.pieces.planpolicy import approval_required, policy_digest
+from controller.stages.approvalstaleness import mark_plan_approvals_stale
 from controller.stages.publishing import PublishRefused, publish_migration_plan, publish_schema_plan
 from controller.stages.standing import standing_update
 from jobclaim import finished
@@ -138,6 +140,21 @@ def _accounted(ctx: PassContext, reason: str, update: dict[str, Any]) -> Stop:
 # -- each reading ----------------------------------------------------------------------
 
 
+def _retire_plan(ctx: PassContext, why: str) -> dict[str, Any]:
+    """Discard the standing plan that was not applied, its approvals marked Stale
+    first: a stop in between leaves stale approvals beside a plan the next pass (the
+    same terminal Job, read again) discards again, never a live approval of a plan
+    made from a source or a database that moved."""
+    status = ctx.status
+    assert status is not None
+    plan = status.plan
+    if plan is None:
+        return {}
+    marked = mark_plan_approvals_stale(ctx, plan.uid, reason="PlanInputsMoved", message=why)
+    ctx.crossed("PlanDiscarded", f"plan {plan.name} was discarded ({marked} stale): {why}")
+    return {"plan": None}
+
+
 def _resolved(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     section = result.resolve
     assert section is not None
@@ -147,12 +164,29 @@ def _resolved(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
         media_type=section.resolved_media_type,
         size=section.resolved_size,
     )
-    # Everything read from the old artifact goes with it.
+    status = ctx.status
+    assert status is not None
+    checked = {"source_checked_at": timestamp(ctx.now())}
+    same_spec = ctx.subject.metadata.generation == status.observed_generation
+    recorded = ctx.family.artifact(status)
+    # The digest names the bytes (the media type and size are facts of it).
+    same_bytes = recorded is not None and (recorded.reference, recorded.digest) == (
+        source.reference,
+        source.digest,
+    )
+    if same_spec and same_bytes:
+        # A tag read again that still names the same bytes: every reading made from
+        # them stands, and so does a plan made from them.
+        return _accounted(ctx, f"the reference still resolves to {source.digest}", checked)
+    # Everything read from the old artifact goes with it, and a plan made from it.
     update: dict[str, Any] = {
         "observed_generation": ctx.subject.metadata.generation,
         "verification": None,
+        **checked,
         **ctx.family.resolved(source),
     }
+    if same_spec:
+        update.update(_retire_plan(ctx, f"the reference moved to {source.digest}"))
     return _accounted(ctx, f"the artifact resolved to {source.digest}", update)
 
 
@@ -224,7 +258,15 @@ def _observed(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     drift = section.observed_drift
     if schema_of(ctx).spec.policy.drift_severity == "destructive":
         drift = section.highest_drift_severity == "destructive"
-    update: dict[str, Any] = {"observation": _observation(ctx, result, drift=drift)}
+    observation = _observation(ctx, result, drift=drift)
+    update: dict[str, Any] = {"observation": observation}
+    status = schema_of(ctx).status
+    if status is not None and status.plan is not None:
+        # A refresh under a waiting plan: an unchanged reading keeps it; one that shows
+        # the database moved retires it, and the machine plans again from this one.
+        if not observation_moved(status.observation, observation):
+            return _accounted(ctx, "the database is as the plan read it", update)
+        update.update(_retire_plan(ctx, "the database moved after the plan was made"))
     if not drift:
         update.update(phase="InSync", last_successful_reconciliation=timestamp(ctx.now()))
     return _accounted(ctx, "the database was observed" + (" to drift" if drift else ""), update)
@@ -263,13 +305,20 @@ def _read_history(ctx: PassContext, result: RunnerResult, _job: Object) -> Stop:
     # too) from what status records, and a stop before the plan leaves the claim to
     # be read again.
     ctx.write_status(status.model_copy(update={"history": history}))
-    refuses = history.dirty or history.modified_versions or history.out_of_order_versions
-    if history.pending_count == 0 or refuses:
-        phase = "Blocked" if refuses else "InSync"
-        return _accounted(ctx, "the history was read", {"plan": None, "phase": phase})
+    refusal = history_refusal(history)
+    standing = status.plan
+    if history.pending_count == 0 or refusal is not None:
+        phase = "Blocked" if refusal else "InSync"
+        moved = _retire_plan(ctx, f"the history moved ({refusal or 'nothing pending'})")
+        return _accounted(ctx, "the history was read", {"plan": None, "phase": phase, **moved})
     ref = publish_migration_plan(ctx, section)
+    update: dict[str, Any] = {"plan": ref}
+    if standing is not None and standing.uid != ref.uid:
+        # The plan is derived from the history: another plan means the history moved.
+        update.update(_retire_plan(ctx, f"the history moved; plan {ref.name} replaces it"))
+        update["plan"] = ref
     phase = "Planning" if migration.spec.policy.apply == "Always" else "AwaitingApproval"
-    return _accounted(ctx, f"plan {ref.name} is published", {"plan": ref, "phase": phase})
+    return _accounted(ctx, f"plan {ref.name} is published", {**update, "phase": phase})
 
 
 _RECORDERS: Final[dict[tuple[str, str], Callable[[PassContext, RunnerResult, Object], Stop]]] = {

@@ -16,8 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from controller.context.passcontext import PassContext, Status
+from controller.pieces.freshness import digest_pinned, source_due
 from controller.pieces.phasemachine import Decision, Event, Facts, Wait, decide
 from controller.stages.conditions import conditions_for
+from jobclaim import requested_reference, resolved_artifact
 from jobclaim.times import parse_duration, parse_time, timestamp
 
 DEFAULT_INTERVAL: Final = 600.0
@@ -42,6 +44,23 @@ def last_reading(ctx: PassContext) -> datetime | None:
     return ctx.family.last_reading(ctx)
 
 
+def _source_checked(ctx: PassContext) -> datetime | None:
+    """When the reference was last read. A status written before the time was recorded
+    counts from its last reading (the artifact was current when that was made), so an
+    upgrade does not resolve every resource at once."""
+    status = ctx.status
+    checked = _at(status.source_checked_at) if status else None
+    return checked or last_reading(ctx)
+
+
+def _source_due_at(ctx: PassContext) -> datetime | None:
+    """When a resolved tag is next resolved; None for a digest-pinned reference."""
+    if digest_pinned(requested_reference(ctx.subject)) or resolved_artifact(ctx.subject) is None:
+        return None
+    checked = _source_checked(ctx)
+    return checked + timedelta(seconds=interval_seconds(ctx)) if checked else None
+
+
 def _retry_at(ctx: PassContext) -> datetime | None:
     status = ctx.status
     failure = status.reading_failure if status else None
@@ -63,6 +82,10 @@ def facts_of(ctx: PassContext) -> Facts:
         spec_changed=subject.metadata.generation != status.observed_generation,
         retry_not_due=retry_at is not None and now < retry_at,
         reading_due=last is not None and now >= last + timedelta(seconds=interval_seconds(ctx)),
+        source_due=facts.resolved
+        and source_due(
+            requested_reference(subject), _source_checked(ctx), now, interval_seconds(ctx)
+        ),
     )
 
 
@@ -71,8 +94,14 @@ def due_at(ctx: PassContext, decision: Decision) -> datetime | None:
     if decision.wait is Wait.RETRY:
         return _retry_at(ctx)
     if decision.wait is Wait.INTERVAL:
+        # The database's reading (a waiting plan's too: its refresh) and a tag's
+        # resolution are each due an interval after they were last made: the next
+        # pass is the earlier.
         last = last_reading(ctx)
-        return last + timedelta(seconds=interval_seconds(ctx)) if last else None
+        times = [last + timedelta(seconds=interval_seconds(ctx)) if last else None]
+        times.append(_source_due_at(ctx))
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
     return None
 
 

@@ -103,6 +103,9 @@ class MigrationHistoryStatus(WireModel):
     """Applied versions whose file in the artifact has changed since."""
     out_of_order_versions: list[str] = Field(default_factory=list)
     """Versions the artifact holds below the current version that were never applied."""
+    ahead: bool = False
+    """Whether the database is at a version the artifact does not hold (its history is
+    ahead of the artifact): nothing is planned until the artifact catches up."""
 
 
 class MigrationOperationStatus(WireModel):
@@ -227,6 +230,9 @@ class PtahMigrationStatus(WireModel):
     """What the operation Jobs are bound to: images, versions, epoch."""
     artifact: OCIArtifactAccessBinding | None = None
     """The migrations artifact, resolved to a digest."""
+    source_checked_at: Timestamp | None = None
+    """When a Resolve last read the reference (a tag is read again every interval; a
+    moved digest retires the plan that was not applied)."""
     verification: ArtifactVerificationStatus | None = None
     """What the Verify reading found for the resolved artifact."""
     reading_failure: ReadingFailureStatus | None = None

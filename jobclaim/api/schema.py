@@ -356,6 +356,9 @@ class PtahSchemaStatus(WireModel):
     """What the operation Jobs are bound to: images, versions, epoch."""
     source: OCIArtifactAccessBinding | None = None
     """The desired artifact, resolved to a digest."""
+    source_checked_at: Timestamp | None = None
+    """When a Resolve last read the reference (a tag is read again every interval; a
+    moved digest retires the plan that was not applied)."""
     verification: ArtifactVerificationStatus | None = None
     """What the Verify reading found for the resolved artifact."""
     observation: DriftObservationStatus | None = None

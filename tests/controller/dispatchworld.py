@@ -207,7 +207,8 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     A seeded plan stands on them, as a planned one would."""
     # Pinned by digest in the repository the spec names: a Job pulls from nowhere else.
     repository = (resource["spec"].get("desired") or resource["spec"]["artifact"])["ociRef"]
-    source = {"reference": f"{repository.rsplit(':', 1)[0]}@{ARTIFACT}", "digest": ARTIFACT}
+    name = repository.split("@", 1)[0].rsplit(":", 1)[0]  # without its digest or tag
+    source = {"reference": f"{name}@{ARTIFACT}", "digest": ARTIFACT}
     verification: dict[str, Any] = {"artifactDigest": ARTIFACT, "verifiedAt": READ_AT}
     if (resource["spec"].get("desired") or resource["spec"]["artifact"]).get(
         "verificationPolicyFrom"
@@ -230,11 +231,17 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     return readings
 
 
-def add_insync_schema(rig: Rig, name: str, *, coordination_key: str) -> Key:
+def add_insync_schema(
+    rig: Rig, name: str, *, coordination_key: str, reference: str | None = None
+) -> Key:
     """A PtahSchema standing InSync: resolved, verified and observed without drift at
-    ``READ_AT``, with no plan and no claim, as a real one stands between intervals."""
+    ``READ_AT``, with no plan and no claim, as a real one stands between intervals.
+    ``reference`` replaces the example's tag (a digest-pinned one is never resolved
+    again)."""
     raw = example("ptahschema.yaml")
     raw["metadata"].update(name=name, namespace=rig.namespace)
+    if reference is not None:
+        raw["spec"]["desired"]["ociRef"] = reference
     raw["spec"]["target"]["coordinationKey"] = coordination_key
     created = rig.api.create(PTAHSCHEMAS, rig.namespace, raw)
     rig.api.patch_status(

@@ -21,9 +21,11 @@ from controller.pieces.events import (
     last_observed,
     occurrences,
 )
+from controller.runtime.reconciler import Reconciler
 from jobclaim.apiserver import EVENTS
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
+from tests.controller.dispatchworld import add_schema, make_rig
 
 ABOUT = Regarding("operator.ptah.run/v1alpha1", "PtahSchema", "shop", "orders", "uid-1")
 RECORD = EventRecord("JobCreated", "Job ptah-apply-orders was created")
@@ -184,3 +186,33 @@ def test_a_forgotten_key_starts_a_new_event() -> None:
     sink.emit(OTHER_OBJECT, RECORD)
     sink.emit(ABOUT, RECORD)
     assert counts(api) == [("JobCreated", RECORD.note, 1)] * 3
+
+
+def test_ten_minutes_on_a_busy_realm_are_one_realm_busy_event_with_its_count() -> None:
+    # Issue #32: a resource waiting for a busy realm once sent a new RealmBusy Event
+    # every pass (12 a minute). Two schemas share one realm; the first one's Apply
+    # holds it (its Job runs, nothing finishes it) while the second looks again at
+    # every retry its stop asks for, for ten minutes of the rig's clock.
+    rig = make_rig()
+    sink = ApiEventSink(rig.api, instance="manager-a", wall=rig.clocks.wall)
+    reconciler = Reconciler(rig.env, sink)
+    holder = add_schema(rig, "first", coordination_key="shared")
+    waiter = add_schema(rig, "second", coordination_key="shared")
+    for _ in range(10):
+        reconciler.reconcile(holder)
+    assert len(rig.jobs()) == 1  # the first one's Apply holds the realm
+    waited, passes = 0.0, 0
+    while waited < 600:
+        reconciler.reconcile(holder)  # the holder renews its Lease, as its passes do
+        stop = reconciler.reconcile(waiter)
+        if stop.reason != "another claim holds the database realm":
+            continue  # the waiter's own claim steps before the Lease
+        passes += 1
+        assert stop.requeue_after is not None and stop.requeue_after > 0
+        rig.clocks.advance(stop.requeue_after)
+        waited += stop.requeue_after
+    busy = [e for e in rig.api.list(EVENTS, rig.namespace) if e["reason"] == "RealmBusy"]
+    assert passes >= 100  # every five seconds, as the retry asks
+    (event,) = busy
+    assert occurrences(event) == passes
+    assert event["regarding"]["name"] == "second"

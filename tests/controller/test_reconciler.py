@@ -211,9 +211,20 @@ def test_run_dispatches_from_watches_and_shuts_down_cleanly() -> None:
 def test_a_stop_without_error_or_requeue_waits_for_a_watch() -> None:
     rig = make_rig()
     key = add_schema(rig, approve=False)
+    rig.api.patch_spec(PTAHSCHEMAS, key.namespace, key.name, {"suspend": True})
     stop = rig.reconciler.process(key)
-    assert stop == Stop("the plan awaits an approval")
+    assert stop.requeue_after is None and stop.error is None
     assert len(rig.reconciler.queue) == 0
+
+
+def test_a_waiting_plan_is_requeued_for_its_refresh() -> None:
+    # A plan awaiting an approval is woken by the approval's watch, and by the refresh
+    # of its database an interval after the last reading (controller.pieces.freshness).
+    rig = make_rig()
+    key = add_schema(rig, approve=False)
+    stop = rig.reconciler.process(key)
+    assert stop.reason == "the plan awaits an approval"
+    assert stop.requeue_after is not None and 0 < stop.requeue_after <= 600
 
 
 class _Observed:

@@ -168,8 +168,15 @@ def example_object(example: str) -> dict[str, Any]:
 
 
 def published(
-    family: Family, example: str, phase: str, event: Event, failed: str | None
+    family: Family,
+    example: str,
+    phase: str,
+    event: Event,
+    failed: str | None,
+    records: dict[str, Any] | None = None,
+    code: str | None = None,
 ) -> list[tuple[str, str]]:
+    records = records or {}
     obj = copy.deepcopy(example_object(example))
     obj["metadata"].update(generation=4, uid="00000000-0000-0000-0000-000000000004")
     obj["spec"]["suspend"] = event is Event.SUSPENDED
@@ -181,14 +188,58 @@ def published(
             "failures": 1,
             "failedAt": NOW,
             "retryNotBefore": NOW,
+            "code": code,
         }
         if failed
         else None
     )
-    status: Status = status_type.model_validate(
-        {"observedGeneration": 4, "phase": phase, "readingFailure": failure}
-    )
+    fields: dict[str, Any] = {"observedGeneration": 4, "phase": phase, "readingFailure": failure}
+    fields.update(records)
+    status: Status = status_type.model_validate(fields)
     decision = Decision(event, phase, None, Wait.INTERVAL)
+    conditions = conditions_for(family, family.parse(obj), status, decision, now=NOW)
+    return [(c.type, c.reason or "") for c in conditions]
+
+
+ARTIFACT = {
+    "reference": "registry.example/orders@sha256:" + "a" * 64,
+    "digest": "sha256:" + "a" * 64,
+}
+HISTORY = {"observedAt": NOW, "fingerprint": "sha256:" + "b" * 64}
+RECORDS: dict[str, list[dict[str, Any]]] = {
+    "schema": [
+        {
+            "source": ARTIFACT,
+            "observation": {
+                "observedAt": NOW,
+                "artifactDigest": ARTIFACT["digest"],
+                "drift": False,
+            },
+        },
+    ],
+    "migration": [
+        {"artifact": ARTIFACT, "history": HISTORY},
+        {"artifact": ARTIFACT, "history": {**HISTORY, "dirty": True}},
+        {"artifact": ARTIFACT, "history": {**HISTORY, "modifiedVersions": ["3"]}},
+        {"artifact": ARTIFACT, "history": {**HISTORY, "outOfOrderVersions": ["2"]}},
+        {"artifact": ARTIFACT, "history": {**HISTORY, "ahead": True}},
+        {
+            "artifact": ARTIFACT,
+            "unresolvedRun": {
+                "outcome": "Unknown",
+                "operationID": "sha256:" + "c" * 64,
+                "jobName": "run",
+                "recordedAt": NOW,
+            },
+        },
+    ],
+}
+
+
+def pinned_published(family: Family, obj: dict[str, Any]) -> list[tuple[str, str]]:
+    status_type = PtahSchemaStatus if family is SCHEMA else PtahMigrationStatus
+    status: Status = status_type.model_validate({"observedGeneration": 1, "phase": "InSync"})
+    decision = Decision(Event.IN_SYNC, "InSync", None, Wait.INTERVAL)
     conditions = conditions_for(family, family.parse(obj), status, decision, now=NOW)
     return [(c.type, c.reason or "") for c in conditions]
 
@@ -200,6 +251,19 @@ def test_every_condition_the_code_writes_is_registered() -> None:
     for family, example, phases, readings in FAMILIES:
         for phase, event, failed in itertools.product(phases, Event, (None, *readings)):
             seen.update(published(family, example, phase, event, failed))
+        # The records the phase-tied and freshness conditions also read: a resolved
+        # artifact and a reading (a refresh failed, the database reached), an engine
+        # refused, a migration's blocking records.
+        for failed, records in itertools.product((None, *readings), RECORDS[family.name]):
+            seen.update(published(family, example, "Blocked", Event.IN_SYNC, failed, records))
+        for phase in phases:
+            seen.update(
+                published(family, example, phase, Event.IN_SYNC, "Observe", code="dialect_mismatch")
+            )
+        pinned = copy.deepcopy(example_object(example))
+        spec = pinned["spec"]["desired" if family is SCHEMA else "artifact"]
+        spec["ociRef"] = "registry.example/orders@sha256:" + "a" * 64
+        seen.update(pinned_published(family, pinned))
     unknown = sorted(
         (kind, reason)
         for kind, reason in seen

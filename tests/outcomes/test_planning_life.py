@@ -199,17 +199,18 @@ def test_an_in_sync_schema_is_observed_each_interval_and_a_new_drift_is_planned(
     rig.api.clear_calls()
     rig.settle(key)
     assert node.run_jobs() == 0 and rig.api.writes() == []
-    # The interval passes with the database unchanged: one Observe, still InSync.
+    # The interval passes with the database unchanged: the tag is resolved again (the
+    # same bytes), then one Observe, still InSync.
     rig.clocks.advance(301)
     drive(rig, node, key, phase("InSync"))
-    assert node.ran[ran:] == ["observe"]
+    assert node.ran[ran:] == ["resolve", "observe"]
     # Someone changes the database: the next interval's Observe finds drift, and a
     # new plan is published for approval.
     node.db.drift = True
     node.db.plan_text = "ALTER TABLE orders ADD COLUMN note text;\n"
     rig.clocks.advance(601)
     status = drive(rig, node, key, phase("AwaitingApproval"))
-    assert node.ran[ran + 1 :] == ["observe", "plan"]
+    assert node.ran[ran + 2 :] == ["resolve", "observe", "plan"]
     assert status["plan"]["name"] != first
     assert len(apply_jobs(rig)) == 1  # the first plan's; the new one waits for approval
 
@@ -289,7 +290,7 @@ def test_a_new_migration_reads_history_plans_and_after_approval_verifies_its_his
     node.db.pending = ["20260201000000"]
     rig.clocks.advance(601)
     status = drive(rig, node, key, phase("AwaitingApproval"))
-    assert node.ran[5:] == ["migration-history"]
+    assert node.ran[5:] == ["resolve", "migration-history"]
     assert status["plan"]["name"] != plan["metadata"]["name"]
     assert len(apply_jobs(rig)) == 1
 
@@ -311,7 +312,9 @@ def test_an_unresolved_run_blocks_until_a_history_read_an_interval_later_settles
     # An interval after the record, a History read finds nothing pending: settled.
     rig.clocks.advance(601)
     status = drive(rig, node, key, phase("InSync"))
-    assert node.ran[-1] == "migration-history"
+    # (The History comes first: only a reading settles the run; the tag's Resolve,
+    # due in the same interval, follows it.)
+    assert node.ran[-2:] == ["migration-history", "resolve"]
     assert "unresolvedRun" not in status and status["resolvedRun"]["resolution"] == "HistoryRead"
     assert len(apply_jobs(rig)) == 1
 

@@ -2,7 +2,9 @@
 
 The benchmark (``benchmarks/bench_steady_state.py``) prints the figure; this holds the
 shape: four writes, in this order, and a stop right after each one reaches the same
-InSync resource on the passes that follow, with one Job for the interval.
+InSync resource on the passes that follow, with one Job for the interval. That is a
+reference pinned by digest; a tag is resolved again each interval too
+(``controller.pieces.freshness``), which costs its own Job and four writes more.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import pytest
 from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
 from kube.fake.faults import Request
-from tests.controller.dispatchworld import Rig, add_insync_schema, make_rig
+from tests.controller.dispatchworld import ARTIFACT, Rig, add_insync_schema, make_rig
+from tests.outcomes import scriptednode
 from tests.outcomes.scriptednode import Database, ScriptedNode
+
+PINNED = f"registry.example.com/shop/orders-schema@{ARTIFACT}"
 
 # The interval's writes: the claim with its admission snapshot (no finalizer), the
 # Job born with its cleanup TTL, its UID, and the outcome patch that also publishes
@@ -57,9 +62,9 @@ def _interval(rig: Rig, node: ScriptedNode, key: Key) -> list[tuple[str, str]]:
     return ours
 
 
-def _quiet_rig() -> tuple[Rig, ScriptedNode, Key]:
+def _quiet_rig(reference: str | None = PINNED) -> tuple[Rig, ScriptedNode, Key]:
     rig = make_rig()
-    key = add_insync_schema(rig, "orders", coordination_key="orders-primary")
+    key = add_insync_schema(rig, "orders", coordination_key="orders-primary", reference=reference)
     rig.settle(key)
     rig.clocks.advance(601)
     return rig, ScriptedNode(rig, Database(drift=False)), key
@@ -94,3 +99,30 @@ def test_a_stop_right_after_each_write_ends_in_sync_with_one_job(after: int) -> 
     _in_sync(rig, key)
     assert len(node.ran) == 1
     assert len(rig.jobs()) == 1
+
+
+@pytest.mark.parametrize(
+    ("resolves_to", "phase"),
+    [(ARTIFACT, "InSync"), ("sha256:" + "7" * 64, "Failed")],
+    ids=["tag-unmoved", "tag-moved"],
+)
+def test_a_tag_is_resolved_again_each_interval(
+    monkeypatch: pytest.MonkeyPatch, resolves_to: str, phase: str
+) -> None:
+    # The example's tag: a Resolve comes first. The same digest keeps every reading
+    # (one Observe follows, InSync); a moved one drops them and verifies the new bytes
+    # again (this rig holds no policy ConfigMap, so the Verify fails: nothing stands
+    # on the new artifact unverified).
+    monkeypatch.setattr(scriptednode, "ARTIFACT", resolves_to)
+    rig, node, key = _quiet_rig(reference=None)
+    writes = _interval(rig, node, key)
+    status = rig.resource(key)["status"]
+    assert status["phase"] == phase
+    assert status["source"]["digest"] == resolves_to
+    if phase == "InSync":
+        assert writes == QUIET + QUIET
+        assert node.ran == ["resolve", "observe"]
+        assert status["sourceCheckedAt"]
+    else:
+        assert status["readingFailure"]["operation"] == "Verify"
+        assert "verification" not in status and "observation" not in status

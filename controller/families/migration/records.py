@@ -262,6 +262,7 @@ def history_of(result: Any, observed_at: str) -> MigrationHistoryStatus:
         dirty=section.dirty,
         modified_versions=list(section.modified_versions),
         out_of_order_versions=list(section.out_of_order_versions),
+        ahead=section.ahead,
     )
 
 
@@ -269,7 +270,9 @@ def _settles(record: UnresolvedMigrationRunStatus, history: MigrationHistoryStat
     same = record.target_identity_digest is None or (
         history.target_identity_digest == record.target_identity_digest
     )
-    clean = not (history.dirty or history.modified_versions or history.out_of_order_versions)
+    clean = not (
+        history.dirty or history.modified_versions or history.out_of_order_versions or history.ahead
+    )
     return same and clean and history.pending_count == 0
 
 

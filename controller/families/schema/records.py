@@ -34,11 +34,11 @@ from controller.context.passcontext import (
     schema_status_of,
 )
 from controller.mutationlifecycle import Disposition, Stop, owed_release
-from controller.pieces.approvals import CONSUMED, STALE
 from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import JOB_DEADLINE_GRACE_SECONDS
 from controller.pieces.settlements import consume_settlement, find_settlement
 from controller.pieces.targetlock import MalformedLease
+from controller.stages.approvalstaleness import mark_plan_approvals_stale
 from controller.stages.claimwrites import (
     AGAIN,
     claim_operation,
@@ -59,7 +59,7 @@ from jobclaim.api import (
     SettledProofStatus,
     TargetLockReleaseStatus,
 )
-from jobclaim.apiserver import JOBS, Conflict, NotFound, Object
+from jobclaim.apiserver import JOBS, NotFound, Object
 from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time, timestamp
 from runner.harvest import Outcome
@@ -422,45 +422,3 @@ def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) ->
         # it standing without the record its Apply left.
         return remove_orphan_finalizer(ctx) or stop
     return stop
-
-
-def mark_plan_approvals_stale(
-    ctx: PassContext,
-    plan_uid: str,
-    *,
-    reason: str = "ExecutionBindingChanged",
-    message: str = "the plan was made under an execution binding that was retired",
-) -> int:
-    """Mark every unspent approval of the plan ``plan_uid`` stale; how many were."""
-    marked = 0
-    for obj in ctx.api.list(ctx.family.approvals, ctx.namespace):
-        spec = obj.get("spec") or {}
-        if (spec.get("planRef") or {}).get("uid") != plan_uid:
-            continue
-        status = dict(obj.get("status") or {})
-        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-        if any(
-            c.get("type") in (CONSUMED, STALE) and c.get("status") == "True" for c in conditions
-        ):
-            continue
-        conditions.append(
-            {
-                "type": STALE,
-                "status": "True",
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": timestamp(ctx.now()),
-            }
-        )
-        try:
-            ctx.api.patch_status(
-                ctx.family.approvals,
-                ctx.namespace,
-                obj["metadata"]["name"],
-                {**status, "conditions": conditions},
-                resource_version=obj["metadata"].get("resourceVersion", ""),
-            )
-        except Conflict:
-            continue  # written since our read; the next sweep decides from that write
-        marked += 1
-    return marked

@@ -125,7 +125,7 @@ def test_sigterm_of_the_lab_command_tears_everything_down() -> None:
 
 # What make run reuses by make's own rules: the virtualenv, the control plane, helm
 # and crane. The images are reused by images/build.sh, which compares their inputs'
-# fingerprints and says "both images cached".
+# fingerprints and says "every image cached".
 BUILDS = (
     ".venv/.installed",
     "lab/controlplane/bin/controlplane",
@@ -182,7 +182,7 @@ def test_ctrl_c_of_make_run_at_the_approval_tears_everything_down() -> None:
         assert "go build" not in output and "go install" not in output, output
         # The first plan to wait (the schema's SQL or the migration's files) was printed.
         assert "  plan:         ptah-" in output, output
-        assert "both images cached" in output, output
+        assert "every image cached" in output, output
         # make reports its child's exit (130) after the child's own last line; under a
         # parent make (CI runs this suite from `make test`) it signs as make[1], make[2]...
         ours = [line for line in seen if not MAKE_REPORT.match(line)]

@@ -232,7 +232,14 @@ class Family(Protocol):
 
 @dataclass(slots=True)
 class PassContext:
-    """One pass: the resource as last read or written, and what steps hand each other."""
+    """One pass: the resource as last read or written, and what steps hand each other.
+
+    What every step asks of the resource (its name, status, binding, claim, and whether
+    an Apply still owes its proof) is gathered once per stored version, when the pass
+    loads or writes it (``_gather``), and read as plain fields: a step reads the same
+    answers the pass decided from, and the family is asked about its records once per
+    version instead of once per question.
+    """
 
     env: Environment
     family: Family
@@ -244,33 +251,45 @@ class PassContext:
     # The plan object authorize re-read: a schema Apply stages it, a migration Apply
     # builds its Job from its sequence.
     plan_object: PtahSchemaPlan | PtahMigrationPlan | None = None
+    # -- gathered from ``subject`` by ``_gather``, never assigned elsewhere -----------
+    api: ApiClient = field(init=False)
+    namespace: str = field(init=False)
+    name: str = field(init=False)
+    uid: str = field(init=False)
+    status: Status | None = field(init=False)
+    binding: ExecutionBindingStatus | None = field(init=False)
+    # The claim, None when there is none (``operation`` refuses to answer then).
+    claim: Operation | None = field(init=False)
+    # The record of an Apply that still owes its proof (``Family.pending_proof``).
+    pending_proof: PendingObservationStatus | None = field(init=False)
+    # Whether an Apply still owes its proof (its record holds the realm).
+    proof_outstanding: bool = field(init=False)
 
-    @property
-    def api(self) -> ApiClient:
-        return self.env.api
+    def __post_init__(self) -> None:
+        self.api = self.env.api
+        self._gather(self.subject)
 
-    @property
-    def namespace(self) -> str:
-        return self.subject.metadata.namespace or ""
-
-    @property
-    def name(self) -> str:
-        return self.subject.metadata.name or ""
-
-    @property
-    def uid(self) -> str:
-        return self.subject.metadata.uid or ""
-
-    @property
-    def status(self) -> Status | None:
-        return self.subject.status
+    def _gather(self, subject: Subject) -> None:
+        """Take ``subject`` as the resource this pass decides from, and what every
+        step asks of it."""
+        self.subject = subject
+        metadata = subject.metadata
+        self.namespace = metadata.namespace or ""
+        self.name = metadata.name or ""
+        self.uid = metadata.uid or ""
+        status = subject.status
+        self.status = status
+        self.binding = status.execution_binding if status else None
+        self.claim = status.active_operation if status else None
+        self.pending_proof = self.family.pending_proof(self)
+        self.proof_outstanding = self.pending_proof is not None
 
     @property
     def operation(self) -> Operation:
-        status = self.subject.status
-        if status is None or status.active_operation is None:
+        claim = self.claim
+        if claim is None:
             raise NoClaim(f"{self.family.kind} {self.name} holds no claim")
-        return status.active_operation
+        return claim
 
     @property
     def info(self) -> OperationInfo:
@@ -278,16 +297,6 @@ class PassContext:
 
     def info_for(self, operation: str) -> OperationInfo:
         return operation_info(self.family.name, operation)
-
-    @property
-    def binding(self) -> ExecutionBindingStatus | None:
-        status = self.subject.status
-        return status.execution_binding if status else None
-
-    @property
-    def proof_outstanding(self) -> bool:
-        """Whether an Apply still owes its proof (its record holds the realm)."""
-        return self.family.pending_proof(self) is not None
 
     def retirement(
         self,
@@ -319,7 +328,7 @@ class PassContext:
         """Who holds the realm for this claim. A claim that serves a proof holds it as
         the Apply it proves, so the proof's reading runs under the Apply's own tenure
         and no other claimant can write between the Apply and that reading."""
-        pending = self.family.pending_proof(self)
+        pending = self.pending_proof
         if pending is not None and self.info.serves_proof:
             return lease_holder(self.uid, pending.apply_operation_id)
         return lease_holder(self.uid, self.operation.id)
@@ -348,7 +357,7 @@ class PassContext:
             status.to_wire(),
             resource_version=self.subject.metadata.resource_version or "",
         )
-        self.subject = self.family.parse(stored)
+        self._gather(self.family.parse(stored))
         if self.env.faults is not None:
             after = self.subject.status.active_operation if self.subject.status else None
             for boundary, operation in crossed(before, after):
@@ -374,7 +383,7 @@ class PassContext:
             metadata,
             resource_version=self.subject.metadata.resource_version,
         )
-        self.subject = self.family.parse(stored)
+        self._gather(self.family.parse(stored))
 
 
 # -- a family's own steps, narrowed ----------------------------------------------------

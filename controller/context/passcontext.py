@@ -93,6 +93,17 @@ class Environment:
     faults: FaultPoints | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FamilyRecords:
+    """What a family's own records owe, read once from each stored version of the
+    resource (``Family.read``): every stage asks these, none re-derives them."""
+
+    # The record of an Apply that still owes its proof (it holds the realm).
+    pending_proof: PendingObservationStatus | None = None
+    # What a rotated execution binding still owes before anything else.
+    binding_retirement: BindingRetirementStatus | None = None
+
+
 class Family(Protocol):
     """What differs between PtahSchema and PtahMigration: how a claim is authorized,
     what its Job is, and where the family keeps its status."""
@@ -115,6 +126,14 @@ class Family(Protocol):
     def finalizer(self) -> str: ...
 
     def parse(self, obj: Object) -> Subject: ...
+
+    def records(self, subject: Subject) -> FamilyRecords:
+        """What this family's records on ``subject`` owe."""
+        ...
+
+    def read(self, obj: Object) -> tuple[Subject, FamilyRecords]:
+        """``obj`` parsed, and its records read from the parsed resource at once."""
+        ...
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
         """What a claim of ``operation`` is decided from, or None if it cannot be formed."""
@@ -205,10 +224,6 @@ class Family(Protocol):
         """Retire a reading's claim with what it recorded (``update``)."""
         ...
 
-    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
-        """The record of an Apply that still owes its proof (it holds the realm)."""
-        ...
-
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         """Whether the family's own records take this reading's account, so that the
         readings record nothing (a migration's History that may settle its
@@ -219,10 +234,6 @@ class Family(Protocol):
         """Work the record an earlier run left toward its end, with no claim standing
         (a schema's proof, a migration's acknowledged unresolved run); None when
         there is nothing to do."""
-        ...
-
-    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
-        """What a rotated execution binding still owes before anything else."""
         ...
 
     def rotate_binding(self, ctx: PassContext) -> Stop:
@@ -260,16 +271,18 @@ class PassContext:
     binding: ExecutionBindingStatus | None = field(init=False)
     # The claim, None when there is none (``operation`` refuses to answer then).
     claim: Operation | None = field(init=False)
-    # The record of an Apply that still owes its proof (``Family.pending_proof``).
+    # The record of an Apply that still owes its proof (``FamilyRecords``).
     pending_proof: PendingObservationStatus | None = field(init=False)
+    # What a rotated execution binding still owes (``FamilyRecords``).
+    binding_retirement: BindingRetirementStatus | None = field(init=False)
     # Whether an Apply still owes its proof (its record holds the realm).
     proof_outstanding: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.api = self.env.api
-        self._gather(self.subject)
+        self._gather(self.subject, self.family.records(self.subject))
 
-    def _gather(self, subject: Subject) -> None:
+    def _gather(self, subject: Subject, records: FamilyRecords) -> None:
         """Take ``subject`` as the resource this pass decides from, and what every
         step asks of it."""
         self.subject = subject
@@ -281,7 +294,8 @@ class PassContext:
         self.status = status
         self.binding = status.execution_binding if status else None
         self.claim = status.active_operation if status else None
-        self.pending_proof = self.family.pending_proof(self)
+        self.pending_proof = records.pending_proof
+        self.binding_retirement = records.binding_retirement
         self.proof_outstanding = self.pending_proof is not None
 
     @property
@@ -357,7 +371,7 @@ class PassContext:
             status.to_wire(),
             resource_version=self.subject.metadata.resource_version or "",
         )
-        self._gather(self.family.parse(stored))
+        self._gather(*self.family.read(stored))
         if self.env.faults is not None:
             after = self.subject.status.active_operation if self.subject.status else None
             for boundary, operation in crossed(before, after):
@@ -383,7 +397,7 @@ class PassContext:
             metadata,
             resource_version=self.subject.metadata.resource_version,
         )
-        self._gather(self.family.parse(stored))
+        self._gather(*self.family.read(stored))
 
 
 # -- a family's own steps, narrowed ----------------------------------------------------

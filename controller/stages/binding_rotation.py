@@ -88,7 +88,7 @@ def rotate(ctx: PassContext) -> Stop | None:
     binding = ctx.binding
     if status is None or binding is None:
         return None
-    retiring = ctx.family.binding_retirement(ctx)
+    retiring = ctx.binding_retirement
     if retiring is not None:
         return work_off(ctx, retiring)
     if ctx.env.config.binding.matches(binding):

@@ -204,7 +204,7 @@ def finalizer_owed(ctx: PassContext, status: Status | None = None) -> bool:
     if claim_holds_deletion(ctx.family.name, status.active_operation):
         owed.append(status.active_operation)
     owed.append(ctx.pending_proof)
-    owed.append(ctx.family.binding_retirement(ctx))
+    owed.append(ctx.binding_retirement)
     if not ctx.subject.metadata.deletion_timestamp:
         # A migration does not hold deletion for its unresolved run, but a pass must
         # see the deletion to announce the loss: the finalizer stays until then and

@@ -21,8 +21,10 @@ from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    FamilyRecords,
     PassContext,
     Status,
+    Subject,
     migration_of,
     migration_operation_of,
     migration_status_of,
@@ -59,14 +61,12 @@ from jobclaim import (
 )
 from jobclaim.api import (
     MIGRATION_FINALIZER,
-    BindingRetirementStatus,
     Condition,
     ConfigMapKeySelector,
     ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
     OCIArtifactAccessBinding,
-    PendingObservationStatus,
     PtahMigration,
     PtahMigrationApproval,
     PtahMigrationPlan,
@@ -99,6 +99,14 @@ class MigrationFamily:
 
     def parse(self, obj: Object) -> PtahMigration:
         return PtahMigration.model_validate(obj)
+
+    def records(self, subject: Subject) -> FamilyRecords:
+        # A migration's record (its unresolved run) neither holds the realm nor
+        # outlives a rotation: it owes nothing a shared stage asks about.
+        return FamilyRecords()
+
+    def read(self, obj: Object) -> tuple[PtahMigration, FamilyRecords]:
+        return self.parse(obj), FamilyRecords()
 
     def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
         status = migration_of(ctx).status
@@ -330,9 +338,6 @@ class MigrationFamily:
             ctx, reason, disposition=disposition, may_still_write=False, update=update
         )
 
-    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
-        return None  # a migration's record does not hold the realm
-
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         # A History while a run is unresolved: migration_outcome records it, and
         # settles the run when it shows nothing pending on the same database.
@@ -348,9 +353,6 @@ class MigrationFamily:
 
     def settle_record(self, ctx: PassContext) -> Stop | None:
         return settle_by_acknowledgment(ctx)
-
-    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
-        return None  # a migration leaves nothing behind a rotation but its record
 
     def rotate_binding(self, ctx: PassContext) -> Stop:
         return rotate_migration_binding(ctx)

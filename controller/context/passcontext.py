@@ -237,7 +237,13 @@ class Family(Protocol):
         ...
 
     def rotate_binding(self, ctx: PassContext) -> Stop:
-        """Move the resource to the binding now in force."""
+        """Move the resource to the binding now in force, or work off what its last
+        rotation still owes (``binding_retirement``)."""
+        ...
+
+    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+        """Retire a proof's reading unread and restart the proof it serves as an unknown
+        outcome (only a family whose record owes a proof has one)."""
         ...
 
 

@@ -28,7 +28,13 @@ from controller.context.passcontext import (
     schema_of,
     schema_status_of,
 )
-from controller.families.schema.records import prove, record_schema_apply, schema_outcome
+from controller.families.schema.records import (
+    prove,
+    record_schema_apply,
+    restart_proof,
+    schema_outcome,
+)
+from controller.families.schema.rotation import rotate_schema_binding
 from controller.mutationlifecycle import Disposition, Stop
 from controller.pieces.approvals import (
     find_schema_approval,
@@ -41,7 +47,6 @@ from controller.pieces.operationidentity import ClaimFields, schema_operation
 from controller.pieces.phasemachine import Facts
 from controller.pieces.planpolicy import approval_required, policy_digest
 from controller.pieces.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.stages.binding_rotation import rotate_schema_binding
 from controller.stages.claimsupervision import claim_inputs, retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.conditions import drift_condition
@@ -311,6 +316,9 @@ class SchemaFamily:
 
     def rotate_binding(self, ctx: PassContext) -> Stop:
         return rotate_schema_binding(ctx)
+
+    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+        return restart_proof(ctx, why)
 
 
 def _records(schema: PtahSchema) -> FamilyRecords:

@@ -12,8 +12,9 @@ stage is a trip to ``passcontext`` for a reader too.
 Two counts are printed for each pass: *frames* notes every frame entered and every
 caller returned to (the reader's eye: after ``f()`` they are back in the caller);
 *entries* notes only frames entered (a call trace: coming back from a callee is not
-a new entry). Issue 28's target (60 stays / 30 returns) is held against *frames*,
-the stricter of the two.
+a new entry). Issue 28's target (60 stays / 30 returns) is measured as the issue
+says, by a call trace counting entries into modules already left: *entries*;
+*frames* is the stricter figure, printed beside it.
 
 Two passes are measured on the in-memory API the controller tests use
 (``tests/controller/dispatchworld.py``):
@@ -141,9 +142,9 @@ def main(argv: list[str]) -> int:
         if "--modules" in argv:
             for stay in walk.stays:
                 print(f"    {stay}")
-    d = walks["dispatch (frames)"]
+    d = walks["dispatch (entries)"]
     verdict = "within" if len(d.stays) <= TARGET_STAYS and d.returns <= TARGET_RETURNS else "over"
-    print(f"target (dispatch): {TARGET_STAYS} stays / {TARGET_RETURNS} returns: {verdict}")
+    print(f"target (dispatch, entries): {TARGET_STAYS} stays / {TARGET_RETURNS} returns: {verdict}")
     return 0
 
 

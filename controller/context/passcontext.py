@@ -93,6 +93,17 @@ class Environment:
     faults: FaultPoints | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FamilyRecords:
+    """What a family's own records owe, read once from each stored version of the
+    resource (``Family.read``): every stage asks these, none re-derives them."""
+
+    # The record of an Apply that still owes its proof (it holds the realm).
+    pending_proof: PendingObservationStatus | None = None
+    # What a rotated execution binding still owes before anything else.
+    binding_retirement: BindingRetirementStatus | None = None
+
+
 class Family(Protocol):
     """What differs between PtahSchema and PtahMigration: how a claim is authorized,
     what its Job is, and where the family keeps its status."""
@@ -115,6 +126,14 @@ class Family(Protocol):
     def finalizer(self) -> str: ...
 
     def parse(self, obj: Object) -> Subject: ...
+
+    def records(self, subject: Subject) -> FamilyRecords:
+        """What this family's records on ``subject`` owe."""
+        ...
+
+    def read(self, obj: Object) -> tuple[Subject, FamilyRecords]:
+        """``obj`` parsed, and its records read from the parsed resource at once."""
+        ...
 
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
         """What a claim of ``operation`` is decided from, or None if it cannot be formed."""
@@ -205,10 +224,6 @@ class Family(Protocol):
         """Retire a reading's claim with what it recorded (``update``)."""
         ...
 
-    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
-        """The record of an Apply that still owes its proof (it holds the realm)."""
-        ...
-
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         """Whether the family's own records take this reading's account, so that the
         readings record nothing (a migration's History that may settle its
@@ -221,18 +236,27 @@ class Family(Protocol):
         there is nothing to do."""
         ...
 
-    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
-        """What a rotated execution binding still owes before anything else."""
+    def rotate_binding(self, ctx: PassContext) -> Stop:
+        """Move the resource to the binding now in force, or work off what its last
+        rotation still owes (``binding_retirement``)."""
         ...
 
-    def rotate_binding(self, ctx: PassContext) -> Stop:
-        """Move the resource to the binding now in force."""
+    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+        """Retire a proof's reading unread and restart the proof it serves as an unknown
+        outcome (only a family whose record owes a proof has one)."""
         ...
 
 
 @dataclass(slots=True)
 class PassContext:
-    """One pass: the resource as last read or written, and what steps hand each other."""
+    """One pass: the resource as last read or written, and what steps hand each other.
+
+    What every step asks of the resource (its name, status, binding, claim, and whether
+    an Apply still owes its proof) is gathered once per stored version, when the pass
+    loads or writes it (``_gather``), and read as plain fields: a step reads the same
+    answers the pass decided from, and the family is asked about its records once per
+    version instead of once per question.
+    """
 
     env: Environment
     family: Family
@@ -244,33 +268,48 @@ class PassContext:
     # The plan object authorize re-read: a schema Apply stages it, a migration Apply
     # builds its Job from its sequence.
     plan_object: PtahSchemaPlan | PtahMigrationPlan | None = None
+    # -- gathered from ``subject`` by ``_gather``, never assigned elsewhere -----------
+    api: ApiClient = field(init=False)
+    namespace: str = field(init=False)
+    name: str = field(init=False)
+    uid: str = field(init=False)
+    status: Status | None = field(init=False)
+    binding: ExecutionBindingStatus | None = field(init=False)
+    # The claim, None when there is none (``operation`` refuses to answer then).
+    claim: Operation | None = field(init=False)
+    # The record of an Apply that still owes its proof (``FamilyRecords``).
+    pending_proof: PendingObservationStatus | None = field(init=False)
+    # What a rotated execution binding still owes (``FamilyRecords``).
+    binding_retirement: BindingRetirementStatus | None = field(init=False)
+    # Whether an Apply still owes its proof (its record holds the realm).
+    proof_outstanding: bool = field(init=False)
 
-    @property
-    def api(self) -> ApiClient:
-        return self.env.api
+    def __post_init__(self) -> None:
+        self.api = self.env.api
+        self._gather(self.subject, self.family.records(self.subject))
 
-    @property
-    def namespace(self) -> str:
-        return self.subject.metadata.namespace or ""
-
-    @property
-    def name(self) -> str:
-        return self.subject.metadata.name or ""
-
-    @property
-    def uid(self) -> str:
-        return self.subject.metadata.uid or ""
-
-    @property
-    def status(self) -> Status | None:
-        return self.subject.status
+    def _gather(self, subject: Subject, records: FamilyRecords) -> None:
+        """Take ``subject`` as the resource this pass decides from, and what every
+        step asks of it."""
+        self.subject = subject
+        metadata = subject.metadata
+        self.namespace = metadata.namespace or ""
+        self.name = metadata.name or ""
+        self.uid = metadata.uid or ""
+        status = subject.status
+        self.status = status
+        self.binding = status.execution_binding if status else None
+        self.claim = status.active_operation if status else None
+        self.pending_proof = records.pending_proof
+        self.binding_retirement = records.binding_retirement
+        self.proof_outstanding = self.pending_proof is not None
 
     @property
     def operation(self) -> Operation:
-        status = self.subject.status
-        if status is None or status.active_operation is None:
+        claim = self.claim
+        if claim is None:
             raise NoClaim(f"{self.family.kind} {self.name} holds no claim")
-        return status.active_operation
+        return claim
 
     @property
     def info(self) -> OperationInfo:
@@ -278,16 +317,6 @@ class PassContext:
 
     def info_for(self, operation: str) -> OperationInfo:
         return operation_info(self.family.name, operation)
-
-    @property
-    def binding(self) -> ExecutionBindingStatus | None:
-        status = self.subject.status
-        return status.execution_binding if status else None
-
-    @property
-    def proof_outstanding(self) -> bool:
-        """Whether an Apply still owes its proof (its record holds the realm)."""
-        return self.family.pending_proof(self) is not None
 
     def retirement(
         self,
@@ -319,7 +348,7 @@ class PassContext:
         """Who holds the realm for this claim. A claim that serves a proof holds it as
         the Apply it proves, so the proof's reading runs under the Apply's own tenure
         and no other claimant can write between the Apply and that reading."""
-        pending = self.family.pending_proof(self)
+        pending = self.pending_proof
         if pending is not None and self.info.serves_proof:
             return lease_holder(self.uid, pending.apply_operation_id)
         return lease_holder(self.uid, self.operation.id)
@@ -348,7 +377,7 @@ class PassContext:
             status.to_wire(),
             resource_version=self.subject.metadata.resource_version or "",
         )
-        self.subject = self.family.parse(stored)
+        self._gather(*self.family.read(stored))
         if self.env.faults is not None:
             after = self.subject.status.active_operation if self.subject.status else None
             for boundary, operation in crossed(before, after):
@@ -374,7 +403,7 @@ class PassContext:
             metadata,
             resource_version=self.subject.metadata.resource_version,
         )
-        self.subject = self.family.parse(stored)
+        self._gather(*self.family.read(stored))
 
 
 # -- a family's own steps, narrowed ----------------------------------------------------

@@ -1,15 +1,19 @@
 """What one terminal Job gave: the value ``stages.jobaccount.harvest`` reads and the
 families record. A value of its own, below the pass's environment, so the ``Family``
 protocol (``context.passcontext``) can name it without importing the stage that reads
-it: that import was the controller's one cycle.
+it: that import was the controller's one cycle. ``history_of`` is what a History
+record's reading becomes in a migration's status, asked both by the readings (which
+record it) and by the migration's records (a History that may settle an unresolved
+run).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from jobclaim.api import ManagerRecord
+from jobclaim.api import ManagerRecord, MigrationHistoryStatus
 from runner.harvest import Judgement, NoEvidence, Outcome
 from runner.summary import Account
 
@@ -54,3 +58,22 @@ class Harvest:
             return None
         assert judgement.retry_at is not None
         return max(0.0, (judgement.retry_at - now).total_seconds())
+
+
+def history_of(result: Any, observed_at: str) -> MigrationHistoryStatus:
+    """The status record of a History record's reading. Pure."""
+    section = result.migration_history
+    return MigrationHistoryStatus(
+        observed_at=observed_at,
+        contract_version=section.contract_version,
+        current_version=section.current_version,
+        checkpoint_version=section.checkpoint_version,
+        applied_count=section.applied_count,
+        pending_count=section.pending_count,
+        fingerprint=section.fingerprint,
+        target_identity_digest=result.target_identity_digest,
+        dirty=section.dirty,
+        modified_versions=list(section.modified_versions),
+        out_of_order_versions=list(section.out_of_order_versions),
+        ahead=section.ahead,
+    )

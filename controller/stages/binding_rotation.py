@@ -4,12 +4,18 @@ another.
 A change of the executor image, the Ptah version, the runner protocol or the
 controller-state version (``BindingInputs.matches`` says no) installs a new epoch.
 
-A migration leaves nothing behind. A dispatched Apply is recorded unresolved first
-(its own pass, through ``record_unresolved_run``); the epoch then moves on a later
-pass, in one write that also drops any other claim (staging the release it owes)
-and the plan made under the old epoch.
+This module holds what both families share: when a rotation is due (``rotate``) and
+the pieces of its write. Each family's rotation is its own
+(``Family.rotate_binding``):
 
-A schema names what it leaves in the write that installs the epoch, as
+A migration leaves nothing behind (``controller/families/migration/dispatch.py``). A
+dispatched Apply is recorded unresolved first (its own pass, through
+``record_unresolved_run``); the epoch then moves on a later pass, in one write that
+also drops any other claim (staging the release it owes) and the plan made under
+the old epoch.
+
+A schema (``controller/families/schema/rotation.py``) names what it leaves in the
+write that installs the epoch, as
 ``status.pendingBindingRetirement``: the retired plan (its approvals are still to be
 marked stale) and the Job the retired claim dispatched, by name and, once known, UID.
 A dispatched Apply becomes an unknown-outcome pending observation in that same write.
@@ -35,37 +41,21 @@ from typing import Any
 from controller.context.passcontext import (
     PassContext,
     Status,
-    migration_status_of,
-    schema_of,
-    schema_status_of,
 )
-from controller.families.migration.records import record_unresolved_run
-from controller.families.schema.records import pending_observation_for, renew_proof
 from controller.mutationlifecycle import (
     Stop,
     may_have_dispatched,
 )
 from controller.pieces.managerconfig import random_epoch
-from controller.stages.approvalstaleness import mark_plan_approvals_stale
-from controller.stages.claimsupervision import renew
 from controller.stages.claimwrites import AGAIN, complete_pending_release, discard_release
-from controller.stages.jobaccount import pods_of, set_cleanup_ttl
-from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
-from jobclaim.api import (
-    BindingRetirementStatus,
-    RetiredJobStatus,
-    RetiredPlanReference,
-)
-from jobclaim.apiserver import JOBS, NotFound, Object
-from jobclaim.times import parse_time
 
 
-def _new_binding(ctx: PassContext) -> Any:
+def new_binding(ctx: PassContext) -> Any:
     make_epoch = ctx.env.epochs
     return ctx.env.config.binding.install(make_epoch() if make_epoch else random_epoch())
 
 
-def _discarded(ctx: PassContext, status: Status) -> dict[str, Any]:
+def discarded(ctx: PassContext, status: Status) -> dict[str, Any]:
     """The claim dropped, with the release a discard owes staged in the same write."""
     update: dict[str, Any] = {"active_operation": None}
     release = discard_release(ctx)
@@ -74,7 +64,7 @@ def _discarded(ctx: PassContext, status: Status) -> dict[str, Any]:
     return update
 
 
-def _finish(ctx: PassContext, reason: str) -> Stop:
+def finish_rotation(ctx: PassContext, reason: str) -> Stop:
     status = ctx.status
     if status is not None and status.pending_lock_release is not None:
         complete_pending_release(ctx)
@@ -88,182 +78,19 @@ def rotate(ctx: PassContext) -> Stop | None:
     binding = ctx.binding
     if status is None or binding is None:
         return None
-    retiring = ctx.family.binding_retirement(ctx)
-    if retiring is not None:
-        return work_off(ctx, retiring)
-    if ctx.env.config.binding.matches(binding):
-        return None
-    active = status.active_operation
-    if active is not None and not ctx.info.known:
-        return Stop("a claim this operator does not define holds the old epoch")
+    if ctx.binding_retirement is None:
+        if ctx.env.config.binding.matches(binding):
+            return None
+        active = status.active_operation
+        if active is not None and not ctx.info.known:
+            return Stop("a claim this operator does not define holds the old epoch")
+    # The family rotates, or works off what its last rotation still owes (only a
+    # schema records anything: ``controller/families/schema/rotation.py``).
     return ctx.family.rotate_binding(ctx)
 
 
-def _dispatched(ctx: PassContext) -> bool:
+def dispatched(ctx: PassContext) -> bool:
     operation = ctx.operation
     return may_have_dispatched(
         dispatch_started=operation.dispatch_started, job_uid=operation.job_uid
     )
-
-
-def rotate_migration_binding(ctx: PassContext) -> Stop:
-    """A migration moves to the new binding with nothing left behind but a dispatched
-    Apply's unresolved record (``MigrationFamily.rotate_binding``)."""
-    status = migration_status_of(ctx)
-    update: dict[str, Any] = {}
-    if status.active_operation is not None:
-        if ctx.info.mutating and _dispatched(ctx):
-            # Recorded first; the epoch moves on a later pass once no claim is in flight.
-            return record_unresolved_run(ctx, "the execution binding changed under the run")
-        update = _discarded(ctx, status)
-    new = _new_binding(ctx)
-    update.update({"execution_binding": new, "plan": None, "phase": "Pending"})
-    ctx.write_status(status.model_copy(update=update))
-    ctx.crossed("ExecutionBindingRotated", f"work here now runs under epoch {new.epoch}")
-    return _finish(ctx, "the execution binding was rotated")
-
-
-def rotate_schema_binding(ctx: PassContext) -> Stop:
-    """A schema moves to the new binding and records what the old one still owes
-    (``SchemaFamily.rotate_binding``)."""
-    status = schema_status_of(ctx)
-    update: dict[str, Any] = {}
-    job: RetiredJobStatus | None = None
-    active = status.active_operation
-    if active is not None:
-        if ctx.info.mutating and _dispatched(ctx):
-            # The Apply's account is owed whatever the epoch: it becomes the record.
-            update["pending_observation"] = pending_observation_for(
-                ctx, succeeded=False, pod_uids=()
-            )
-            update["active_operation"] = None
-            job = RetiredJobStatus(operation=active.type, name=active.job_name, uid=active.job_uid)
-        elif ctx.info.read_only:
-            # Kept until its Job stops, so a Plan's Lease is not handed back while its
-            # Pod can still reach the database.
-            job = RetiredJobStatus(operation=active.type, name=active.job_name, uid=active.job_uid)
-        else:
-            update = _discarded(ctx, status)
-    pending = status.pending_observation
-    if job is None and pending is not None and pending.apply_job_uid is None:
-        # An unknown Apply no pass harvested: its Job is still to be accounted for.
-        job = RetiredJobStatus(operation="Apply", name=pending.apply_job_name, uid=None)
-    plan = status.plan
-    retired_plan = (
-        RetiredPlanReference(name=plan.name, uid=plan.uid, fingerprint=plan.fingerprint)
-        if plan is not None
-        else None
-    )
-    old = ctx.binding
-    assert old is not None
-    new = _new_binding(ctx)
-    update.update({"execution_binding": new, "plan": None, "phase": "Pending"})
-    if retired_plan is not None or job is not None:
-        update["pending_binding_retirement"] = BindingRetirementStatus(
-            retired_epoch=old.epoch, plan=retired_plan, job=job
-        )
-    ctx.write_status(status.model_copy(update=update))
-    ctx.crossed("ExecutionBindingRotated", f"work here now runs under epoch {new.epoch}")
-    return _finish(ctx, "the execution binding was rotated")
-
-
-# -- working off a schema's retirement ------------------------------------------------
-
-
-def _write_record(ctx: PassContext, record: BindingRetirementStatus, **extra: Any) -> None:
-    remaining = record if (record.plan is not None or record.job is not None) else None
-    status = schema_status_of(ctx)
-    ctx.write_status(status.model_copy(update={"pending_binding_retirement": remaining, **extra}))
-
-
-def work_off(ctx: PassContext, record: BindingRetirementStatus) -> Stop:
-    """Meet the record's next obligation; every pass comes here first until it is gone."""
-    if record.plan is not None:
-        marked = mark_plan_approvals_stale(ctx, record.plan.uid)
-        _write_record(ctx, record.model_copy(update={"plan": None}))
-        ctx.crossed("ApprovalsStale", f"{marked} approval(s) of the retired plan marked stale")
-        return Stop("the retired plan's approvals are stale", requeue_after=AGAIN)
-    job = record.job
-    if job is None:
-        _write_record(ctx, record)
-        return Stop("the binding retirement is complete", requeue_after=AGAIN)
-    if job.operation == "Apply":
-        return _apply_job(ctx, record, job)
-    return _read_only_job(ctx, record, job)
-
-
-def _get(ctx: PassContext, name: str) -> Object | None:
-    try:
-        return ctx.api.get(JOBS, ctx.namespace, name)
-    except NotFound:
-        return None
-
-
-def _still_running(ctx: PassContext, job: Object) -> bool:
-    """Whether the Job or a Pod of it may still reach the database."""
-    if finished(job) is None:
-        return True
-    uid = job.get("metadata", {}).get("uid")
-    return bool(uid) and any(not pod_stopped(pod) for pod in pods_of(ctx, str(uid)))
-
-
-def _read_only_job(
-    ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus
-) -> Stop:
-    status = schema_status_of(ctx)
-    found = _get(ctx, job.name)
-    active = status.active_operation
-    if found is not None and _still_running(ctx, found):
-        if active is not None:
-            renew(ctx)
-        return Stop(
-            "the retired read-only Job is still running",
-            requeue_after=ctx.env.config.renew_interval_seconds,
-        )
-    schema = schema_of(ctx)
-    if found is not None and active is not None and active.job_name == job.name:
-        claim = schema_claim(schema, built=None, stored=True, binding=None)
-        if claim is not None and match(found, claim):
-            set_cleanup_ttl(ctx, found)
-    update: dict[str, Any] = _discarded(ctx, status) if active is not None else {}
-    _write_record(ctx, record.model_copy(update={"job": None}), **update)
-    ctx.crossed("RetiredClaimEnded", f"the retired {job.operation} claim is gone")
-    return _finish(ctx, "the retired read-only claim was retired")
-
-
-def _apply_job(ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus) -> Stop:
-    status = schema_status_of(ctx)
-    schema = schema_of(ctx)
-    pending = status.pending_observation
-    interval = ctx.env.config.renew_interval_seconds
-    if pending is not None:
-        stop = renew_proof(ctx, pending)
-        if stop is not None:
-            return stop
-    found = _get(ctx, job.name)
-    claim = pending_apply_claim(schema, pending) if pending is not None else None
-    if found is not None:
-        uid = found.get("metadata", {}).get("uid")
-        if job.uid is not None and uid != job.uid:
-            found = None
-        elif claim is not None and not match(found, claim):
-            found = None  # not the Apply the record names: nothing of ours to adopt
-        elif job.uid is None:
-            adopted = job.model_copy(update={"uid": uid})
-            extra: dict[str, Any] = {}
-            if pending is not None:
-                extra["pending_observation"] = pending.model_copy(update={"apply_job_uid": uid})
-            _write_record(ctx, record.model_copy(update={"job": adopted}), **extra)
-            ctx.crossed("RetiredJobAdopted", f"Job {job.name} ({uid}) is the retired Apply's")
-            return Stop("the retired Apply's Job was adopted", requeue_after=AGAIN)
-    if found is None:
-        horizon = parse_time(pending.observe_after) if pending and pending.observe_after else None
-        if job.uid is None and horizon is not None and ctx.now() < horizon:
-            return Stop("the retired Apply may still be created", requeue_after=interval)
-        _write_record(ctx, record.model_copy(update={"job": None}))
-        return Stop("the retired Apply's Job is accounted for", requeue_after=AGAIN)
-    if _still_running(ctx, found):
-        return Stop("the retired Apply's Job is still running", requeue_after=interval)
-    set_cleanup_ttl(ctx, found)
-    _write_record(ctx, record.model_copy(update={"job": None}))
-    return Stop("the retired Apply's Job has stopped", requeue_after=AGAIN)

@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from controller.context.passcontext import PassContext
-from controller.families.schema.records import restart_proof
 from controller.mutationlifecycle import Stop, may_have_dispatched
 from controller.pieces.operationidentity import input_fingerprint
 from controller.pieces.targetlock import MalformedLease
@@ -79,7 +78,7 @@ def settle_continuity_loss(ctx: PassContext, job: Object) -> Stop:
     if finished(job) is not None:
         set_cleanup_ttl(ctx, job)
     if ctx.info.serves_proof and ctx.proof_outstanding:
-        return restart_proof(ctx, LEASE_CHANGED_HANDS)
+        return ctx.family.restart_proof(ctx, LEASE_CHANGED_HANDS)
     return settle_drift(ctx, LEASE_CHANGED_HANDS)
 
 

@@ -158,7 +158,7 @@ def realm_fields(ctx: PassContext, operation: str, operation_id: str) -> dict[st
     fields: dict[str, Any] = {
         "coordination_digest": target_digest(ctx.subject.spec.target, ctx.namespace),
     }
-    pending = ctx.family.pending_proof(ctx)
+    pending = ctx.pending_proof
     if pending is not None and info.serves_proof:
         # A proof's reading runs under the Apply's own realm binding and tenure.
         fields["coordination_digest"] = pending.coordination_digest
@@ -203,8 +203,8 @@ def finalizer_owed(ctx: PassContext, status: Status | None = None) -> bool:
     owed: list[object] = [status.pending_lock_release]
     if claim_holds_deletion(ctx.family.name, status.active_operation):
         owed.append(status.active_operation)
-    owed.append(ctx.family.pending_proof(ctx))
-    owed.append(ctx.family.binding_retirement(ctx))
+    owed.append(ctx.pending_proof)
+    owed.append(ctx.binding_retirement)
     if not ctx.subject.metadata.deletion_timestamp:
         # A migration does not hold deletion for its unresolved run, but a pass must
         # see the deletion to announce the loss: the finalizer stays until then and

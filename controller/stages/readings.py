@@ -33,10 +33,9 @@ from datetime import timedelta
 from typing import Any, Final
 
 from controller.context.passcontext import PassContext, migration_of, migration_status_of, schema_of
-from controller.families.migration.records import history_of
 from controller.mutationlifecycle import Disposition, Stop
 from controller.pieces.freshness import history_refusal, observation_moved
-from controller.pieces.harvested import Harvest
+from controller.pieces.harvested import Harvest, history_of
 from controller.pieces.planpolicy import approval_required, policy_digest
 from controller.stages.approvalstaleness import mark_plan_approvals_stale
 from controller.stages.publishing import PublishRefused, publish_migration_plan, publish_schema_plan

@@ -19,7 +19,7 @@ import pytest
 import controller.families.migration.dispatch
 import controller.families.schema.dispatch
 import controller.families.schema.records
-import controller.stages.binding_rotation
+import controller.families.schema.rotation
 import controller.stages.retirement
 import jobclaim
 import runner.harvest
@@ -269,7 +269,7 @@ def test_every_reader_that_hands_a_database_back_asks_the_one_stopped_predicate(
     for module in (
         runner.harvest,
         controller.stages.retirement,
-        controller.stages.binding_rotation,
+        controller.families.schema.rotation,
         controller.families.schema.records,
     ):
         assert module.pod_stopped is jobclaim.livejob.pod_stopped

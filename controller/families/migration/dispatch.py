@@ -21,8 +21,10 @@ from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    FamilyRecords,
     PassContext,
     Status,
+    Subject,
     migration_of,
     migration_operation_of,
     migration_status_of,
@@ -45,7 +47,12 @@ from controller.pieces.approvals import (
 from controller.pieces.harvested import Harvest
 from controller.pieces.operationidentity import ClaimFields, migration_operation
 from controller.pieces.phasemachine import Facts
-from controller.stages.binding_rotation import rotate_migration_binding
+from controller.stages.binding_rotation import (
+    discarded,
+    dispatched,
+    finish_rotation,
+    new_binding,
+)
 from controller.stages.claimsupervision import claim_inputs, retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.planning import migration_facts
@@ -59,14 +66,12 @@ from jobclaim import (
 )
 from jobclaim.api import (
     MIGRATION_FINALIZER,
-    BindingRetirementStatus,
     Condition,
     ConfigMapKeySelector,
     ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
     OCIArtifactAccessBinding,
-    PendingObservationStatus,
     PtahMigration,
     PtahMigrationApproval,
     PtahMigrationPlan,
@@ -79,7 +84,7 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from jobclaim.errors import BuildRefused
+from jobclaim.errors import BuildRefused, InvalidInput
 from jobclaim.times import parse_time
 from runner.harvest import Outcome
 
@@ -99,6 +104,14 @@ class MigrationFamily:
 
     def parse(self, obj: Object) -> PtahMigration:
         return PtahMigration.model_validate(obj)
+
+    def records(self, subject: Subject) -> FamilyRecords:
+        # A migration's record (its unresolved run) neither holds the realm nor
+        # outlives a rotation: it owes nothing a shared stage asks about.
+        return FamilyRecords()
+
+    def read(self, obj: Object) -> tuple[PtahMigration, FamilyRecords]:
+        return self.parse(obj), FamilyRecords()
 
     def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
         status = migration_of(ctx).status
@@ -330,9 +343,6 @@ class MigrationFamily:
             ctx, reason, disposition=disposition, may_still_write=False, update=update
         )
 
-    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
-        return None  # a migration's record does not hold the realm
-
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         # A History while a run is unresolved: migration_outcome records it, and
         # settles the run when it shows nothing pending on the same database.
@@ -349,11 +359,30 @@ class MigrationFamily:
     def settle_record(self, ctx: PassContext) -> Stop | None:
         return settle_by_acknowledgment(ctx)
 
-    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
-        return None  # a migration leaves nothing behind a rotation but its record
-
     def rotate_binding(self, ctx: PassContext) -> Stop:
         return rotate_migration_binding(ctx)
+
+    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+        # A migration's record owes no proof (``records`` says none is outstanding),
+        # so no claim of it serves one: asked anyway, the pass fails rather than guess.
+        raise InvalidInput(f"a migration has no proof to restart ({why})")
+
+
+def rotate_migration_binding(ctx: PassContext) -> Stop:
+    """A migration moves to the new binding with nothing left behind but a dispatched
+    Apply's unresolved record (``MigrationFamily.rotate_binding``)."""
+    status = migration_status_of(ctx)
+    update: dict[str, Any] = {}
+    if status.active_operation is not None:
+        if ctx.info.mutating and dispatched(ctx):
+            # Recorded first; the epoch moves on a later pass once no claim is in flight.
+            return record_unresolved_run(ctx, "the execution binding changed under the run")
+        update = discarded(ctx, status)
+    new = new_binding(ctx)
+    update.update({"execution_binding": new, "plan": None, "phase": "Pending"})
+    ctx.write_status(status.model_copy(update=update))
+    ctx.crossed("ExecutionBindingRotated", f"work here now runs under epoch {new.epoch}")
+    return finish_rotation(ctx, "the execution binding was rotated")
 
 
 MIGRATION: Final = MigrationFamily()

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from controller.context.passcontext import PassContext, migration_operation_of, migration_status_of
 from controller.mutationlifecycle import Disposition, Stop
-from controller.pieces.harvested import Harvest
+from controller.pieces.harvested import Harvest, history_of
 from controller.stages.claimwrites import AGAIN, write_retry
 from controller.stages.retirement import dispatched_apply_may_still_write, retire_migration_claim
 from jobclaim import STAMPED, stamp_problem
@@ -245,25 +245,6 @@ def settle_by_history(ctx: PassContext, result: Any) -> Stop:
     if settled and _copy_of(ctx) is not None:
         _write_copy(ctx, None)
     return stop
-
-
-def history_of(result: Any, observed_at: str) -> MigrationHistoryStatus:
-    """The status record of a History record's reading. Pure."""
-    section = result.migration_history
-    return MigrationHistoryStatus(
-        observed_at=observed_at,
-        contract_version=section.contract_version,
-        current_version=section.current_version,
-        checkpoint_version=section.checkpoint_version,
-        applied_count=section.applied_count,
-        pending_count=section.pending_count,
-        fingerprint=section.fingerprint,
-        target_identity_digest=result.target_identity_digest,
-        dirty=section.dirty,
-        modified_versions=list(section.modified_versions),
-        out_of_order_versions=list(section.out_of_order_versions),
-        ahead=section.ahead,
-    )
 
 
 def _settles(record: UnresolvedMigrationRunStatus, history: MigrationHistoryStatus) -> bool:

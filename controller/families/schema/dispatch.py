@@ -20,13 +20,21 @@ from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    FamilyRecords,
     PassContext,
     Status,
+    Subject,
     narrowed,
     schema_of,
     schema_status_of,
 )
-from controller.families.schema.records import prove, record_schema_apply, schema_outcome
+from controller.families.schema.records import (
+    prove,
+    record_schema_apply,
+    restart_proof,
+    schema_outcome,
+)
+from controller.families.schema.rotation import rotate_schema_binding
 from controller.mutationlifecycle import Disposition, Stop
 from controller.pieces.approvals import (
     find_schema_approval,
@@ -39,7 +47,6 @@ from controller.pieces.operationidentity import ClaimFields, schema_operation
 from controller.pieces.phasemachine import Facts
 from controller.pieces.planpolicy import approval_required, policy_digest
 from controller.pieces.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.stages.binding_rotation import rotate_schema_binding
 from controller.stages.claimsupervision import claim_inputs, retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.conditions import drift_condition
@@ -56,14 +63,13 @@ from jobclaim import (
 from jobclaim.api import (
     SCHEMA_FINALIZER,
     ActiveOperationStatus,
-    BindingRetirementStatus,
     Condition,
     ConfigMapKeySelector,
     ConsumedApprovalStatus,
+    CurrentPlanStatus,
     ManagerRecord,
     ObjectReference,
     OCIArtifactAccessBinding,
-    PendingObservationStatus,
     PtahSchema,
     PtahSchemaApproval,
     PtahSchemaPlan,
@@ -93,6 +99,13 @@ class SchemaFamily:
     def parse(self, obj: Object) -> PtahSchema:
         return PtahSchema.model_validate(obj)
 
+    def records(self, subject: Subject) -> FamilyRecords:
+        return _records(narrowed(subject, PtahSchema))
+
+    def read(self, obj: Object) -> tuple[PtahSchema, FamilyRecords]:
+        schema = self.parse(obj)
+        return schema, _records(schema)
+
     def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
         schema = schema_of(ctx)
         inputs = claim_inputs(ctx, operation, schema.metadata.generation)
@@ -112,22 +125,25 @@ class SchemaFamily:
         stop = retire_moved(ctx, "the schema is suspended" if suspended else None)
         if stop is not None or ctx.operation.type != _APPLY:
             return stop
-        problem = self._plan_problem(ctx) or self._policy_problem(ctx)
-        problem = problem or self._approval_problem(ctx)
+        # Narrowed once: every check below reads the same schema and recorded plan.
+        plan = _status(schema).plan
+        assert plan is not None  # inputs_hold needs it
+        problem = self._plan_problem(ctx, schema, plan) or _policy_problem(ctx, schema, plan)
+        problem = problem or self._approval_problem(ctx, schema, plan)
         if problem is not None:
             return retire_undispatched(ctx, problem, drop_plan=True)
         return None
 
-    def _plan_problem(self, ctx: PassContext) -> str | None:
-        plan = schema_status_of(ctx).plan
-        assert plan is not None  # inputs_hold needs it
+    def _plan_problem(
+        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
+    ) -> str | None:
         try:
             obj = PtahSchemaPlan.model_validate(
                 ctx.api.get(PTAHSCHEMAPLANS, ctx.namespace, plan.name)
             )
         except NotFound:
             return f"plan {plan.name} is gone"
-        problem = schema_plan_problem(obj, plan, owner=schema_of(ctx).metadata)
+        problem = schema_plan_problem(obj, plan, owner=schema.metadata)
         if problem is not None:
             return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
@@ -137,30 +153,10 @@ class SchemaFamily:
         ctx.plan_object = obj
         return None
 
-    def _policy_problem(self, ctx: PassContext) -> str | None:
-        plan = schema_status_of(ctx).plan
-        assert plan is not None
-        if plan.verification_policy_uid is None:
-            return None
-        selector = schema_of(ctx).spec.desired.verification_policy_from
-        if selector is None:
-            return "the plan was verified under a policy the schema no longer names"
-        try:
-            obj = ctx.api.get(CONFIGMAPS, ctx.namespace, selector.name)
-        except NotFound:
-            return f"verification policy {selector.name} is gone"
-        data = (obj.get("data") or {}).get(selector.key)
-        if obj["metadata"].get("uid") != plan.verification_policy_uid or not isinstance(data, str):
-            return f"verification policy {selector.name} was replaced"
-        if policy_digest(data) != plan.verification_policy_digest:
-            return f"verification policy {selector.name} changed since the plan was verified"
-        return None
-
-    def _approval_problem(self, ctx: PassContext) -> str | None:
-        schema = schema_of(ctx)
-        plan = schema_status_of(ctx).plan
-        assert plan is not None
-        held = self.approval(ctx)
+    def _approval_problem(
+        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
+    ) -> str | None:
+        held = _held_approval(ctx, plan)
         if held is None:
             return (
                 "the plan needs an approval the claim does not hold"
@@ -175,7 +171,10 @@ class SchemaFamily:
         plan = ctx.plan_object
         if not isinstance(plan, PtahSchemaPlan) or ctx.chunks is None:
             # Only a driver with its steps exchanged stages before authorizing.
-            problem = self._plan_problem(ctx)
+            schema = schema_of(ctx)
+            recorded = _status(schema).plan
+            assert recorded is not None  # inputs_hold needs it
+            problem = self._plan_problem(ctx, schema, recorded)
             if problem is not None:
                 return retire_undispatched(ctx, problem, drop_plan=True)
             plan = ctx.plan_object
@@ -210,10 +209,7 @@ class SchemaFamily:
         return made
 
     def approval(self, ctx: PassContext) -> ObjectReference | None:
-        plan = schema_status_of(ctx).plan
-        if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
-            return None
-        return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
+        return _held_approval(ctx, schema_status_of(ctx).plan)
 
     # -- what to claim -----------------------------------------------------------------
 
@@ -312,23 +308,57 @@ class SchemaFamily:
     ) -> Stop:
         return retire_schema_claim(ctx, reason, disposition=disposition, record=None, update=update)
 
-    def pending_proof(self, ctx: PassContext) -> PendingObservationStatus | None:
-        status = ctx.status
-        return (
-            narrowed(status, PtahSchemaStatus).pending_observation if status is not None else None
-        )
-
     def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
         return False  # a proof's reading is the pending observation's, asked before
 
     def settle_record(self, ctx: PassContext) -> Stop | None:
         return prove(ctx)
 
-    def binding_retirement(self, ctx: PassContext) -> BindingRetirementStatus | None:
-        return schema_status_of(ctx).pending_binding_retirement
-
     def rotate_binding(self, ctx: PassContext) -> Stop:
         return rotate_schema_binding(ctx)
+
+    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+        return restart_proof(ctx, why)
+
+
+def _records(schema: PtahSchema) -> FamilyRecords:
+    status = schema.status
+    if status is None:
+        return FamilyRecords()
+    return FamilyRecords(
+        pending_proof=status.pending_observation,
+        binding_retirement=status.pending_binding_retirement,
+    )
+
+
+def _status(schema: PtahSchema) -> PtahSchemaStatus:
+    """The status of a schema a claim stands on (there is one: the claim is in it)."""
+    return narrowed(schema.status, PtahSchemaStatus)
+
+
+def _held_approval(ctx: PassContext, plan: CurrentPlanStatus | None) -> ObjectReference | None:
+    """The approval an Apply's claim holds by reference, from its recorded plan."""
+    if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
+        return None
+    return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
+
+
+def _policy_problem(ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus) -> str | None:
+    if plan.verification_policy_uid is None:
+        return None
+    selector = schema.spec.desired.verification_policy_from
+    if selector is None:
+        return "the plan was verified under a policy the schema no longer names"
+    try:
+        obj = ctx.api.get(CONFIGMAPS, ctx.namespace, selector.name)
+    except NotFound:
+        return f"verification policy {selector.name} is gone"
+    data = (obj.get("data") or {}).get(selector.key)
+    if obj["metadata"].get("uid") != plan.verification_policy_uid or not isinstance(data, str):
+        return f"verification policy {selector.name} was replaced"
+    if policy_digest(data) != plan.verification_policy_digest:
+        return f"verification policy {selector.name} changed since the plan was verified"
+    return None
 
 
 def _reservation(approval: PtahSchemaApproval) -> ConsumedApprovalStatus:

@@ -10,9 +10,16 @@ concurrent clients against the no-op endpoint and the controller-write endpoint 
 alternating rounds of the same run, and prints requests/s and p50/p99 for both and
 the p99 ratio.
 
-Targets: at least 300 Job-create reviews/s on a 2-core machine, and a Job-create p99
-at most 2x the no-op endpoint's. Both processes share the machine's cores, so the
-no-op figure is the floor this transport allows here.
+Targets: at least 2,000 Job-create reviews/s on a 2-core machine (issue 34), and a
+Job-create p99 at most 2x the no-op endpoint's. Both processes share the machine's
+cores, so the no-op figure is the floor this transport allows here.
+
+The bench repeats one review, so after the first one the server judges it from its
+remembered rebuild (``webhook.jobs.Rebuilds``) and decode (``rules.decoded_text``). A
+real manager sends each claim's Job create once, and the first review of a claim pays
+the rebuild: the benchmark also prints, in-process, the CPU one decision costs both
+ways (``decide_cost``), so the figure the rate stands for is never mistaken for the
+other.
 
 Wall time on a shared 2-core machine is noisy, and the p99 ratio is, to first order, the
 ratio of what one request costs the server's one thread. ``--instructions`` measures that
@@ -54,14 +61,16 @@ import certs
 from tests.webhook.scenes import SETTINGS, job_create
 from webhook import Engine, StateReader
 from webhook.app import create_app
+from webhook.jobs import REBUILDS
 from webhook.review import response
+from webhook.rules import CONTROLLER_WRITE, forget_decoded_texts
 from webhook.serving import local_certificates, readiness, uvicorn_server
 
 CLIENTS = 100
 REQUESTS_PER_CLIENT = 40
 ROUNDS = 4
 WARMUP_PER_CLIENT = 5
-TARGET_RATE = 300.0
+TARGET_RATE = 2000.0  # issue 34
 TARGET_RATIO = 2.0
 SCENE = ("schema", "Plan")  # a Job create whose one read is its parent PtahSchema
 REVIEW_PATH = "/validate-controller-write"
@@ -277,6 +286,39 @@ def run_server(scratch: str, *, threaded_reads: bool, label: str) -> tuple[float
         server.wait(timeout=30)
 
 
+def decide_cost(repeats: int = 7, per_repeat: int = 300) -> tuple[float, float]:
+    """CPU microseconds one Job-create decision costs in-process, the best of
+    ``repeats``: judged from the remembered rebuild, and as the first review of its
+    claim (both memos emptied before each decision)."""
+    logging.disable(logging.INFO)
+    body = review_body()
+    engine = Engine(StateReader(job_create(*SCENE).objects), SETTINGS, blocking_reads=False)
+
+    def remembered() -> None:
+        engine.decide(CONTROLLER_WRITE, body)
+
+    def first() -> None:
+        forget_rebuilds()
+        engine.decide(CONTROLLER_WRITE, body)
+
+    costs = []
+    for decide in (remembered, first):
+        best = float("inf")
+        for _ in range(repeats):
+            began = time.process_time()
+            for _ in range(per_repeat):
+                decide()
+            best = min(best, (time.process_time() - began) / per_repeat * 1e6)
+        costs.append(best)
+    logging.disable(logging.NOTSET)
+    return costs[0], costs[1]
+
+
+def forget_rebuilds() -> None:
+    REBUILDS.clear()
+    forget_decoded_texts()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
@@ -309,6 +351,11 @@ def main() -> None:
         rate, ratio = run_server(scratch, threaded_reads=False, label="job-create")
     verdict = {True: "met", False: "NOT met"}
     print(f"p99 ratio job-create / no-op: {ratio:.2f}x")
+    remembered, first = decide_cost()
+    print(
+        f"decide CPU in-process: {remembered:.0f} µs remembered rebuild, "
+        f"{first:.0f} µs first review of a claim"
+    )
     print(f"target ≥ {TARGET_RATE:.0f} reviews/s     : {verdict[rate >= TARGET_RATE]}")
     print(f"target p99 ≤ {TARGET_RATIO:.0f}x no-op      : {verdict[ratio <= TARGET_RATIO]}")
     if args.threaded_reads:

@@ -83,7 +83,7 @@ from jobclaim.envelope import (
 )
 from jobclaim.errors import BuildRefused, InvalidInput, PtahError
 from jobclaim.livejob import Finished, finished, manager_record_of, pod_stopped, runner_state
-from jobclaim.match import MATCH, Verdict, manager_record_problem, match
+from jobclaim.match import MATCH, Expected, Verdict, expected, manager_record_problem, match
 from jobclaim.naming import (
     LEASE_EPOCH_ANNOTATION,
     coordination_digest,
@@ -216,6 +216,7 @@ __all__ = [
     "BuildRefused",
     "Claim",
     "ClassifiedBy",
+    "Expected",
     "Finished",
     "InvalidInput",
     "JobInputs",
@@ -254,6 +255,7 @@ __all__ = [
     "coordination_digest",
     "decode_chunk",
     "digest_of",
+    "expected",
     "finished",
     "is_digest",
     "is_dns_label",

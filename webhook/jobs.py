@@ -12,13 +12,18 @@ controller would refuse to adopt, and a compromised manager cannot create one.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Final
 
 from jobclaim import (
     BuildRefused,
+    Claim,
+    Expected,
     InvalidInput,
     build_job,
     decode_chunk,
+    expected,
     manager_record_of,
     match,
     migration_plan_problem,
@@ -26,7 +31,7 @@ from jobclaim import (
     owner_family,
     schema_plan_problem,
 )
-from jobclaim.api import PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
+from jobclaim.api import ManagerRecord, PtahMigration, PtahMigrationPlan, PtahSchema, PtahSchemaPlan
 from jobclaim.apiserver import PTAHMIGRATIONPLANS, PTAHSCHEMAPLANS
 from webhook.jobauthority import (
     AUTHORITY,
@@ -89,6 +94,89 @@ OUTSIDE_INTENT: Final = JOB_CREATE.refuses(
 )
 
 OWNERS: Final = {"PtahSchema": PtahSchema, "PtahMigration": PtahMigration}
+# How many rebuilt claims ``Rebuilds`` keeps: one per claim being dispatched at once.
+REBUILT_CLAIMS: Final = 64
+RebuildKey = tuple[int, ManagerRecord, tuple[str, ...], str | None]
+
+
+class Rebuilds:
+    """The submitted-mode claim each owner rebuilds to, and the claim's half of
+    ``match`` (``jobclaim.Expected``: the normalized rebuild, its canonical spec and
+    its template digest), remembered per decoded owner.
+
+    ``build_job`` is a pure function of the owner, the manager record the Job
+    carries, the sequence the plan fixes and the snapshot digest, and the claim adds
+    only the owner's own binding. The owner is the frozen model ``Stored.decode``
+    answers for the exact bytes the API server sent (``rules.decoded_text``), so the
+    same bytes give the very same object, and a changed owner (its status, its spec
+    or only its resourceVersion) is another object and misses. The entry is keyed by
+    that object's identity and holds the object itself, so the identity cannot be
+    reused by another owner while the entry lives. Nothing the manager writes into
+    the key is trusted beyond what the rebuild already read from it: every input of
+    the rebuild is in the key. A rebuild that refuses raises and is not remembered.
+    The Job under review is never part of an entry: each review is matched afresh.
+    """
+
+    def __init__(self, size: int = REBUILT_CLAIMS) -> None:
+        self._size = size
+        # The async path judges on the event loop; the synchronous ``Engine.decide``
+        # may be called from several threads, so the bookkeeping takes a lock.
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[RebuildKey, tuple[PtahSchema | PtahMigration, Expected]] = (
+            OrderedDict()
+        )
+
+    def expected(
+        self,
+        owner: PtahSchema | PtahMigration,
+        record: ManagerRecord,
+        sequence: tuple[str, ...],
+        digest: str | None,
+    ) -> Expected:
+        key: RebuildKey = (id(owner), record, sequence, digest)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is owner:
+                self._entries.move_to_end(key)
+                return entry[1]
+        prepared = expected(rebuilt_claim(owner, record, sequence, digest))
+        with self._lock:
+            self._entries[key] = (owner, prepared)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return prepared
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def rebuilt_claim(
+    owner: PtahSchema | PtahMigration,
+    record: ManagerRecord,
+    sequence: tuple[str, ...],
+    digest: str | None,
+) -> Claim:
+    """The claim ``owner``'s Job is held to on create: rebuilt with ``build_job``
+    from the claim's inputs and the binding in force (``BuildRefused`` or
+    ``InvalidInput`` when it cannot be)."""
+    family = owner_family(owner)
+    status = owner.status
+    binding = status.execution_binding if status else None
+    if binding is None:
+        raise TypeError("a claim without a binding reached the rebuild")
+    inputs = family.job_inputs(
+        binding=binding, manager=record, expected_sequence=sequence, snapshot_digest=digest
+    )
+    claim = family.claim(built=build_job(inputs), stored=False, binding=binding)
+    if claim is None:
+        raise TypeError("a claim vanished between two reads of one decoded owner")
+    return claim
+
+
+# One per process, like the decode memo it keys on.
+REBUILDS: Final = Rebuilds()
 
 
 def judge_job_create(found: Candidate, trail: Trail, settings: Settings) -> Judgement:
@@ -123,17 +211,11 @@ def judge_job_create(found: Candidate, trail: Trail, settings: Settings) -> Judg
     digest = snapshot.digest if snapshot else None
     sequence = yield from _hold_plan(owner, trail, mutating=mutating)
     try:
-        inputs = family.job_inputs(
-            binding=binding, manager=record, expected_sequence=sequence, snapshot_digest=digest
-        )
-        built = build_job(inputs)
+        prepared = REBUILDS.expected(owner, record, sequence, digest)
     except (BuildRefused, InvalidInput) as error:
         raise trail.deny(CANNOT_REBUILD, reason=str(error)) from error
     trail.passed("rebuilt with jobclaim.build_job from the claim and the binding in force")
-    claim = family.claim(built=built, stored=False, binding=binding)
-    if claim is None:
-        raise TypeError("a claim vanished between two reads of one decoded owner")
-    verdict = match(found.raw, claim)
+    verdict = match(found.raw, prepared.claim, prepared)
     if not verdict:
         raise trail.deny(OUTSIDE_INTENT, reason=verdict.reason)
     trail.passed("jobclaim.match: the Job is its claim's (submitted, binding in force)")

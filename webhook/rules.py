@@ -15,6 +15,7 @@ document a security reviewer reads is the list the code refuses by.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -133,13 +134,47 @@ class Stored:
         ``ValidationError`` when it is not one."""
         if self._text is not None:
             try:
-                validator = model.__pydantic_validator__
-                return cast(
-                    Model, validator.validate_json(self._text, by_alias=True, by_name=False)
-                )
+                return cast(Model, decoded_text(model, self._text))
             except ValidationError:
                 pass  # decided again below, from the tree, which words the refusal
         return validated(model, self.tree())
+
+
+# The largest text ``decoded_text`` remembers, and how many it remembers: an owner, a
+# plan or an approval is a few KiB, so the memo holds at most a few MiB of text and
+# its models, whatever the API server answers.
+DECODED_TEXT_MAX_BYTES: Final = 64 * 1024
+DECODED_TEXTS: Final = 64
+
+
+def decoded_text(model: type[BaseModel], text: bytes) -> BaseModel:
+    """``text`` decoded as ``model``, strictly and by wire names only.
+
+    Every controller write about one resource reads the same owner, plan and approval
+    again, and the API server answers the very same bytes until the object changes
+    (its resourceVersion is in them): the strict decode is a pure function of the
+    model and the exact bytes, and its model is frozen, so one decode can answer every
+    read of those bytes. Keyed by the whole text, never by a name or a version the
+    manager could write: a different byte is a different entry. A text that does not
+    decode raises, and is never remembered.
+    """
+    if type(text) is not bytes or len(text) > DECODED_TEXT_MAX_BYTES:
+        # Only immutable bytes can be a key: a buffer could change after it was one.
+        return _decode_json(model, text)
+    return _decoded_text_memo(model, text)
+
+
+def _decode_json(model: type[BaseModel], text: bytes) -> BaseModel:
+    validator = model.__pydantic_validator__
+    return cast(BaseModel, validator.validate_json(text, by_alias=True, by_name=False))
+
+
+_decoded_text_memo = functools.lru_cache(maxsize=DECODED_TEXTS)(_decode_json)
+
+
+def forget_decoded_texts() -> None:
+    """Empty the decode memo (a test proves a remembered answer is a fresh one)."""
+    _decoded_text_memo.cache_clear()
 
 
 Fetched = Mapping[ReadKey, Stored | None]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, Unpack
 
@@ -26,7 +26,7 @@ from controller.mutationlifecycle import (
     Stop,
     realm_held_by,
 )
-from controller.pieces.events import EventRecord
+from controller.pieces.events import EventRecord, EventType
 from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
 from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
@@ -261,7 +261,9 @@ class PassContext:
     env: Environment
     family: Family
     subject: Subject
-    events: list[EventRecord] = field(default_factory=list)
+    # The boundaries crossed, as ``crossed`` noted them; made Events once, after the
+    # pass (``event_records``).
+    crossings: list[tuple[EventReason, str, EventType]] = field(default_factory=list)
     built: Object | None = None
     created: Object | None = None
     chunks: list[bytes] | None = None
@@ -284,9 +286,15 @@ class PassContext:
     # Whether an Apply still owes its proof (its record holds the realm).
     proof_outstanding: bool = field(init=False)
 
-    def __post_init__(self) -> None:
+    # What the family's records on ``subject`` owe, when the loader read them with it
+    # (``Family.read``); a copy made with ``dataclasses.replace`` reads them again.
+    records: InitVar[FamilyRecords | None] = None
+
+    def __post_init__(self, records: FamilyRecords | None) -> None:
         self.api = self.env.api
-        self._gather(self.subject, self.family.records(self.subject))
+        self._gather(
+            self.subject, records if records is not None else self.family.records(self.subject)
+        )
 
     def _gather(self, subject: Subject, records: FamilyRecords) -> None:
         """Take ``subject`` as the resource this pass decides from, and what every
@@ -362,7 +370,11 @@ class PassContext:
     def crossed(self, reason: EventReason, note: str, *, warning: bool = False) -> None:
         """Note a boundary crossed; Events are sent after the pass, never between steps,
         so nothing that can fail sits between a durable write and the step it covers."""
-        self.events.append(EventRecord(reason, note, "Warning" if warning else "Normal"))
+        self.crossings.append((reason, note, "Warning" if warning else "Normal"))
+
+    def event_records(self) -> list[EventRecord]:
+        """The Events this pass owes, in the order its boundaries were crossed."""
+        return [EventRecord(reason, note, kind) for reason, note, kind in self.crossings]
 
     def write_status(self, status: Status) -> None:
         """Replace the status at the version this pass decided from."""

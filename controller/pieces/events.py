@@ -28,13 +28,16 @@ _NOTE_LIMIT: Final = 1024
 _NAME_LIMIT: Final = 253
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 @dataclass(frozen=True, slots=True)
 class EventRecord:
     # Only a registered reason: one missing from controller/pieces/vocabulary.py is one no
     # person can find in docs/reference/events.md or alert on.
     reason: EventReason
     note: str
-    type: Literal["Normal", "Warning"] = "Normal"
+    type: EventType = "Normal"
 
 
 @dataclass(frozen=True, slots=True)

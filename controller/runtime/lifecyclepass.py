@@ -77,7 +77,9 @@ def _load(env: Environment, kind: str, namespace: str, name: str) -> PassContext
         return Stop("the resource is gone")
     except ApiError as error:
         return Stop("the resource cannot be read", error=error)
-    return PassContext(env, family, family.parse(obj))
+    # Parsed and its records read in one go: the pass decides from both.
+    subject, records = family.read(obj)
+    return PassContext(env, family, subject, records=records)
 
 
 def run_pass(env: Environment, kind: str, namespace: str, name: str) -> PassResult:

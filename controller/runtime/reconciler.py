@@ -359,7 +359,7 @@ class Reconciler:
         regarding = result.regarding
         reasons: list[str] = []
         if regarding is not None and result.ctx is not None:
-            for record in result.ctx.events:
+            for record in result.ctx.event_records():
                 reasons.append(record.reason)
                 self.events.emit(regarding, record)
         self._reasons.reasons = reasons

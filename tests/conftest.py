@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import examples
+
+# Before the Hypothesis plugin reads --hypothesis-profile (make check passes `check`).
+examples.register()
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

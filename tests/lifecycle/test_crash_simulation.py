@@ -119,6 +119,7 @@ from tests.outcomes.podworld import (
     history,
 )
 from tests.outcomes.scriptednode import Database, answer
+from tests.support.examples import examples
 
 SHARED: Final = "shared-primary"
 # (kind, name, coordination key): three resources on one database, one elsewhere.
@@ -968,7 +969,7 @@ def _settings() -> settings:
     # realm for good), so many short schedules explore more crash points than a few
     # long ones.
     return settings(
-        max_examples=120,
+        max_examples=examples(120),
         stateful_step_count=25,
         derandomize=True,
         deadline=None,

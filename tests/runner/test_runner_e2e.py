@@ -55,6 +55,9 @@ from tests.runner.support import (
     write_plan_chunks,
 )
 
+# Every row starts `python -m runner` and a ptah subprocess: integration, left to `make test`.
+pytestmark = pytest.mark.integration
+
 PASSWORD = "s3cret-Pa55word"
 
 

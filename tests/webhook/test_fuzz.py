@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobclaim.apiserver import Unavailable
+from tests.support.examples import examples
 from tests.webhook.scenes import (
     MANAGER_USERNAME,
     SETTINGS,
@@ -60,7 +61,9 @@ REQUIRED = (
     ("request", "operation"),
     ("request", "userInfo"),
 )
-FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def judge(body: bytes, reader: Any, endpoint: str) -> Outcome:

@@ -42,7 +42,7 @@ from lab.localmanager import CHART_DEFAULTS, local_environment
 from manager import logs
 from manager.config import Config, load
 from manager.process import Manager
-from tests.webhook.scenes import job_create
+from tests.support.webhookscenes import job_create
 from webhook import StateReader
 from webhook.serving import local_certificates
 

@@ -17,7 +17,7 @@ import pytest
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
 from lab.run import SPEC_OR_WRITER_CHANGED
-from tests.chart.support import (
+from tests.support.chartrender import (
     CHART,
     MANAGER,
     NAMESPACE,

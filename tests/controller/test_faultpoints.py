@@ -15,7 +15,7 @@ import pytest
 from controller.pieces.faultpoints import Boundary, Operation, Subject, crossed
 from jobclaim.api import MigrationOperationStatus
 from jobclaim.apiserver import JOBS
-from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
+from tests.support.dispatchworld import NS, add_migration, add_schema, make_rig
 
 EPOCH = "v1-" + "b" * 32
 

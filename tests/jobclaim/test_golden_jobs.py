@@ -19,7 +19,7 @@ import pytest
 
 from jobclaim import canonical_json
 from jobclaim.operations import known_operations
-from tests.jobclaim.world import World, migration_world, schema_world
+from tests.support.claimworld import World, migration_world, schema_world
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("PTAH_REGENERATE_GOLDEN") == "1"

@@ -20,7 +20,7 @@ from jobclaim import (
     operation_info,
 )
 from jobclaim.api import PtahMigration, PtahSchema
-from tests.jobclaim.world import World, migration_world, schema_world
+from tests.support.claimworld import World, migration_world, schema_world
 from tests.support.examples import examples
 
 Path = tuple[Any, ...]

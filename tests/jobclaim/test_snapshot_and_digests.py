@@ -18,7 +18,7 @@ from jobclaim.api.snapshot import (
     ServiceAccountBinding,
 )
 from jobclaim.template import without_generated_identity, without_generated_labels
-from tests.jobclaim.world import World, migration_world, schema_world, snapshot_for
+from tests.support.claimworld import World, migration_world, schema_world, snapshot_for
 from tests.support.examples import examples
 
 

@@ -20,7 +20,7 @@ import yaml
 from jobclaim.apiserver import ApiClient
 from kubectl_ptah import main
 from kubectl_ptah.kubeconfig import load
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
 
 
 def kubeconfig(

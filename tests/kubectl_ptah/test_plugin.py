@@ -24,8 +24,8 @@ from jobclaim.apiserver import (
     Object,
 )
 from kubectl_ptah import main
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.jobclaim.world import EPOCH
+from tests.support.claimworld import EPOCH
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 
 DESTRUCTIVE_PLAN = (
     b"CREATE TABLE orders_v2 (id bigint PRIMARY KEY, note text DEFAULT 'a;b');\n",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lab.executor.catalog import fingerprint
 from lab.executor.schema import Target, live_catalog
-from tests.labexecutor.conftest import Lab
+from tests.labexecutor.labkit import Lab
 from tests.support.examples import examples
 
 pytestmark = pytest.mark.postgres

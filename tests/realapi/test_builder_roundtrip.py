@@ -29,8 +29,8 @@ from jobclaim.template import generated_identity_problem, without_generated_iden
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.jobclaim import world
-from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE
+from tests.support import claimworld as world
+from tests.support.claimworld import BINDING, MANAGER, SEQUENCE
 from tests.support.examples import examples
 
 pytestmark = pytest.mark.controlplane

@@ -40,7 +40,7 @@ from runner.decide import (
 from runner.documents import APPLY_OUTCOMES, PLAN_OUTCOMES, RUN_OUTCOMES
 from runner.result import RunnerResult
 from tests.runner import ptah_documents as docs
-from tests.runner.support import (
+from tests.support.runnerrig import (
     COORD,
     JOB_UID,
     OP_ID,

@@ -36,7 +36,7 @@ from runner.protocol import RECORD_MARKER, DigestedResult
 from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
 from runner.run import run_child
 from runner.summary import parse_summary_for
-from tests.runner.support import (
+from tests.support.runnerrig import (
     CONTRACT,
     OP_ID,
     SECRET_URL,

@@ -23,8 +23,8 @@ from runner.supervise import (
     group_survivors,
     supervise,
 )
-from tests.runner.support import SECRET_URL, STANDIN
 from tests.support.examples import examples
+from tests.support.runnerrig import SECRET_URL, STANDIN
 
 QUICK = Limits(kill_grace=0.5, drain=0.5)
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import webhook
-from tests.webhook.scenes import PINS, SETTINGS, Scene, decide, job_create, status_write
+from tests.support.webhookscenes import PINS, SETTINGS, Scene, decide, job_create, status_write
 from webhook import REGISTRY, Engine, Outcome, StateReader
 from webhook.__main__ import main
 from webhook.docs import DOCUMENT_ORDER, render

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from jobclaim import match
 from tests.support.examples import examples
-from tests.webhook.scenes import Obj, decide, job_create, owner_world
+from tests.support.webhookscenes import Obj, decide, job_create, owner_world
 
 OPERATIONS = {
     "schema": ("Resolve", "Verify", "Observe", "Plan", "Apply"),

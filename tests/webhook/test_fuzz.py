@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from jobclaim.apiserver import Unavailable
 from tests.support.examples import examples
-from tests.webhook.scenes import (
+from tests.support.webhookscenes import (
     MANAGER_USERNAME,
     SETTINGS,
     Obj,

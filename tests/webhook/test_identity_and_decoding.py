@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from jobclaim.apiserver import JOBS, Resource
 from tests.support.examples import examples
-from tests.webhook.scenes import (
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     decide,

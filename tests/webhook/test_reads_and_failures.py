@@ -12,7 +12,7 @@ import pytest
 from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavailable
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
-from tests.webhook.scenes import (
+from tests.support.webhookscenes import (
     SETTINGS,
     Scene,
     change_owner,

@@ -28,8 +28,8 @@ from jobclaim.api import DatabaseTargetSpec
 from jobclaim.apiserver import BY_KIND, PTAHSCHEMAAPPROVALS
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from runner import RunnerResult
-from tests.jobclaim.world import JOB_UID, NOW
-from tests.webhook.scenes import (
+from tests.support.claimworld import JOB_UID, NOW
+from tests.support.webhookscenes import (
     MANAGER_USERNAME,
     OWNER_UIDS,
     RUNNER_OPS,

@@ -20,7 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ptah-operator"
 CRDS = CHART / "crds"
-VALUES = Path(__file__).resolve().parent / "values"
+VALUES = ROOT / "tests" / "chart" / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 KUBE_SCORE = ROOT / ".tools" / "bin" / "kube-score"
 

@@ -674,6 +674,7 @@ TESTS_LEFT = frozenset(
         ("tests.webhook.test_artifact_evidence", "tests.webhook.test_transitions"),
         ("tests.webhook.test_fuzz", "tests.webhook.test_reads_and_failures"),
         ("tests.webhook.test_realm_rule", "tests.webhook.test_decisions"),
+        ("tests.webhook.test_rebuild_memo", "tests.webhook.test_job_create"),
     }
 )
 

@@ -23,7 +23,7 @@ from runner.dburl import (
     mysql_url_problem,
     normalized,
 )
-from tests.runner.test_ptah_contract import NOW, environment
+from tests.runner.runnerenv import NOW, environment
 from tests.support.runnerrig import OP_ID
 
 ROOT = Path(__file__).resolve().parents[2]

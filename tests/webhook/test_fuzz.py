@@ -34,7 +34,7 @@ from tests.support.webhookscenes import (
     schema_plan_create,
     status_write,
 )
-from tests.webhook.test_reads_and_failures import Failing
+from tests.webhook.failingreader import Failing
 from webhook import Engine, Outcome, StateReader
 
 SCENES: dict[str, tuple[Callable[[], Scene], str]] = {

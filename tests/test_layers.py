@@ -665,7 +665,6 @@ TESTS_LEFT = frozenset(
         ("tests.realapi.test_watch_scope", "tests.realapi.test_manager_process"),
         ("tests.realapi.test_webhook_registered", "tests.webhook.test_real_apiserver"),
         ("tests.test_wheel", "tests.test_layers"),
-        ("tests.webhook.test_artifact_evidence", "tests.webhook.test_transitions"),
         ("tests.webhook.test_realm_rule", "tests.webhook.test_decisions"),
         ("tests.webhook.test_rebuild_memo", "tests.webhook.test_job_create"),
     }

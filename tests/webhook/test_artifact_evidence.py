@@ -19,8 +19,8 @@ from jobclaim.api import OCIArtifactAccessBinding
 from runner import RUNNER_PROTOCOL_VERSION, RunnerResult
 from tests.support.claimworld import JOB_UID, NOW, RESOLVED, RESOLVED_MIGRATIONS
 from tests.support.webhookscenes import RUNNER_OPS, Obj, owner_world, pod_record, terminal
+from tests.webhook.statuschanges import Change, both, claim_of, new, status_update
 from tests.webhook.tables import Row, expect
-from tests.webhook.test_transitions import Change, both, claim_of, new, status_update
 from webhook import transitions as t
 
 MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"

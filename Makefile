@@ -93,10 +93,15 @@ test: lint typecheck unit
 # control plane, cluster, PostgreSQL, registry or images, and no helm unless
 # `make helm` already built it (tests/conftest.py marks the tests that use it). It
 # depends on the virtualenv alone, so it never starts a Go build or an image build.
+# For speed it also leaves to `make test` (which runs everything, at full depth):
+# the tests marked `integration` (python -m runner with a ptah subprocess, the whole
+# manager process, uvicorn over TLS under load, the built zipapp, `python -m` runs),
+# and most Hypothesis examples: `--hypothesis-profile=check` runs a tenth of each
+# property test's examples (tests/support/examples.py); the full profile is the default.
 STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
 	tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not mariadb and not registry and not pythons \
-	and not images$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
+	and not images and not integration$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
 	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)$(if $(wildcard $(KSTATUS_BIN)),, and not kstatus)
 
 check: $(STAMP)
@@ -104,7 +109,8 @@ check: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(STRUCTURE_TESTS)
-	$(PY) -m pytest -q -n auto -m '$(CHECK_MARKERS)' $(addprefix --ignore=,$(STRUCTURE_TESTS))
+	$(PY) -m pytest -q -n auto --hypothesis-profile=check -m '$(CHECK_MARKERS)' \
+		$(addprefix --ignore=,$(STRUCTURE_TESTS))
 
 # The real kube-apiserver + etcd harness for tests/realapi. Built once and then
 # reused: make rebuilds it only when its Go sources or module pins change,

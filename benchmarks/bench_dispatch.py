@@ -30,7 +30,7 @@ from controller.pieces.events import RecordingSink
 from controller.runtime.reconciler import Key, Reconciler
 from jobclaim import lease_holder
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
 
 SCHEMAS = 200
 DATABASES = 20

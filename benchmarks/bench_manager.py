@@ -35,13 +35,14 @@ import httpx
 import orjson
 import yaml
 
+from benchmarks.procmem import children, rss_mib
 from jobclaim.apiserver import PTAHSCHEMAS, SERVICEACCOUNTS
 from kube.fake.inmemory import InMemoryApi
 from lab.localmanager import CHART_DEFAULTS, local_environment
 from manager import logs
 from manager.config import Config, load
 from manager.process import Manager
-from tests.webhook.scenes import job_create
+from tests.support.webhookscenes import job_create
 from webhook import StateReader
 from webhook.serving import local_certificates
 
@@ -95,19 +96,6 @@ def child(scratch: Path) -> None:
 
 
 # -- the parent: RSS and webhook latency ---------------------------------------------------
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def children(pid: int) -> list[int]:
-    # The webhook child is started from a thread, so it is that task's child.
-    tasks = Path(f"/proc/{pid}/task").iterdir()
-    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
 def passes(metrics_port: int) -> float:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from benchmarks.procmem import children, rss_mib
 from jobclaim.apiserver import PTAHSCHEMAS
 from kube.client import KubeApi
 from lab import run as localrun
@@ -39,19 +40,6 @@ from webhook.serving import local_certificates
 NAMESPACE = "bench"
 TARGET_MIB = 150.0
 PASS_DEADLINE = 1800.0
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def children(pid: int) -> list[int]:
-    # The webhook child is started from a thread, so it is that task's child.
-    tasks = Path(f"/proc/{pid}/task").iterdir()
-    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
 def passes(manager: ManagerProcess) -> float:

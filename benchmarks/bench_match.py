@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobclaim import build_job, match, schema_job_inputs
-from tests.jobclaim.world import BINDING, MANAGER, schema_world
+from tests.support.claimworld import BINDING, MANAGER, schema_world
 
 ROUNDS = 25
 NUMBER = 1000

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS
-from tests.controller.dispatchworld import Rig, add_insync_schema, make_rig
-from tests.outcomes.scriptednode import Database, ScriptedNode
+from tests.support.dispatchworld import Rig, add_insync_schema, make_rig
+from tests.support.scriptednode import Database, ScriptedNode
 
 SCHEMAS = 1000
 DATABASES = 100

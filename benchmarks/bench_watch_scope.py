@@ -53,6 +53,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.procmem import rss_mib
 from controller.runtime.reconciler import WATCHED
 from kube.client import KubeApi
 from lab import run as localrun
@@ -92,13 +93,6 @@ class Figures:
     @property
     def request_count(self) -> float:
         return float(sum(self.requests.values()))
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -152,7 +146,7 @@ def _measure(plane: LocalControlPlane, scratch: Path, label: str, scope: str) ->
         cpu, before = _cpu_seconds(pid), _requests(plane)
         time.sleep(WINDOW)  # the window measured: nothing else is asked meanwhile
         figures = Figures(
-            rss_mib=_rss_mib(pid),
+            rss_mib=rss_mib(pid),
             cpu_seconds_per_minute=(_cpu_seconds(pid) - cpu) * 60.0 / WINDOW,
             requests=_requests(plane) - before,
         )

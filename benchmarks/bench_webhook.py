@@ -58,7 +58,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 import certs
-from tests.webhook.scenes import SETTINGS, job_create
+from tests.support.webhookscenes import SETTINGS, job_create
 from webhook import Engine, StateReader
 from webhook.app import create_app
 from webhook.jobs import REBUILDS

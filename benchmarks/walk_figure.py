@@ -17,7 +17,7 @@ says, by a call trace counting entries into modules already left: *entries*;
 *frames* is the stricter figure, printed beside it.
 
 Two passes are measured on the in-memory API the controller tests use
-(``tests/controller/dispatchworld.py``):
+(``tests/support/dispatchworld.py``):
 
 - *dispatch*: an approved plan whose Apply is claimed; the traced pass is the one
   that goes through the dispatch sequence and creates the Apply Job (the issue's
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.runtime.lifecyclepass import run_pass
 from controller.runtime.reconciler import Key
-from tests.controller.dispatchworld import Rig, add_insync_schema, add_schema, make_rig
+from tests.support.dispatchworld import Rig, add_insync_schema, add_schema, make_rig
 
 PREFIX = "controller."
 # The target issue 28 sets for the dispatch walk.

@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import examples
+
+# Before the Hypothesis plugin reads --hypothesis-profile (make check passes `check`).
+examples.register()
+
+# The fixtures more than one folder uses, each defined once (so a session fixture is one
+# per session): the real API server, the built tools, the loopback registry, the stub
+# API server over loopback HTTP.
+pytest_plugins = [
+    "tests.support.controlplane",
+    "tests.support.tools",
+    "tests.support.registry",
+    "tests.support.kubestub",
+]
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,8 +20,7 @@ from jobclaim.api.migration import MigrationPhase
 from jobclaim.api.schema import SchemaPhase
 from kubectl_ptah import cli
 from manager.config import VARIABLES
-from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
-from tests.chart.support import CHART, VALUES, Helm, Object
+from tests.support.chartrender import CHART, VALUES, Helm, Object
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "operations.md"
@@ -68,7 +67,7 @@ def test_every_value_the_page_names_is_one_the_chart_takes() -> None:
     assert [path for path in sorted(named) if not schema_has(path)] == []
 
 
-def test_every_object_the_page_names_is_one_the_chart_renders(helm: Helm) -> None:  # noqa: F811
+def test_every_object_the_page_names_is_one_the_chart_renders(helm: Helm) -> None:
     objects: list[Object] = helm.render([VALUES / "required.yaml"])
     objects += helm.render([VALUES / "required.yaml"], {"webhook.certManager.enabled": "true"})
     rendered = {o["metadata"]["name"] for o in objects}

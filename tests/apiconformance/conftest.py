@@ -17,17 +17,13 @@ from jobclaim.apiserver import NAMESPACES, ApiClient
 from kube.client import KubeApi
 from kube.fake.inmemory import InMemoryApi
 from lab.localplane import LocalControlPlane
-from tests.apiconformance.kinds import GADGETS, WIDGETS, install
-
-# The harness's session fixture, shared with tests/realapi. Imported rather than
-# redefined so there is one way to start a control plane.
-from tests.realapi.conftest import control_plane  # noqa: F401
+from tests.support.kinds import GADGETS, WIDGETS, install
 
 BACKENDS = ["memory", pytest.param("real", marks=pytest.mark.controlplane)]
 
 
 @pytest.fixture(scope="session")
-def real_admin(control_plane: LocalControlPlane) -> Iterator[KubeApi]:  # noqa: F811
+def real_admin(control_plane: LocalControlPlane) -> Iterator[KubeApi]:
     with KubeApi.from_kubeconfig(control_plane.kubeconfig("admin")) as api:
         install(api, WIDGETS, GADGETS)
         yield api

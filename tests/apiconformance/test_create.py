@@ -24,8 +24,8 @@ from jobclaim.apiserver import (
     Resource,
     Unavailable,
 )
-from tests.apiconformance.kinds import WIDGETS, config_map, job, widget
-from tests.jobclaim import world
+from tests.support import claimworld as world
+from tests.support.kinds import WIDGETS, config_map, job, widget
 
 
 def test_the_server_assigns_identity(api: ApiClient, namespace: str) -> None:

@@ -19,7 +19,7 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from tests.apiconformance.kinds import WIDGETS, widget
+from tests.support.kinds import WIDGETS, widget
 
 HOLD = "conformance.ptah.example/hold"
 OTHER = "conformance.ptah.example/other"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from jobclaim.apiserver import CONFIGMAPS, JOBS, LEASES, ApiClient, Object, Resource
-from tests.apiconformance.kinds import GADGETS, WIDGETS, config_map, job, widget
+from tests.support.kinds import GADGETS, WIDGETS, config_map, job, widget
 
 Write = Callable[[ApiClient, str, Object], object]
 

@@ -18,7 +18,7 @@ import pytest
 from jobclaim.apiserver import CONFIGMAPS, NAMESPACES, ApiError, NotFound, Refused
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
-from tests.apiconformance.kinds import WEBHOOKS, config_map
+from tests.support.kinds import WEBHOOKS, config_map
 
 pytestmark = pytest.mark.controlplane
 

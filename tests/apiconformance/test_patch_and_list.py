@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import CONFIGMAPS, ApiClient, Invalid
-from tests.apiconformance.kinds import WIDGETS, config_map, widget
+from tests.support.kinds import WIDGETS, config_map, widget
 
 # (id, field path, the patch, the value after)
 PATCHES: list[tuple[str, tuple[str, str], Any, Any]] = [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import CONFIGMAPS, JOBS, ApiClient, NotFound, Object, Resource
-from tests.apiconformance.kinds import GADGETS, WIDGETS, config_map, job, widget
+from tests.support.kinds import GADGETS, WIDGETS, config_map, job, widget
 
 
 def rv(obj: Object) -> str:

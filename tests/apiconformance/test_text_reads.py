@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from jobclaim.apiserver import CONFIGMAPS, JOBS, ApiClient, NotFound, Object, Resource
-from tests.apiconformance.kinds import WIDGETS, config_map, job, widget
+from tests.support.kinds import WIDGETS, config_map, job, widget
 from webhook.engine import TextReader
 
 # Text the API server's encoder escapes or spells its own way: HTML characters, non-ASCII,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from jobclaim.apiserver import CONFIGMAPS, LEASES, ApiClient, Conflict, Object
-from tests.apiconformance.kinds import WIDGETS, config_map, widget
+from tests.support.kinds import WIDGETS, config_map, widget
 
 Write = Callable[[ApiClient, str, Object], Object]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from itertools import islice
 
 from jobclaim.apiserver import CONFIGMAPS, ApiClient
-from tests.apiconformance.kinds import config_map
+from tests.support.kinds import config_map
 
 
 def test_a_watch_from_a_version_replays_later_changes_in_order(

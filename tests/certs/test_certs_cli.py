@@ -188,6 +188,8 @@ def test_bad_arguments_exit_2_with_usage(
     assert message in capsys.readouterr().err
 
 
+# A fresh interpreter runs the module: integration, left to `make test`.
+@pytest.mark.integration
 def test_the_module_runs_and_never_prints_a_traceback(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "certs", "inspect", "--dir", str(tmp_path / "missing")],

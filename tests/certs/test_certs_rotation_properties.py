@@ -43,6 +43,7 @@ from certs import (
     generate_ca,
     issue_serving_certificate,
 )
+from tests.support.examples import examples
 
 POLICY = RotationPolicy()
 FILE_ORDER = (CA_KEY, CA_CERT, TLS_KEY, TLS_CERT)
@@ -122,7 +123,7 @@ def mid_rotation(draw: st.DrawFn) -> Model:
 
 
 @given(model=mid_rotation(), probe=st.booleans(), data=st.data())
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 def test_trust_is_kept_from_any_safe_state_and_the_rotation_finishes(
     model: Model, probe: bool, data: st.DataObject
 ) -> None:
@@ -177,7 +178,7 @@ def valid_policies(draw: st.DrawFn) -> RotationPolicy:
 
 
 @given(policy=valid_policies(), ca_age=st.floats(min_value=0, max_value=1))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_a_freshly_issued_leaf_is_never_due_under_a_valid_policy(
     policy: RotationPolicy, ca_age: float
 ) -> None:
@@ -214,7 +215,7 @@ def test_policies_that_would_loop_are_refused(options: dict[str, timedelta], mes
 
 
 @given(phase=st.sampled_from(list(Phase)), offset=st.integers(-(10**6), 10**6))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 def test_the_record_survives_a_round_trip(phase: Phase, offset: int) -> None:
     record = _record(phase, T0 + timedelta(seconds=offset))
     assert RotationRecord.from_json(record.to_json()) == record

@@ -27,6 +27,9 @@ from certs import (
     serve_reloading,
 )
 
+# A real uvicorn server over TLS under load: integration, left to `make test`.
+pytestmark = pytest.mark.integration
+
 CLIENTS = 8
 BEFORE_SWAP = 15  # requests each client sends before the swap is started
 AFTER_RELOAD = 15  # requests each client sends once the new certificate is confirmed

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chart.support import CHART, NAMESPACE, VALUES, Helm, Object, of_kind, only
+from tests.support.chartrender import CHART, NAMESPACE, VALUES, Helm, Object, of_kind, only
 
 pytestmark = pytest.mark.helm
 

@@ -17,17 +17,19 @@ import pytest
 from jobclaim.api import SPEC_WRITER_ANNOTATION, UNRESOLVED_RUN_ANNOTATION
 from jobclaim.crds import crds
 from lab.run import SPEC_OR_WRITER_CHANGED
-from tests.chart.support import (
+from tests.support.chartrender import (
     CHART,
     MANAGER,
     NAMESPACE,
     VALUES,
     Helm,
     Object,
+    grants,
     load_documents,
     load_yaml,
     of_kind,
     only,
+    rules_of,
 )
 
 # Every test here renders the chart with helm, some through a render looked up by name
@@ -336,29 +338,6 @@ def test_the_services_reach_the_manager_and_never_an_operation_pod(
 
 
 # --- RBAC -------------------------------------------------------------------------------
-
-
-def rules_of(objects: list[Object]) -> list[dict[str, Any]]:
-    """Every rule the manager's ServiceAccount is bound to, read from the bindings."""
-    bound = {
-        (b["roleRef"]["kind"], b["roleRef"]["name"])
-        for b in objects
-        if b["kind"] in {"ClusterRoleBinding", "RoleBinding"}
-        and any(s.get("name") == "ptah-operator" for s in b["subjects"])
-    }
-    roles = [o for o in objects if (o["kind"], o["metadata"]["name"]) in bound]
-    assert roles, "no role is bound to the manager: nothing below would prove anything"
-    return [rule for role in roles for rule in role["rules"]]
-
-
-def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def test_the_manager_never_touches_secrets(default_render: list[Object]) -> None:

@@ -40,10 +40,10 @@ from jobclaim import CLEANUP_TTL_SECONDS, finished
 from jobclaim.apiserver import JOBS, PODS
 from kube.fake.inmemory import matching
 from runner.config import parse_time
-from tests.chart.support import Object, only
-from tests.controller.dispatchworld import NS, Rig, make_rig
-from tests.outcomes.podworld import harvest_with
-from tests.outcomes.support import FAMILIES, FamilyCase, account
+from tests.support.chartrender import Object, only
+from tests.support.dispatchworld import NS, Rig, make_rig
+from tests.support.outcomeworld import FAMILIES, FamilyCase, account
+from tests.support.podworld import harvest_with
 
 # kube-controller-manager's --node-monitor-grace-period default (Kubernetes >= 1.32).
 NODE_MONITOR_GRACE: Final = 50

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.chart.support import CRDS, VALUES, Helm, Object, load_yaml, of_kind, only
+from tests.support.chartrender import CRDS, VALUES, Helm, Object, load_yaml, of_kind, only
 
 pytestmark = pytest.mark.helm
 

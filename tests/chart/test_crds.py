@@ -33,7 +33,7 @@ from jobclaim.crds import (
     structural_schema,
 )
 from tests.chart.structural import Schema, defaulted, structural_problems, validate
-from tests.chart.support import CRDS, ROOT, load_yaml
+from tests.support.chartrender import CRDS, ROOT, load_yaml
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 DIGEST = "sha256:" + "ab" * 32

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chart.support import ROOT, Helm, HelmUnavailable, build_helm
+from tests.support.chartrender import ROOT, Helm, HelmUnavailable, build_helm
 
 
 def test_the_built_helm_is_the_release_the_makefile_pins(helm: Helm) -> None:

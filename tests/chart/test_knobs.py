@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.support import CHART, NAMESPACE, VALUES, Helm, Object, of_kind, only
+from tests.support.chartrender import CHART, NAMESPACE, VALUES, Helm, Object, of_kind, only
 
 pytestmark = pytest.mark.helm
 

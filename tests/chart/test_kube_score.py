@@ -22,7 +22,7 @@ from typing import Final
 
 import pytest
 
-from tests.chart.support import CHART, Helm, load_yaml
+from tests.support.chartrender import CHART, Helm, load_yaml
 
 README: Final = CHART / "README.md"
 CI_VALUES: Final = {

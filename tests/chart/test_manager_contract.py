@@ -15,7 +15,7 @@ import pytest
 
 from lab.localmanager import CHART_DEFAULTS
 from manager.config import INTERPRETER_VARIABLES, VARIABLES, load
-from tests.chart.support import ROOT, Object, only
+from tests.support.chartrender import ROOT, Object, only
 
 # Every test here renders the chart with helm, some through a render looked up by name
 # (request.getfixturevalue), which the fixture-derived mark (tests/conftest.py)

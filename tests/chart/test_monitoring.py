@@ -30,8 +30,17 @@ import yaml
 
 from kubectl_ptah import cli
 from manager.metrics import GAUGE_HELP, ManagerMetrics
-from tests.chart.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
-from tests.chart.support import CHART, ROOT, VALUES, Helm, Object, load_documents, of_kind, only
+from tests.support.alertfile import ALERT_FILE, PLAIN_SELECTOR, rules_file
+from tests.support.chartrender import (
+    CHART,
+    ROOT,
+    VALUES,
+    Helm,
+    Object,
+    load_documents,
+    of_kind,
+    only,
+)
 
 pytestmark = pytest.mark.helm
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab import install
-from tests.chart.support import CHART, HELM, Helm, load_documents, load_yaml
-from tests.labexecutor.conftest import registry  # noqa: F401  (crane's loopback registry)
+from tests.support.chartrender import CHART, HELM, Helm, load_documents, load_yaml
 
 pytestmark = [pytest.mark.registry, pytest.mark.helm]
 
@@ -31,7 +30,7 @@ IMAGES = [
 
 def test_the_packaged_chart_installs_from_oci_with_only_the_images(
     helm: Helm,
-    registry: str,  # noqa: F811
+    registry: str,
     tmp_path: Path,
 ) -> None:
     package = install.package_chart(tmp_path, helm=HELM)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.support import VALUES, Helm
+from tests.support.chartrender import VALUES, Helm
 
 DIGEST = "sha256:" + "a" * 64
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.support import NAMESPACE, VALUES, Helm, Object, only
-from tests.chart.test_chart_render import grants, rules_of
+from tests.support.chartrender import NAMESPACE, VALUES, Helm, Object, grants, only, rules_of
 
 SCOPED = {"watch": {"namespaces": ["shop", "billing"]}}
 # The only grants a manager scoped to a list keeps cluster-wide, each justified in

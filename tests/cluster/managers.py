@@ -24,7 +24,7 @@ from jobclaim.apiserver import LEASES, PODS, Object
 from lab import install
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
 from lab.install import DEPLOYMENTS, RELEASE, deployment_ready
-from tests.cluster.conftest import Api, poll
+from tests.cluster.clusterkit import Api, poll
 
 LEADER_LEASE: Final = "ptah-operator-leader"
 SELECTOR: Final = {"app.kubernetes.io/name": RELEASE}

@@ -51,7 +51,7 @@ from lab.clusterrun import POLICY, LabRun
 from lab.executor.documents import SCHEMA_ARTIFACT_TYPE
 from lab.executor.oci import push_artifact
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from tests.cluster.conftest import Api, poll
+from tests.cluster.clusterkit import Api, poll
 
 API_VERSION: Final = "operator.ptah.run/v1alpha1"
 POLICY_NAME: Final = "lab-policy"

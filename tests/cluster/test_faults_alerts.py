@@ -39,9 +39,7 @@ from kubectl_ptah import cli as kubectl_ptah
 from lab import install
 from lab.clusterrun import MANAGER_NAMESPACE, NAMESPACE, LabRun
 from manager.metrics import GAUGE_HELP
-from tests.chart.alertfile import rules_file
-from tests.chart.support import VALUES, ToolUnavailable, build_prometheus_tool
-from tests.cluster.conftest import Api, poll, recovery
+from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.managers import READY_DEADLINE
 from tests.cluster.test_faults_kill import (
     PLAN_DEADLINE,
@@ -58,6 +56,8 @@ from tests.cluster.test_faults_kill import (
     _sigkill,
     _upgrade,
 )
+from tests.support.alertfile import rules_file
+from tests.support.chartrender import VALUES, ToolUnavailable, build_prometheus_tool
 
 pytestmark = pytest.mark.cluster
 

@@ -87,7 +87,7 @@ from lab.clusterrun import (
 )
 from lab.labfaults import ANNOTATION, PARKED
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from tests.cluster.conftest import Api, poll, recovery
+from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded
 from tests.cluster.tenants import Recorder, everything
 from tests.cluster.test_faults_webhook import AUDIT

@@ -40,7 +40,7 @@ from jobclaim.envelope import LABEL_OPERATION
 from jobclaim.naming import coordination_digest
 from jobclaim.times import parse_time
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll, recovery
+from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.managers import (
     LEADER_LEASE,
     container_processes,

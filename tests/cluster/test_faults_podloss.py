@@ -67,7 +67,7 @@ from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYP
 from lab.executor.migrations import SUM_FILE, sum_text
 from lab.executor.oci import push_artifact
 from lab.progress import FAILED, failure_of, phase_of
-from tests.cluster.conftest import poll, recovery
+from tests.cluster.clusterkit import poll, recovery
 from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster

@@ -38,7 +38,7 @@ from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from jobclaim.naming import coordination_digest
 from jobclaim.times import parse_time
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll, recovery
+from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.tenants import (
     TIMED_AUDIT,
     Recorder,

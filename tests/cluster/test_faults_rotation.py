@@ -67,9 +67,9 @@ from lab import install
 from lab import run as nodeless
 from lab.cluster import LocalCluster
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll, probe_job
+from tests.cluster.clusterkit import Api, poll, probe_job
 from tests.cluster.managers import chart_upgraded
-from tests.reviews import Traffic
+from tests.support.reviews import Traffic
 
 pytestmark = pytest.mark.cluster
 

@@ -50,7 +50,7 @@ from jobclaim.apiserver import JOBS, PODS, PTAHMIGRATIONS, PTAHSCHEMAS, Object
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.artifacts import run_crane
 from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
-from tests.cluster.conftest import Api, poll, recovery
+from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded, holder, leader_lease, managers
 from tests.cluster.tenants import Recorder
 from tests.cluster.test_faults_podloss import (

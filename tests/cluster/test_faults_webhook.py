@@ -46,7 +46,7 @@ from jobclaim.apiserver import (
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
-from tests.cluster.conftest import Api, poll, probe_job, recovery
+from tests.cluster.clusterkit import Api, poll, probe_job, recovery
 
 pytestmark = pytest.mark.cluster
 

@@ -19,7 +19,7 @@ import yaml
 
 from lab.cluster import LocalCluster
 from lab.cluster.images import oci_layout, push
-from tests.cluster.conftest import Api, pod_manifest, pod_phase_in, poll
+from tests.cluster.clusterkit import Api, pod_manifest, pod_phase_in, poll
 
 pytestmark = pytest.mark.cluster
 

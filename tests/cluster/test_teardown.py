@@ -25,7 +25,7 @@ import pytest
 
 from lab.cluster import LocalCluster, Topology, host
 from lab.cluster.cluster import REPO_ROOT
-from tests.cluster.conftest import (
+from tests.cluster.clusterkit import (
     Api,
     close_lab_runs,
     pod_manifest,

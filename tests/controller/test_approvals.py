@@ -35,7 +35,7 @@ from jobclaim.apiserver import (
     Unavailable,
 )
 from kube.fake.inmemory import InMemoryApi, matching
-from tests.jobclaim.world import EPOCH, example, plan_for
+from tests.support.claimworld import EPOCH, example, plan_for
 
 NS = "shop"
 CLAIM = "claim-1"

@@ -16,10 +16,10 @@ from controller.stages.claimsupervision import HARVEST_PENDING
 from jobclaim.api import ManagerRecord
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Unavailable
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
-from tests.jobclaim.world import MANAGER
-from tests.outcomes.podworld import APPLIED, MIGRATED, finish_job, harvest_with, start_pod
-from tests.outcomes.support import status_of
+from tests.support.claimworld import MANAGER
+from tests.support.dispatchworld import NS, add_migration, add_schema, make_rig
+from tests.support.outcomeworld import status_of
+from tests.support.podworld import APPLIED, MIGRATED, finish_job, harvest_with, start_pod
 
 RUNNING = "the Job is running"
 

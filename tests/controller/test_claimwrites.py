@@ -13,8 +13,8 @@ from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS, lease_holder, sha2
 from jobclaim.api import ActiveOperationStatus
 from jobclaim.apiserver import CONFIGMAPS, LEASES, PTAHMIGRATIONS, PTAHSCHEMAPLANS, PTAHSCHEMAS
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
-from tests.jobclaim.world import EPOCH
+from tests.support.claimworld import EPOCH
+from tests.support.dispatchworld import NS, add_migration, add_schema, make_rig
 
 OLD = "v1-" + "1" * 32
 NEW = "v1-" + "2" * 32

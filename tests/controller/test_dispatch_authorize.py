@@ -28,8 +28,8 @@ from jobclaim.apiserver import (
     SERVICEACCOUNTS,
     Resource,
 )
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.jobclaim.world import MANAGER
+from tests.support.claimworld import MANAGER
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 
 Move = Callable[[Rig, str], object]
 

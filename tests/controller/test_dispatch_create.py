@@ -18,7 +18,7 @@ from controller.mutationlifecycle import CreateOutcome, classify_create
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, ApiError
 from kube.client import classify
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import NS, add_migration, add_schema, conditions, make_rig
+from tests.support.dispatchworld import NS, add_migration, add_schema, conditions, make_rig
 
 
 def answer(status: int | None, reason: str, message: str) -> ApiError:

@@ -13,7 +13,7 @@ from controller.pieces.targetlock import ANN_LEASE_EPOCH
 from controller.stages.dispatch_steps import CONTENTION_RETRY
 from jobclaim import lease_holder
 from jobclaim.apiserver import JOBS, LEASES, PTAHMIGRATIONS, PTAHSCHEMAS
-from tests.controller.dispatchworld import (
+from tests.support.dispatchworld import (
     LEASE_NS,
     NS,
     add_migration,

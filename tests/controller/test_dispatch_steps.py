@@ -30,7 +30,8 @@ from jobclaim.apiserver import (
 )
 from kube.fake.faults import Predicate, Request
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import (
+from tests.support.claimworld import EPOCH
+from tests.support.dispatchworld import (
     NS,
     Rig,
     add_migration,
@@ -38,7 +39,6 @@ from tests.controller.dispatchworld import (
     conditions,
     make_rig,
 )
-from tests.jobclaim.world import EPOCH
 
 
 def nth(predicate: Predicate, n: int) -> Predicate:

@@ -25,7 +25,7 @@ from controller.runtime.reconciler import Reconciler
 from jobclaim.apiserver import EVENTS
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
-from tests.controller.dispatchworld import add_schema, make_rig
+from tests.support.dispatchworld import add_schema, make_rig
 
 ABOUT = Regarding("operator.ptah.run/v1alpha1", "PtahSchema", "shop", "orders", "uid-1")
 RECORD = EventRecord("JobCreated", "Job ptah-apply-orders was created")

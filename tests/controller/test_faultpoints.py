@@ -13,29 +13,9 @@ from typing import Any
 import pytest
 
 from controller.pieces.faultpoints import Boundary, Operation, Subject, crossed
-from jobclaim.api import MigrationOperationStatus
 from jobclaim.apiserver import JOBS
-from tests.controller.dispatchworld import NS, add_migration, add_schema, make_rig
-
-EPOCH = "v1-" + "b" * 32
-
-
-def _claim(**fields: Any) -> MigrationOperationStatus:
-    base: dict[str, Any] = {
-        "type": "Apply",
-        "id": "sha256:" + "1" * 64,
-        "input_fingerprint": "sha256:" + "2" * 64,
-        "job_name": "m-apply",
-        "execution_binding_id": EPOCH,
-    }
-    return MigrationOperationStatus(**(base | fields))
-
-
-CLAIM = _claim()
-MARKED = _claim(dispatch_started=True)
-RECORDED = _claim(dispatch_started=True, job_uid="u-1")
-OTHER = _claim(id="sha256:" + "3" * 64)
-READ = _claim(type="Plan")
+from tests.support.applyclaims import CLAIM, MARKED, OTHER, READ, RECORDED
+from tests.support.dispatchworld import NS, add_migration, add_schema, make_rig
 
 ROWS: list[tuple[str, Operation | None, Operation | None, list[Boundary]]] = [
     ("the claim stored", None, CLAIM, [Boundary.CLAIM]),

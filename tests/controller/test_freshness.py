@@ -5,6 +5,7 @@ row that passes and one change per row."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +24,8 @@ from controller.stages.conditions import conditions_for
 from jobclaim.api import DriftObservationStatus, MigrationHistoryStatus, PtahSchemaStatus
 from runner.decide import history_ahead
 from runner.documents import StatusDocument
-from tests.controller.test_vocabulary import ROOT
 
+ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 5, 8, 0, tzinfo=UTC)
 TAG = "registry.example/orders-schema:stable"
 PINNED = "registry.example/orders-schema@sha256:" + "a" * 64

@@ -30,6 +30,7 @@ from jobclaim.apiserver import (
 )
 from kube.fake.inmemory import InMemoryApi, matching
 from runner import RUNNER_PROTOCOL_VERSION
+from tests.support.examples import examples
 from webhook.projections import projection_mismatch
 
 NS = "shop"
@@ -290,7 +291,7 @@ def test_projecting_bytes_that_are_not_the_plans_writes_nothing(
 
 
 # Each example builds a store; on a shared machine that can exceed the default deadline.
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=16))
 def test_what_is_projected_is_exactly_what_was_loaded(data: list[bytes]) -> None:
     api = InMemoryApi()

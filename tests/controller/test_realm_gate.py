@@ -31,8 +31,8 @@ from jobclaim.apiserver import (
     Resource,
 )
 from kube.fake.inmemory import InMemoryApi
-from tests.controller.dispatchworld import NS, Rig, add_schema, conditions, make_rig
-from tests.jobclaim.world import example
+from tests.support.claimworld import example
+from tests.support.dispatchworld import NS, Rig, add_schema, conditions, make_rig
 
 Key = Any
 

@@ -37,7 +37,7 @@ from jobclaim.apiserver import (
 )
 from kube.client import classify
 from kube.fake.inmemory import InMemoryApi, matching
-from tests.controller.dispatchworld import (
+from tests.support.dispatchworld import (
     LEASE_NS,
     NS,
     Clocks,

@@ -23,7 +23,7 @@ from jobclaim.api import NamespaceSelector
 from jobclaim.apiserver import JOBS, NAMESPACES, PODS, PTAHSCHEMAS
 from jobclaim.envelope import LABEL_MANAGED_BY, MANAGED_BY
 from kube.fake.inmemory import InMemoryApi
-from tests.controller.dispatchworld import NS, make_rig
+from tests.support.dispatchworld import NS, make_rig
 
 SHOP = NamespaceSelector.model_validate({"matchLabels": {"team": "shop"}})
 SHOP_LABELS = {"team": "shop"}

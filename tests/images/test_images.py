@@ -35,7 +35,7 @@ from runner.summary import parse_summary_for
 from tests.images import runc
 from tests.images.oci import Archive, read_archive, unpack
 from tests.images.runc import Mount
-from tests.labexecutor.conftest import CRANE, registry
+from tests.support.registry import CRANE
 
 pytestmark = pytest.mark.images
 
@@ -52,7 +52,6 @@ except OSError as error:
     refused = errno.errorcode[error.errno]
 print(os.getuid(), os.getgid(), refused)
 """
-__all__ = ["registry"]  # the loopback registry fixture, shared with the executor's tests
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaStatus,
 )
-from tests.jobclaim.world import NOW, RESOLVED, RESOLVED_MIGRATIONS, example
+from tests.support.claimworld import NOW, RESOLVED, RESOLVED_MIGRATIONS, example
 
 POLICY = ConfigMapKeySelector(name="orders-schema-policy", key="policy.json")
 DIGEST = sha256_digest(b"policy")

@@ -22,8 +22,8 @@ from jobclaim.api import PodMetadataSpec, PtahSchema, RegistryTransportSpec
 from jobclaim.api._base import WireModel
 from jobclaim.api.common import ExecutionSpec, ResourceRequirements
 from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
-from tests.jobclaim.test_golden_jobs import INSTALL_COMMAND, RUNNER_COMMAND
-from tests.jobclaim.world import (
+from tests.jobclaim.jobcommands import INSTALL_COMMAND, RUNNER_COMMAND
+from tests.support.claimworld import (
     BINDING,
     EVERY_OPERATION,
     MANAGER,

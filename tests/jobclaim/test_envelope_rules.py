@@ -35,6 +35,7 @@ from jobclaim.envelope import (
     is_reserved_key,
 )
 from jobclaim.match import manager_record_problem
+from tests.support.examples import examples
 
 RESERVED_DOMAINS = ("ptah.run/", "kubernetes.io/", "k8s.io/")
 # A no-break space, a line separator, Arabic-Indic and full-width three, é, superscript two.
@@ -88,7 +89,7 @@ values = st.sampled_from(["v", "w", ""])
 maps = st.dictionaries(keys, values, max_size=20)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(maps, st.dictionaries(keys, values | st.none(), max_size=6), st.data())
 def test_claimed_metadata_is_judged_by_its_rule(
     extra: dict[str, str], claimed: dict[str, str | None], data: st.DataObject
@@ -188,7 +189,7 @@ record_values = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.dictionaries(st.sampled_from(MANAGER_RECORD_KEYS), record_values), max_size=6))
 def test_the_manager_record_verdict_is_its_rule_every_time_it_is_asked(
     records: list[dict[str, object]],

@@ -19,22 +19,11 @@ import pytest
 
 from jobclaim import canonical_json
 from jobclaim.operations import known_operations
-from tests.jobclaim.world import World, migration_world, schema_world
+from tests.jobclaim.jobcommands import INSTALL_COMMAND, RUNNER_COMMAND
+from tests.support.claimworld import World, migration_world, schema_world
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("PTAH_REGENERATE_GOLDEN") == "1"
-# The main container's command: the stock ptah image starts the installed runner
-# through the runner's own loader (docs/architecture.md, "The operation Job's layout").
-RUNNER_COMMAND = [
-    "/runner/lib/ld.so",
-    "--library-path",
-    "/runner/lib",
-    "/runner/bin/python3",
-    "-I",
-    "-m",
-    "runner",
-]
-INSTALL_COMMAND = ["python3", "-I", "-m", "runner.install", "/runner"]
 
 WORLDS = {"schema": schema_world, "migration": migration_world}
 CASES = [(family, op) for family in ("schema", "migration") for op in known_operations(family)]

@@ -20,7 +20,8 @@ from jobclaim import (
     operation_info,
 )
 from jobclaim.api import PtahMigration, PtahSchema
-from tests.jobclaim.world import World, migration_world, schema_world
+from tests.support.claimworld import World, migration_world, schema_world
+from tests.support.examples import examples
 
 Path = tuple[Any, ...]
 
@@ -70,7 +71,7 @@ def world_and_leaf(draw: st.DrawFn) -> tuple[World, Path]:
     return world, path
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(world_and_leaf())
 def test_any_single_change_to_what_a_claim_builds_is_refused(case: tuple[World, Path]) -> None:
     world, path = case
@@ -78,7 +79,7 @@ def test_any_single_change_to_what_a_claim_builds_is_refused(case: tuple[World, 
     assert not verdict, f"changing {path} was accepted"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(world_and_leaf())
 def test_a_change_to_the_pod_template_fails_even_without_a_rebuild(
     case: tuple[World, Path],
@@ -115,7 +116,7 @@ def _at(job: dict[str, Any], path: Path) -> Any:
     return node
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(world_and_retyped_leaf())
 def test_a_value_of_another_json_type_is_refused_though_python_calls_it_equal(
     case: tuple[World, Path, Any],
@@ -137,7 +138,7 @@ digests = st.binary(min_size=32, max_size=32).map(lambda b: "sha256:" + b.hex())
 epochs = st.binary(min_size=16, max_size=16).map(lambda b: "v1-" + b.hex())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     name=names.filter(lambda n: n.strip("-")),
     uid=st.uuids().map(str),
@@ -208,7 +209,7 @@ def test_an_unknown_operation_type_answers_no_everywhere(operation: str) -> None
         assert info.phase == "" and info.runner_operation == ""
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.sampled_from(WORLDS), unknown_types)
 def test_a_claim_of_an_unknown_type_matches_no_job(world: World, operation: str) -> None:
     claim = world.claim("rebuild-stored", operation=operation)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobclaim import CLEANUP_TTL_SECONDS, Claim, match
-from tests.jobclaim.world import BINDING, OTHER_EPOCH, World, migration_world, schema_world
+from tests.support.claimworld import BINDING, OTHER_EPOCH, World, migration_world, schema_world
 
 MODES = ("rebuild-stored", "rebuild-submitted", "envelope")
 WORLDS: dict[str, Callable[[], World]] = {

@@ -36,8 +36,8 @@ from jobclaim.api import CurrentPlanStatus, PtahMigrationPlan, PtahSchemaPlan
 from jobclaim.api.meta import ObjectMeta, ObjectReference
 from runner.harvest import NoEvidence, select_pod
 from tests.jobclaim.test_plans_and_live_job import CONTENT, SEQUENCE, plan_schema, planned_migration
-from tests.jobclaim.world import BINDING, MANAGER, schema_world
-from tests.runner.test_harvest import pod_of, terminal
+from tests.support.claimworld import BINDING, MANAGER, schema_world
+from tests.support.harvestpods import pod_of, terminal
 
 Wire = dict[str, Any]
 DELETED = "2026-12-02T12:00:00Z"

@@ -16,7 +16,7 @@ from jobclaim import (
     schema_job_inputs,
 )
 from jobclaim.api import PtahMigration, PtahSchema
-from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE, migration_world, schema_world
+from tests.support.claimworld import BINDING, MANAGER, SEQUENCE, migration_world, schema_world
 
 
 @pytest.mark.parametrize("operation", ["Apply", "Plan", "Observe"])

@@ -24,7 +24,7 @@ from jobclaim import (
 from jobclaim.api import PtahMigration, PtahSchema, PtahSchemaPlan
 from jobclaim.api.common import OCIArtifactAccessBinding
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationSequenceEntry
-from tests.jobclaim.world import BINDING, MANAGER, migration_world, schema_world
+from tests.support.claimworld import BINDING, MANAGER, migration_world, schema_world
 
 CONTENT = SchemaPlanContent(
     content_digest=sha256_digest(b"plan"),

@@ -18,7 +18,7 @@ from jobclaim.api.common import (
     CREDENTIAL_IN_CLEAR,
     OCIArtifactSourceSpec,
 )
-from tests.jobclaim.world import EVERY_OPERATION, World, job_inputs
+from tests.support.claimworld import EVERY_OPERATION, World, job_inputs
 
 PINNED = "sha256:" + "a" * 64
 CA = {"name": "registry-ca", "key": "ca.pem"}

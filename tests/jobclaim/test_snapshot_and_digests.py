@@ -18,7 +18,8 @@ from jobclaim.api.snapshot import (
     ServiceAccountBinding,
 )
 from jobclaim.template import without_generated_identity, without_generated_labels
-from tests.jobclaim.world import World, migration_world, schema_world, snapshot_for
+from tests.support.claimworld import World, migration_world, schema_world, snapshot_for
+from tests.support.examples import examples
 
 
 def test_a_sealed_snapshot_validates_and_an_edited_one_does_not() -> None:
@@ -71,7 +72,7 @@ GENERATED = ["batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name
 GENERATED += ["controller-uid", "job-name"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.sampled_from([schema_world("Apply"), schema_world("Plan"), migration_world("History")]),
     st.sets(st.sampled_from(GENERATED)),

@@ -31,6 +31,7 @@ from jobclaim.statements import (
     recorded_content_problem,
     statements_of,
 )
+from tests.support.examples import examples
 
 PG = "PostgreSQL"
 MY = "MySQL"
@@ -430,7 +431,7 @@ _STATEMENTS = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_STATEMENTS)
 def test_generated_statements_are_never_additive_where_the_tree_shows_harm(sql: str) -> None:
     _hold(sql)

@@ -24,7 +24,7 @@ from jobclaim.apiserver import (
     Resource,
 )
 from kubectl_ptah import main
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 
 JOB = {"name": "ptah-apply-billing-1", "uid": "job-uid-1"}
 

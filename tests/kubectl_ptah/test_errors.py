@@ -29,8 +29,8 @@ from jobclaim.apiserver import (
 )
 from kubectl_ptah import main
 from kubectl_ptah.cli import kubeconfig_of
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
-from tests.kubectl_ptah.test_kubeconfig import kubeconfig
+from tests.kubectl_ptah.kubeconfigs import kubeconfig
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
 
 ROOT = Path(__file__).resolve().parents[2]
 APPROVE = ["approve", "schema", "orders", "--yes"]

@@ -20,33 +20,8 @@ import yaml
 from jobclaim.apiserver import ApiClient
 from kubectl_ptah import main
 from kubectl_ptah.kubeconfig import load
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
-
-
-def kubeconfig(
-    current: str | None = "work",
-    contexts: dict[str, str | None] | None = None,
-    server: str = "https://127.0.0.1:1",
-) -> dict[str, Any]:
-    """A kubeconfig whose contexts (name: namespace) all use one cluster and user."""
-    contexts = {"work": NS, "other": None} if contexts is None else contexts
-    document: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "lab", "cluster": {"server": server}}],
-        "users": [{"name": "jane", "user": {"token": "t"}}],
-        "contexts": [
-            {
-                "name": name,
-                "context": {"cluster": "lab", "user": "jane"}
-                | ({"namespace": ns} if ns is not None else {}),
-            }
-            for name, ns in contexts.items()
-        ],
-    }
-    if current is not None:
-        document["current-context"] = current
-    return document
+from tests.kubectl_ptah.kubeconfigs import kubeconfig
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
 
 
 @pytest.fixture

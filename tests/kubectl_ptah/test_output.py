@@ -11,8 +11,8 @@ import yaml
 
 from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, ApiClient
 from kubectl_ptah import main
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.kubectl_ptah.test_plugin import DESTRUCTIVE_PLAN
+from tests.kubectl_ptah.plans import DESTRUCTIVE_PLAN
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 
 SAVED_PLAN = json.dumps(
     {

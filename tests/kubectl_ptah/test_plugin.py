@@ -24,13 +24,9 @@ from jobclaim.apiserver import (
     Object,
 )
 from kubectl_ptah import main
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.jobclaim.world import EPOCH
-
-DESTRUCTIVE_PLAN = (
-    b"CREATE TABLE orders_v2 (id bigint PRIMARY KEY, note text DEFAULT 'a;b');\n",
-    b"DROP TABLE orders_legacy;\nGRANT SELECT ON orders_v2 TO reporting;\n",
-)
+from tests.kubectl_ptah.plans import DESTRUCTIVE_PLAN
+from tests.support.claimworld import EPOCH
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
 
 
 def run(api: ApiClient, *argv: str, stdin: str = "") -> tuple[int, str]:

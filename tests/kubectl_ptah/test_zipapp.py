@@ -14,6 +14,9 @@ import yaml
 
 from kubectl_ptah.build_zipapp import main as build
 
+# Builds the zipapp and runs it in a fresh interpreter: integration, left to `make test`.
+pytestmark = pytest.mark.integration
+
 VERSION = "9.9.9-test"  # not the installed version: --version proves the archive ran
 
 

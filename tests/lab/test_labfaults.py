@@ -12,7 +12,7 @@ import pytest
 from controller.pieces.faultpoints import Boundary
 from jobclaim.api import ObjectMeta, PtahMigration
 from lab.labfaults import ANNOTATION, LabFaultPoints
-from tests.controller.test_faultpoints import CLAIM
+from tests.support.applyclaims import CLAIM
 
 
 class Park(threading.Event):

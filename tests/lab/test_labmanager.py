@@ -15,7 +15,7 @@ from lab.manager import LabHooks, load
 from manager.config import VARIABLES, ConfigError
 from manager.config import load as load_config
 from manager.process import Manager
-from tests.manager.support import CHART_ENV
+from tests.support.managerenv import CHART_ENV
 
 LAB_EXECUTOR = "10.88.0.1:5000/ptah/ptah-lab-executor@sha256:" + "2" * 64
 LAB_ENV = {

@@ -18,7 +18,7 @@ import pytest
 from lab.executor.catalog import fingerprint
 from lab.executor.db import SCHEMA_LOCK
 from lab.executor.schema import Target, live_catalog
-from tests.labexecutor.conftest import Lab, subprocess_argv, subprocess_env
+from tests.labexecutor.labkit import Lab, subprocess_argv, subprocess_env
 
 pytestmark = pytest.mark.postgres
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from lab.executor.catalog import fingerprint
 from lab.executor.schema import Target, live_catalog
-from tests.labexecutor.conftest import Lab
+from tests.labexecutor.labkit import Lab
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.postgres
 
@@ -70,7 +71,9 @@ def schema(draw: st.DrawFn) -> str:
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(before=schema(), after=schema())
 def test_generated_schemas_converge_in_one_plan(lab: Lab, before: str, after: str) -> None:

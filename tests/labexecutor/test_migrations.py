@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from lab.executor.migrations import write_sum
-from tests.labexecutor.conftest import Lab
+from tests.labexecutor.labkit import Lab
 
 pytestmark = pytest.mark.postgres
 

@@ -11,7 +11,7 @@ import pytest
 from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
 from lab.executor.migrations import read_directory, sum_text
 from lab.executor.oci import push_artifact
-from tests.labexecutor.conftest import Lab
+from tests.labexecutor.labkit import Lab
 
 pytestmark = [pytest.mark.postgres, pytest.mark.registry]
 

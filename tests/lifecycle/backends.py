@@ -29,8 +29,8 @@ from jobclaim.apiserver import JOBS, ApiClient, Object
 from kube.client import KubeApi
 from kube.fake.inmemory import InMemoryApi
 from lab import run as localrun
-from tests.controller.dispatchworld import LEASE_NS, NS, Clocks, add_service_account
-from tests.lifecycle.faultrig import Peek, peek_through
+from tests.support.dispatchworld import LEASE_NS, NS, Clocks, add_service_account
+from tests.support.faultrig import Peek, peek_through
 
 MEMORY: Final = "memory"
 REAL: Final = "real"

@@ -1,6 +1,6 @@
 """The real backend of the dispatch-order suite: the harness's kube-apiserver with the
 operator's CRDs installed and the manager granted the chart's permissions, set up once
-per session by ``tests.realapi.operator`` (the set-up ``make run`` uses). Like every
+per session by ``tests.support.realapioperator`` (the set-up ``make run`` uses). Like every
 real-API test it fails rather than skips when the harness cannot be built.
 """
 
@@ -13,10 +13,9 @@ import pytest
 from lab import run as localrun
 from tests.lifecycle.backends import DOUBLE, MEMORY, REAL, Backend, RealServer
 
-# The harness's fixtures, imported so there is one way to start a control plane and
-# one way to install the operator into it.
-from tests.realapi.conftest import control_plane  # noqa: F401
-from tests.realapi.operator import Operator, operator  # noqa: F401
+# The operator installed into the session's control plane (tests/support/controlplane.py,
+# a plugin), imported so there is one way to install it.
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -91,7 +91,8 @@ from jobclaim.apiserver import (
     Resource,
 )
 from jobclaim.stamps import stamp_time
-from tests.controller.dispatchworld import (
+from tests.support.claimworld import BINDING
+from tests.support.dispatchworld import (
     LEASE_NS,
     NS,
     STATEMENTS,
@@ -100,8 +101,8 @@ from tests.controller.dispatchworld import (
     add_schema,
     make_rig,
 )
-from tests.jobclaim.world import BINDING
-from tests.lifecycle.faultrig import (
+from tests.support.examples import examples
+from tests.support.faultrig import (
     Contender,
     Holding,
     Seen,
@@ -109,7 +110,7 @@ from tests.lifecycle.faultrig import (
     invariant_problems,
     read_holding,
 )
-from tests.outcomes.podworld import (
+from tests.support.podworld import (
     APPLIED,
     MIGRATED,
     NO_CHANGES,
@@ -118,7 +119,7 @@ from tests.outcomes.podworld import (
     harvest_with,
     history,
 )
-from tests.outcomes.scriptednode import Database, answer
+from tests.support.scriptednode import Database, answer
 
 SHARED: Final = "shared-primary"
 # (kind, name, coordination key): three resources on one database, one elsewhere.
@@ -968,7 +969,7 @@ def _settings() -> settings:
     # realm for good), so many short schedules explore more crash points than a few
     # long ones.
     return settings(
-        max_examples=120,
+        max_examples=examples(120),
         stateful_step_count=25,
         derandomize=True,
         deadline=None,

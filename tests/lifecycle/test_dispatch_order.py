@@ -82,15 +82,15 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
-from tests.controller.dispatchworld import (
+from tests.lifecycle.backends import DOUBLE, MEMORY, Backend, InMemory, Site
+from tests.support.dispatchworld import (
     Clocks,
     Cluster,
     add_migration,
     add_schema,
     manager_environment,
 )
-from tests.lifecycle.backends import DOUBLE, MEMORY, Backend, InMemory, Site
-from tests.lifecycle.faultrig import (
+from tests.support.faultrig import (
     JOB_UNMARKED,
     MARK_CONTENDED,
     MARK_NO_PROJECTION,

@@ -34,6 +34,7 @@ from jobclaim.api import AdmissionSnapshot
 from jobclaim.envelope import ANN_SNAPSHOT_DIGEST
 from tests.lifecycle.backends import DOUBLE, Backend
 from tests.lifecycle.test_dispatch_order import MIGRATION, SCHEMA, Family, World
+from tests.support.examples import examples
 
 REFUSED: Final = "the Job's Pod template disagrees with its admission snapshot twice"
 
@@ -112,7 +113,7 @@ def test_a_template_the_snapshot_does_not_pin_is_resolved_once_then_refused(
         assert world.api.job_creates()[0].name == held.claim["jobName"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     family=st.sampled_from([SCHEMA, MIGRATION]),
     moves=st.lists(st.booleans(), min_size=1, max_size=12),

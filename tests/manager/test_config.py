@@ -11,7 +11,7 @@ import pytest
 from controller.pieces.watchscope import CLUSTER
 from manager.__main__ import _prog, main
 from manager.config import ConfigError, load
-from tests.manager.support import CHART_ENV
+from tests.support.managerenv import CHART_ENV
 
 
 def test_the_charts_environment_configures_a_manager() -> None:

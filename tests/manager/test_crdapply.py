@@ -7,6 +7,7 @@ chart's grants on the real API server, and refuses only a field an object holds.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,20 @@ from manager.crdapply import dropped, holds, read_crds
 SCHEMAS = "ptahschemas.operator.ptah.run"
 
 
-def generated() -> dict[str, Any]:
+@functools.cache
+def _parsed() -> dict[str, Any]:
+    # Rendering and parsing every CRD is most of this file's cost (seconds each time):
+    # done once per process, and each test edits its own deep copy.
     (crd,) = [
-        yaml.safe_load(text)
-        for text in crds().values()
-        if yaml.safe_load(text)["metadata"]["name"] == SCHEMAS
+        parsed
+        for parsed in (yaml.safe_load(text) for text in crds().values())
+        if parsed["metadata"]["name"] == SCHEMAS
     ]
     return dict(crd)
+
+
+def generated() -> dict[str, Any]:
+    return copy.deepcopy(_parsed())
 
 
 def stored(crd: dict[str, Any], *versions: str) -> dict[str, Any]:

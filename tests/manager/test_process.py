@@ -22,6 +22,9 @@ from manager.config import Config, load
 from manager.process import Manager
 from webhook.serving import local_certificates
 
+# A whole manager with its servers and threads: integration, left to `make test`.
+pytestmark = pytest.mark.integration
+
 DEADLINE = 30.0
 
 

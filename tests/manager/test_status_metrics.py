@@ -28,10 +28,9 @@ from manager.statusmetrics import (
     stored_plans,
     transitions,
 )
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.outcomes.podworld import harvest_with, history
-from tests.outcomes.support import status_of
-from tests.outcomes.test_migration_records import UNKNOWN_RUN
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
+from tests.support.outcomeworld import UNKNOWN_RUN, status_of
+from tests.support.podworld import harvest_with, history
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CLAIM = ClaimFacts(

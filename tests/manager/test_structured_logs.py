@@ -20,7 +20,7 @@ from controller.context.passlog import pass_fields
 from controller.runtime.leaderelection import LeaderElector
 from controller.runtime.reconciler import Reconciler, Unobserved
 from manager import logs, rotator
-from tests.controller.dispatchworld import (
+from tests.support.dispatchworld import (
     LEASE_NS,
     NS,
     Clocks,

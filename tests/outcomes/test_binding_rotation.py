@@ -17,9 +17,10 @@ import pytest
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, Unavailable
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
-from tests.jobclaim.world import EPOCH
-from tests.outcomes.podworld import (
+from tests.support.claimworld import EPOCH
+from tests.support.dispatchworld import NS, Rig, add_migration, add_schema, make_rig
+from tests.support.outcomeworld import lease_holder_of, rotate_binding, status_of
+from tests.support.podworld import (
     APPLIED,
     NO_CHANGES,
     OBSERVED,
@@ -29,7 +30,6 @@ from tests.outcomes.podworld import (
     start_pod,
     stop_pod,
 )
-from tests.outcomes.support import lease_holder_of, rotate_binding, status_of
 
 NEW = "v1-" + "f" * 32
 NEWER = "v1-" + "e" * 32

@@ -27,9 +27,10 @@ import pytest
 from controller.pieces.targetlock import ANN_LEASE_EPOCH
 from controller.stages.claimsupervision import LEASE_CHANGED_HANDS
 from jobclaim.apiserver import LEASES
-from tests.controller.dispatchworld import LEASE_NS, Rig, add_schema, make_rig
-from tests.lifecycle.faultrig import Contender
-from tests.outcomes.podworld import (
+from tests.support.dispatchworld import LEASE_NS, Rig, add_schema, make_rig
+from tests.support.faultrig import Contender
+from tests.support.outcomeworld import FAMILIES, FamilyCase, account, status_of
+from tests.support.podworld import (
     APPLIED,
     OBSERVED,
     finish_job,
@@ -38,7 +39,6 @@ from tests.outcomes.podworld import (
     result_for,
     start_pod,
 )
-from tests.outcomes.support import FAMILIES, FamilyCase, account, status_of
 
 OTHER_EPOCH = "v1-" + "e" * 32
 

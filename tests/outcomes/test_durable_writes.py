@@ -17,9 +17,8 @@ import pytest
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import CONFIGMAPS, JOBS, LEASES, Resource
 from kube.fake.inmemory import Request, matching
-from tests.controller.dispatchworld import NS, Rig, make_rig
-from tests.outcomes.podworld import NO_CHANGES, OBSERVED, harvest_with
-from tests.outcomes.support import (
+from tests.support.dispatchworld import NS, Rig, make_rig
+from tests.support.outcomeworld import (
     FAMILIES,
     SCHEMA,
     FamilyCase,
@@ -28,6 +27,7 @@ from tests.outcomes.support import (
     rotate_binding,
     status_of,
 )
+from tests.support.podworld import NO_CHANGES, OBSERVED, harvest_with
 
 Predicate = Callable[[Request], bool]
 

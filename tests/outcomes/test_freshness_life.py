@@ -13,10 +13,6 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.controller.dispatchworld import NS, Rig, conditions, make_rig
-from tests.outcomes import scriptednode
-from tests.outcomes.scriptednode import ScriptedNode
-from tests.outcomes.support import status_of
 from tests.outcomes.test_planning_life import (
     apply_jobs,
     approvals,
@@ -27,6 +23,10 @@ from tests.outcomes.test_planning_life import (
     no_requested_claims,
     phase,
 )
+from tests.support import scriptednode
+from tests.support.dispatchworld import NS, Rig, conditions, make_rig
+from tests.support.outcomeworld import status_of
+from tests.support.scriptednode import ScriptedNode
 
 __all__ = ["no_requested_claims"]  # the autouse fixture: every claim is the machine's
 

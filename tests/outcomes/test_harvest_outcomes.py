@@ -19,8 +19,9 @@ from controller.stages.claimsupervision import HARVEST_PENDING
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import JOBS, PODS
 from runner.result import RunnerResult
-from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
-from tests.outcomes.podworld import (
+from tests.support.dispatchworld import NS, Rig, add_migration, make_rig
+from tests.support.outcomeworld import FAMILIES, FamilyCase, account, lease_holder_of, status_of
+from tests.support.podworld import (
     finish_job,
     job_of,
     result_for,
@@ -28,7 +29,6 @@ from tests.outcomes.podworld import (
     summary_message,
     write_record,
 )
-from tests.outcomes.support import FAMILIES, FamilyCase, account, lease_holder_of, status_of
 
 OTHER = "sha256:" + "9" * 64
 

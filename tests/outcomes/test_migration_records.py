@@ -25,17 +25,9 @@ from kube.fake.inmemory import matching
 from runner import RUNNER_PROTOCOL_VERSION, DigestedResult, encode_result, summary_of
 from runner.result import RunnerResult
 from runner.summary import Account
-from tests.controller.dispatchworld import NS, Rig, add_migration, make_rig
-from tests.outcomes.podworld import MIGRATED, TARGET, harvest_with, history
-from tests.outcomes.support import status_of
-
-UNKNOWN_RUN = {
-    "childExitCode": 1,
-    "mutationStarted": True,
-    "uncertain": True,
-    "error": {"code": "lost", "message": "the connection dropped mid-migration"},
-    "migrationRun": {"outcome": "Unknown", "appliedVersions": []},
-}
+from tests.support.dispatchworld import NS, Rig, add_migration, make_rig
+from tests.support.outcomeworld import UNKNOWN_RUN, status_of
+from tests.support.podworld import MIGRATED, TARGET, harvest_with, history
 
 
 def unresolved(rig: Rig) -> tuple[Rig, Any]:

@@ -28,10 +28,10 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
 )
 from jobclaim.projection import decode_chunk
-from tests.controller.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
-from tests.jobclaim.world import example
-from tests.outcomes.scriptednode import POLICY, ScriptedNode
-from tests.outcomes.support import status_of
+from tests.support.claimworld import example
+from tests.support.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
+from tests.support.outcomeworld import status_of
+from tests.support.scriptednode import POLICY, ScriptedNode
 
 Status = dict[str, Any]
 APPROVER = {

@@ -16,9 +16,9 @@ import pytest
 
 from jobclaim.apiserver import PTAHSCHEMAPROOFSETTLEMENTS, PTAHSCHEMAS
 from jobclaim.stamps import stamp_time
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
-from tests.outcomes.podworld import finish_job, harvest_with, job_of, start_pod, stop_pod
-from tests.outcomes.support import lease_holder_of, status_of
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
+from tests.support.outcomeworld import lease_holder_of, status_of
+from tests.support.podworld import finish_job, harvest_with, job_of, start_pod, stop_pod
 
 LOST = {"code": "lost", "message": "the connection dropped"}
 UNKNOWN = {"mutationStarted": True, "uncertain": True, "childExitCode": 1, "error": LOST}

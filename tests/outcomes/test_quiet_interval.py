@@ -16,9 +16,9 @@ import pytest
 from controller.runtime.reconciler import Key
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS
 from kube.fake.faults import Request
-from tests.controller.dispatchworld import ARTIFACT, Rig, add_insync_schema, make_rig
-from tests.outcomes import scriptednode
-from tests.outcomes.scriptednode import Database, ScriptedNode
+from tests.support import scriptednode
+from tests.support.dispatchworld import ARTIFACT, Rig, add_insync_schema, make_rig
+from tests.support.scriptednode import Database, ScriptedNode
 
 PINNED = f"registry.example.com/shop/orders-schema@{ARTIFACT}"
 

@@ -17,15 +17,8 @@ import pytest
 from controller.mutationlifecycle import may_have_dispatched
 from jobclaim.apiserver import JOBS, LEASES, PTAHSCHEMAS, Unavailable
 from kube.fake.inmemory import matching
-from tests.controller.dispatchworld import NS, Rig, make_rig
-from tests.outcomes.podworld import (
-    finish_job,
-    harvest_with,
-    job_of,
-    result_for,
-    start_pod,
-)
-from tests.outcomes.support import (
+from tests.support.dispatchworld import NS, Rig, make_rig
+from tests.support.outcomeworld import (
     FAMILIES,
     MIGRATION,
     SCHEMA,
@@ -33,6 +26,13 @@ from tests.outcomes.support import (
     account,
     lease_holder_of,
     status_of,
+)
+from tests.support.podworld import (
+    finish_job,
+    harvest_with,
+    job_of,
+    result_for,
+    start_pod,
 )
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import PTAHSCHEMAS
-from tests.controller.dispatchworld import NS, Rig, add_schema, make_rig
-from tests.outcomes.podworld import (
+from tests.support.dispatchworld import NS, Rig, add_schema, make_rig
+from tests.support.outcomeworld import lease_holder_of, status_of
+from tests.support.podworld import (
     APPLIED,
     NO_CHANGES,
     OBSERVED,
@@ -25,7 +26,6 @@ from tests.outcomes.podworld import (
     start_pod,
     stop_pod,
 )
-from tests.outcomes.support import lease_holder_of, status_of
 
 LOST = {"code": "lost", "message": "the connection dropped"}
 CHANGES = {

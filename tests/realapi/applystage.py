@@ -69,7 +69,6 @@ from jobclaim.builder import repository_of
 from jobclaim.times import timestamp, utc_now
 from lab import run as localrun
 from lab.standin import claim_reading, resolution, resolve_result, run_on_stand_in
-from tests.jobclaim.world import SEQUENCE, snapshot_for
 from tests.realapi.attackstage import (
     Stage,
     admitted,
@@ -79,6 +78,7 @@ from tests.realapi.attackstage import (
     path_of,
     schema_object,
 )
+from tests.support.claimworld import SEQUENCE, snapshot_for
 
 SAFE: Final = (b"CREATE TABLE orders_v2 (id bigint PRIMARY KEY);\n",)
 # What Resolve and Verify would have recorded for the example migration's artifact.

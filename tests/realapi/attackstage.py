@@ -28,8 +28,8 @@ from jobclaim.apiserver import (
     Resource,
 )
 from lab import run as localrun
-from tests.chart.support import VALUES, Helm, HelmUnavailable, build_helm
-from tests.realapi.operator import Operator, Webhooked, registered_webhook
+from tests.support.chartrender import VALUES, Helm, HelmUnavailable, build_helm
+from tests.support.realapioperator import Operator, Webhooked, registered_webhook
 
 HARNESS_KUBE_VERSION: Final = "1.37.2"
 EVIL: Final = "registry.evil.example/ptah@sha256:" + "6" * 64

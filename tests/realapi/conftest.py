@@ -11,26 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
-from lab.localplane import ControlPlaneBuildError, LocalControlPlane, ensure_binary
+from lab.localplane import LocalControlPlane
 
 ClientFor = Callable[[str], client.ApiClient]
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    """A running kube-apiserver + etcd on loopback, shared by the whole session."""
-    try:
-        binary = ensure_binary()
-    except ControlPlaneBuildError as exc:
-        pytest.fail(f"the real-API tests need the control plane, which cannot be built: {exc}")
-    workdir: Path = tmp_path_factory.mktemp("controlplane")
-    with LocalControlPlane(workdir, binary=binary) as plane:
-        yield plane
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,6 @@ import yaml
 
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS, Object, Resource
 from lab import run as localrun
-from tests.chart.support import VALUES, Helm
 from tests.realapi.attackstage import (  # noqa: F401
     HARNESS_KUBE_VERSION,
     VAP,
@@ -33,7 +32,8 @@ from tests.realapi.attackstage import (  # noqa: F401
     path_of,
     refused_with,
 )
-from tests.realapi.operator import Operator, operator  # noqa: F401
+from tests.support.chartrender import VALUES, Helm
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

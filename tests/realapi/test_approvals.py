@@ -34,7 +34,7 @@ from jobclaim.apiserver import PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object, Refused
 from jobclaim.crds import IMMUTABLE
 from kube.client import KubeApi
 from lab import run as localrun
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,

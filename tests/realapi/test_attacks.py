@@ -74,7 +74,7 @@ from tests.realapi.attackstage import (  # noqa: F401
     suffix_of,
     template,
 )
-from tests.realapi.operator import operator  # noqa: F401
+from tests.support.realapioperator import operator  # noqa: F401
 from webhook import jobauthority as authority
 from webhook import jobs, plans, transitions
 

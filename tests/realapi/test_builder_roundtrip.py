@@ -29,8 +29,9 @@ from jobclaim.template import generated_identity_problem, without_generated_iden
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.jobclaim import world
-from tests.jobclaim.world import BINDING, MANAGER, SEQUENCE
+from tests.support import claimworld as world
+from tests.support.claimworld import BINDING, MANAGER, SEQUENCE
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.controlplane
 
@@ -316,7 +317,7 @@ def executions(draw: st.DrawFn) -> dict[str, Any]:
 @settings(
     # Each example is a create and a read on the real server; a few dozen cover the
     # empty and non-empty shapes of every field without making CI slow.
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

@@ -43,14 +43,14 @@ from jobclaim.apiserver import (
 )
 from lab import run as localrun
 from manager import rotator
-from tests.chart.support import VALUES, Helm, HelmUnavailable, build_helm
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.chartrender import VALUES, Helm, HelmUnavailable, build_helm
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,
     registered_webhook,
 )
-from tests.reviews import Traffic
+from tests.support.reviews import Traffic
 
 pytestmark = pytest.mark.controlplane
 

@@ -23,7 +23,7 @@ from jobclaim import match, schema_claim
 from jobclaim.api import PtahSchema, PtahSchemaApproval
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS, Object
 from lab import run as localrun
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,

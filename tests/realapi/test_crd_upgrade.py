@@ -21,9 +21,8 @@ import pytest
 from jobclaim.apiserver import PTAHSCHEMAS
 from lab import run as localrun
 from manager import crdapply
-from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
-from tests.chart.support import VALUES, Helm
-from tests.realapi.operator import Operator, operator  # noqa: F401
+from tests.support.chartrender import VALUES, Helm
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 
@@ -107,7 +106,7 @@ def run(operator: Operator, said: list[str]) -> int:  # noqa: F811
 
 def test_the_hook_applies_the_crds_and_refuses_to_drop_a_stored_field(
     operator: Operator,  # noqa: F811
-    helm: Helm,  # noqa: F811
+    helm: Helm,
 ) -> None:
     namespace = f"crd-upgrade-{uuid.uuid4().hex[:8]}"
     localrun.prepare_namespace(operator.admin, namespace)

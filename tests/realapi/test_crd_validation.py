@@ -41,7 +41,7 @@ from jobclaim.apiserver import (
 )
 from jobclaim.crds import IMMUTABLE
 from lab import run as localrun
-from tests.realapi.operator import Operator, operator  # noqa: F401
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

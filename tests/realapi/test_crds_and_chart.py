@@ -25,8 +25,8 @@ import yaml
 
 from jobclaim.apiserver import ApiError, Object, Resource
 from lab import run as localrun
-from tests.chart.support import VALUES, Helm, HelmUnavailable, build_helm
-from tests.realapi.operator import Operator, operator, webhooked_namespace  # noqa: F401
+from tests.support.chartrender import VALUES, Helm, HelmUnavailable, build_helm
+from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

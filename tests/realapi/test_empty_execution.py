@@ -29,7 +29,7 @@ from jobclaim import build_job, manager_record_of, match, schema_claim, schema_j
 from jobclaim.api import PtahSchema
 from jobclaim.apiserver import JOBS, PTAHSCHEMAS, Invalid, NotFound, Object
 from lab import run as localrun
-from tests.realapi.operator import Operator, operator, registered_webhook  # noqa: F401
+from tests.support.realapioperator import Operator, operator, registered_webhook  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

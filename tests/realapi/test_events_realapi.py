@@ -14,7 +14,7 @@ from controller.pieces.events import ApiEventSink, EventRecord, Regarding
 from jobclaim.apiserver import EVENTS
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
-from tests.realapi.operator import Operator, operator  # noqa: F401
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

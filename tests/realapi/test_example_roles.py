@@ -22,7 +22,7 @@ import yaml
 from jobclaim.apiserver import Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.realapi.operator import Operator, operator, webhooked_namespace  # noqa: F401
+from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 

@@ -35,7 +35,7 @@ from jobclaim.apiserver import (
 )
 from kube.client import KubeApi
 from lab import run as localrun
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     dry_run_job_create,
     operator,

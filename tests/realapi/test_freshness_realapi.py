@@ -27,19 +27,19 @@ from controller.runtime.reconciler import Key, Reconciler
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS
 from jobclaim.times import utc_now
 from lab import run as localrun
-from tests.outcomes import scriptednode
-from tests.outcomes.scriptednode import POLICY, Database
-from tests.realapi.operator import (  # noqa: F401
-    Operator,
-    operator,
-    registered_webhook,
-)
 from tests.realapi.test_planning_realapi import (  # noqa: F401
     NodeLogs,
     _run_on_stand_in_node,
     _status,
     node_logs,
 )
+from tests.support import scriptednode
+from tests.support.realapioperator import (  # noqa: F401
+    Operator,
+    operator,
+    registered_webhook,
+)
+from tests.support.scriptednode import POLICY, Database
 
 pytestmark = pytest.mark.controlplane
 

@@ -44,12 +44,12 @@ from jobclaim.apiserver import (
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.standin import run_on_stand_in
-from tests.outcomes.scriptednode import POLICY, Database, result_for_job
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     operator,
     registered_webhook,
 )
+from tests.support.scriptednode import POLICY, Database, result_for_job
 
 pytestmark = pytest.mark.controlplane
 

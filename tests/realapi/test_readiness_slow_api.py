@@ -30,9 +30,8 @@ import yaml
 
 from lab import run as localrun
 from lab.localmanager import ManagerProcess, local_environment
-from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
-from tests.chart.support import VALUES, Helm
-from tests.realapi.operator import Operator, operator  # noqa: F401
+from tests.support.chartrender import VALUES, Helm
+from tests.support.realapioperator import Operator, operator  # noqa: F401
 from webhook.serving import local_certificates
 
 pytestmark = pytest.mark.controlplane
@@ -116,7 +115,7 @@ def relayed_kubeconfig(source: Path, port: int, target: Path) -> Path:
 @contextmanager
 def relayed_manager(
     operator: Operator,  # noqa: F811
-    helm: Helm,  # noqa: F811
+    helm: Helm,
     tmp_path: Path,
 ) -> Iterator[tuple[Relay, ManagerProcess]]:
     objects = helm.render([VALUES / "required.yaml"])
@@ -159,7 +158,7 @@ def probe(process: ManagerProcess) -> tuple[int, float, str]:
 
 def test_a_slow_api_server_leaves_the_replica_ready_and_a_gone_one_does_not(
     operator: Operator,  # noqa: F811
-    helm: Helm,  # noqa: F811
+    helm: Helm,
     tmp_path: Path,
 ) -> None:
     with relayed_manager(operator, helm, tmp_path) as (relay, process):

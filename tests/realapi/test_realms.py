@@ -26,7 +26,7 @@ from controller.stages.realmgate import REALM_CONDITION, REALM_RETRY
 from jobclaim import coordination_digest, lease_name
 from jobclaim.apiserver import JOBS, LEASES, PTAHREALMS, PTAHSCHEMAS, ApiError, NotFound, Object
 from lab import run as localrun
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,

@@ -45,8 +45,8 @@ from tests.realapi.attackstage import (  # noqa: F401
     stage_fixture,
     template,
 )
-from tests.realapi.operator import operator  # noqa: F401
 from tests.realapi.podtoken import identity_of, pod_token, recorder_for
+from tests.support.realapioperator import operator  # noqa: F401
 from webhook import records
 
 pytestmark = pytest.mark.controlplane

@@ -30,15 +30,14 @@ import yaml
 from jobclaim.apiserver import EVENTS, PTAHSCHEMAS, Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.chart.conftest import helm  # noqa: F401  (the chart suite's one helm)
-from tests.chart.support import VALUES, Helm
-from tests.realapi.operator import Operator, operator, webhooked_namespace  # noqa: F401
 from tests.realapi.test_manager_process import (  # noqa: F401  (fixture and rig reused)
     _closing,
     chart_env,
     create_and_bind,
     rig,
 )
+from tests.support.chartrender import VALUES, Helm
+from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 
@@ -99,7 +98,7 @@ def _renamed(obj: Object, suffix: str) -> Object:
 
 def _install_scoped_rbac(
     operator: Operator,  # noqa: F811
-    helm: Helm,  # noqa: F811
+    helm: Helm,
     tmp_path: Path,
     shop: str,
     release: str,
@@ -156,7 +155,7 @@ def _question(verb: str, group: str, resource: str, namespace: str | None) -> di
 
 def test_the_rendered_rbac_of_a_scoped_manager_gives_nothing_outside_its_namespace(
     operator: Operator,  # noqa: F811
-    helm: Helm,  # noqa: F811
+    helm: Helm,
     tmp_path: Path,
 ) -> None:
     where = {

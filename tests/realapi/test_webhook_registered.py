@@ -32,13 +32,13 @@ from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Conflict, Object
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.realapi.operator import (  # noqa: F401
+from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
     operator,
     registered_webhook,
 )
-from tests.webhook.scenes import SETTINGS
+from tests.support.webhookscenes import SETTINGS
 from tests.webhook.test_real_apiserver import Cluster, claimed_schema, refusal
 
 pytestmark = pytest.mark.controlplane

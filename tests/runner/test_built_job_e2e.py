@@ -29,8 +29,8 @@ from jobclaim.operations import operation_info
 from runner.config import authority_of, target_identity_digest
 from runner.harvest import Outcome, judge
 from runner.summary import account_for
-from tests.jobclaim.world import EVERY_OPERATION, SEQUENCE, World, job_inputs
-from tests.runner.support import (
+from tests.support.claimworld import EVERY_OPERATION, SEQUENCE, World, job_inputs
+from tests.support.runnerrig import (
     CONTRACT,
     JOB_UID,
     POD_IDENTITY_ENV,

@@ -18,8 +18,8 @@ from runner.config import (
     termination_log,
 )
 from runner.errors import ConfigurationError
-from tests.runner.support import OP_ID, SEQUENCE_DIGEST
-from tests.runner.test_ptah_contract import NOW, REGISTRY, environment
+from tests.runner.runnerenv import NOW, REGISTRY, environment
+from tests.support.runnerrig import OP_ID, SEQUENCE_DIGEST
 
 
 def env(operation: str = "apply", /, **changes: str | None) -> dict[str, str]:

@@ -23,8 +23,8 @@ from runner.dburl import (
     mysql_url_problem,
     normalized,
 )
-from tests.runner.support import OP_ID
-from tests.runner.test_ptah_contract import NOW, environment
+from tests.runner.runnerenv import NOW, environment
+from tests.support.runnerrig import OP_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "mysql://app:s3cret-Pa55word@db.internal:3306/orders"

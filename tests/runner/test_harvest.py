@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -31,54 +30,11 @@ from runner.harvest import (
 from runner.protocol import sha256_of
 from runner.result import RUNNER_PROTOCOL_VERSION, encode_json
 from runner.summary import account_for
-from tests.jobclaim.world import World, migration_world, schema_world
-from tests.runner.support import COORD, JOB_UID, TARGET, record_of, result, wire
+from tests.support.claimworld import World, migration_world, schema_world
+from tests.support.harvestpods import Pod, pod_of, terminal
+from tests.support.runnerrig import COORD, JOB_UID, TARGET, record_of, result, wire
 
-Pod = dict[str, Any]
-FINISHED_AT = "2026-12-02T12:05:00Z"
 T0 = datetime(2026, 12, 2, 12, 5, tzinfo=UTC)
-
-
-def terminal(job: dict[str, Any], kind: str = "Complete") -> dict[str, Any]:
-    job = copy.deepcopy(job)
-    job["status"] = {
-        "conditions": [{"type": kind, "status": "True", "lastTransitionTime": FINISHED_AT}]
-    }
-    return job
-
-
-def pod_of(job: dict[str, Any], *, uid: str = "pod-uid-1", message: str = "summary") -> Pod:
-    template = copy.deepcopy(job["spec"]["template"])
-    meta = job["metadata"]
-    return {
-        "metadata": {
-            "name": meta["name"] + "-x1",
-            "uid": uid,
-            "labels": template["metadata"]["labels"],
-            "annotations": template["metadata"]["annotations"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": template["spec"],
-        "status": {
-            "phase": "Succeeded",
-            "containerStatuses": [
-                {
-                    "name": "ptah",
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 0, "message": message}},
-                }
-            ],
-        },
-    }
 
 
 def world_parts(world: World) -> tuple[dict[str, Any], Claim]:

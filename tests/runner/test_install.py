@@ -19,7 +19,7 @@ from jobclaim.builder import INSTALL_COMMAND, RUNNER_COMMAND, RUNNER_DIR
 from runner import RUNNER_PROTOCOL_VERSION
 from runner.install import mapped_objects, names_of
 from runner.summary import parse_summary_for
-from tests.runner.support import POD_IDENTITY_ENV
+from tests.support.runnerrig import POD_IDENTITY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 

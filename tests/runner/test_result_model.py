@@ -14,7 +14,7 @@ from runner.result import (
     decode_result,
     encode_json,
 )
-from tests.runner.support import DIGEST, TARGET, failed_wire, wire
+from tests.support.runnerrig import DIGEST, TARGET, failed_wire, wire
 
 
 @pytest.mark.parametrize("operation", RUNNER_OPERATIONS)

@@ -36,7 +36,7 @@ from runner.protocol import RECORD_MARKER, DigestedResult
 from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
 from runner.run import run_child
 from runner.summary import parse_summary_for
-from tests.runner.support import (
+from tests.support.runnerrig import (
     CONTRACT,
     OP_ID,
     SECRET_URL,
@@ -54,6 +54,9 @@ from tests.runner.support import (
     start_runner,
     write_plan_chunks,
 )
+
+# Every row starts `python -m runner` and a ptah subprocess: integration, left to `make test`.
+pytestmark = pytest.mark.integration
 
 PASSWORD = "s3cret-Pa55word"
 

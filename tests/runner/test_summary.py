@@ -26,7 +26,7 @@ from runner.summary import (
     summary_of,
     write_summary,
 )
-from tests.runner.support import JOB_UID, OP_ID, OTHER_ID, failed_wire, record_of, result
+from tests.support.runnerrig import JOB_UID, OP_ID, OTHER_ID, failed_wire, record_of, result
 
 MIGRATION_RESULT = result("migration-apply")
 MIGRATION = encode_result(MIGRATION_RESULT)

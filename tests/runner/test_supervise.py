@@ -23,7 +23,8 @@ from runner.supervise import (
     group_survivors,
     supervise,
 )
-from tests.runner.support import SECRET_URL, STANDIN
+from tests.support.examples import examples
+from tests.support.runnerrig import SECRET_URL, STANDIN
 
 QUICK = Limits(kill_grace=0.5, drain=0.5)
 
@@ -136,7 +137,7 @@ def test_relay(chunks: list[bytes], limits: dict[str, int], expected: bytes) -> 
     assert relayed(chunks, **limits) == expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.binary(max_size=200), max_size=10), st.integers(8, 300))
 def test_no_relayed_line_can_pass_for_the_runners_own_or_carry_the_secret(
     chunks: list[bytes], line_limit: int

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.webhook.scenes import Scene, decide
+from tests.support.webhookscenes import Scene, decide
 from webhook import Outcome, Refusal
 
 Change = Callable[[Scene], None]

@@ -17,10 +17,10 @@ import pytest
 from jobclaim import sha256_digest
 from jobclaim.api import OCIArtifactAccessBinding
 from runner import RUNNER_PROTOCOL_VERSION, RunnerResult
-from tests.jobclaim.world import JOB_UID, NOW, RESOLVED, RESOLVED_MIGRATIONS
-from tests.webhook.scenes import RUNNER_OPS, Obj, owner_world, pod_record, terminal
+from tests.support.claimworld import JOB_UID, NOW, RESOLVED, RESOLVED_MIGRATIONS
+from tests.support.webhookscenes import RUNNER_OPS, Obj, owner_world, pod_record, terminal
+from tests.webhook.statuschanges import Change, both, claim_of, new, status_update
 from tests.webhook.tables import Row, expect
-from tests.webhook.test_transitions import Change, both, claim_of, new, status_update
 from webhook import transitions as t
 
 MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import webhook
-from tests.webhook.scenes import PINS, SETTINGS, Scene, decide, job_create, status_write
+from tests.support.webhookscenes import PINS, SETTINGS, Scene, decide, job_create, status_write
 from webhook import REGISTRY, Engine, Outcome, StateReader
 from webhook.__main__ import main
 from webhook.docs import DOCUMENT_ORDER, render
@@ -143,6 +143,8 @@ def test_every_rule_is_documented_with_lower_case_sentences() -> None:
             assert not refusal.template.endswith("."), refusal.template
 
 
+# A fresh interpreter runs the module: integration, left to `make test`.
+@pytest.mark.integration
 def test_python_dash_m_webhook_docs_prints_the_document() -> None:
     printed = subprocess.run(
         [sys.executable, "-m", "webhook", "docs"],

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from jobclaim.api import SPEC_WRITER_ANNOTATION
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS
 from jobclaim.stamps import REQUEST_UID_FIELD, STAMPED, StampedKind, stamp_problem
-from tests.jobclaim.world import example
-from tests.webhook.scenes import Obj, Scene, decide
+from tests.support.claimworld import example
+from tests.support.webhookscenes import Obj, Scene, decide
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import Settings, objects
 from webhook import decisions as d

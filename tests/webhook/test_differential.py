@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobclaim import match
-from tests.webhook.scenes import Obj, decide, job_create, owner_world
+from tests.support.examples import examples
+from tests.support.webhookscenes import Obj, decide, job_create, owner_world
 
 OPERATIONS = {
     "schema": ("Resolve", "Verify", "Observe", "Plan", "Apply"),
@@ -110,7 +111,7 @@ def mutated_jobs(draw: st.DrawFn, job: Obj) -> Obj:
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_webhook_admits_a_job_create_exactly_when_the_controller_would(data: Any) -> None:
     family = data.draw(st.sampled_from(sorted(OPERATIONS)), label="family")

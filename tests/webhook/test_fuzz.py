@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobclaim.apiserver import Unavailable
-from tests.webhook.scenes import (
+from tests.support.examples import examples
+from tests.support.webhookscenes import (
     MANAGER_USERNAME,
     SETTINGS,
     Obj,
@@ -33,7 +34,7 @@ from tests.webhook.scenes import (
     schema_plan_create,
     status_write,
 )
-from tests.webhook.test_reads_and_failures import Failing
+from tests.webhook.failingreader import Failing
 from webhook import Engine, Outcome, StateReader
 
 SCENES: dict[str, tuple[Callable[[], Scene], str]] = {
@@ -60,7 +61,9 @@ REQUIRED = (
     ("request", "operation"),
     ("request", "userInfo"),
 )
-FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def judge(body: bytes, reader: Any, endpoint: str) -> Outcome:

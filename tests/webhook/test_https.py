@@ -23,7 +23,7 @@ import pytest
 
 import certs
 from jobclaim.apiserver import Resource, Unavailable
-from tests.webhook.scenes import SETTINGS, job_create, status_write
+from tests.support.webhookscenes import SETTINGS, job_create, status_write
 from webhook import Engine, StateReader
 from webhook.app import create_app
 from webhook.serving import local_certificates, readiness, uvicorn_server

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from jobclaim.apiserver import JOBS, Resource
-from tests.webhook.scenes import (
+from tests.support.examples import examples
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     decide,
@@ -454,7 +455,7 @@ def without_the_pair_reader() -> Any:
     )
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(document=OBJECTS, layout=LAYOUTS)
 def test_a_repeated_key_is_found_however_the_json_is_written(
     document: Pairs, layout: tuple[str, str]
@@ -706,7 +707,7 @@ _SAME = object()
 
 
 @pytest.mark.parametrize(("path", "name", "alias"), ALIASED, ids=lambda v: str(v or "."))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     keep_alias=st.booleans(),
     first=st.booleans(),

@@ -19,8 +19,8 @@ from jobclaim import sha256_digest
 from jobclaim.api import DatabaseTargetSpec
 from jobclaim.api.migration import UnresolvedMigrationRunStatus
 from jobclaim.api.schema import PendingObservationStatus
-from tests.jobclaim.world import NOW
-from tests.webhook.scenes import (
+from tests.support.claimworld import NOW
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     change_owner,

@@ -9,8 +9,8 @@ import pytest
 
 from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.api.schema import BindingRetirementStatus, RetiredJobStatus
-from tests.jobclaim.world import BINDING, EPOCH, JOB_UID, NOW, OTHER_EPOCH
-from tests.webhook.scenes import (
+from tests.support.claimworld import BINDING, EPOCH, JOB_UID, NOW, OTHER_EPOCH
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     change_owner,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from jobclaim.api import ObjectReference, OCIArtifactAccessBinding
-from tests.jobclaim.world import BINDING, NOW, OTHER_EPOCH, RESOLVED_MIGRATIONS
-from tests.webhook.scenes import (
+from tests.support.claimworld import BINDING, NOW, OTHER_EPOCH, RESOLVED_MIGRATIONS
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     change_owner,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.scenes import MANAGER_USERNAME, Obj, Scene, annotation_write, status_write
+from tests.support.webhookscenes import MANAGER_USERNAME, Obj, Scene, annotation_write, status_write
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import managerstate as ms
 from webhook import objects

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.jobclaim.world import BINDING, NOW, OTHER_EPOCH
-from tests.webhook.scenes import (
+from tests.support.claimworld import BINDING, NOW, OTHER_EPOCH
+from tests.support.webhookscenes import (
     Obj,
     Scene,
     change_owner,

@@ -12,7 +12,7 @@ import pytest
 from jobclaim.apiserver import CONFIGMAPS, PTAHSCHEMAS, Object, Resource, Unavailable
 from kube.fake.faults import matching
 from kube.fake.inmemory import InMemoryApi
-from tests.webhook.scenes import (
+from tests.support.webhookscenes import (
     SETTINGS,
     Scene,
     change_owner,
@@ -26,24 +26,12 @@ from tests.webhook.scenes import (
     status_write,
     with_claim,
 )
+from tests.webhook.failingreader import Failing
 from tests.webhook.tables import Row, expect, pattern, unchanged
 from webhook import Decision, Engine, StateReader, jobs, objects
 from webhook.engine import ReadFailed, run
 from webhook.rules import Judgement
 from webhook.rules import ReadKey as Key
-
-
-class Failing(StateReader):
-    """A StateReader whose reads of one kind raise ``error``."""
-
-    def __init__(self, objects: Any, kind: str, error: Exception) -> None:
-        super().__init__(objects)
-        self.kind, self.error = kind, error
-
-    def get_text(self, resource: Resource, namespace: str | None, name: str) -> bytes:
-        if resource.kind == self.kind:
-            raise self.error
-        return super().get_text(resource, namespace, name)
 
 
 def test_a_failed_owner_read_answers_500_through_the_controllers_api_double() -> None:

@@ -46,10 +46,9 @@ from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until, until_granted
 from lab.standin import resolve_and_verify
-from tests.apiconformance.kinds import CRDS, WEBHOOKS
-from tests.jobclaim.world import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
-from tests.realapi.conftest import control_plane  # noqa: F401
-from tests.webhook.scenes import SETTINGS
+from tests.support.claimworld import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
+from tests.support.kinds import CRDS, WEBHOOKS
+from tests.support.webhookscenes import SETTINGS
 from webhook import Engine
 from webhook.app import create_app
 from webhook.serving import local_certificates, readiness, uvicorn_server
@@ -169,7 +168,7 @@ def configuration(name: str, port: int, ca: bytes, selector: dict[str, str]) -> 
 
 @pytest.fixture(scope="module")
 def cluster(
-    control_plane: LocalControlPlane,  # noqa: F811
+    control_plane: LocalControlPlane,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     suffix = uuid.uuid4().hex[:8]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS
-from tests.webhook.scenes import Scene
+from tests.support.webhookscenes import Scene
 from tests.webhook.tables import Row, expect, unchanged
 from tests.webhook.test_decisions import NAMESPACE, PERSON, _stamp_writer, writer_scene
 from webhook import realms as r

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.webhookscenes import Scene, change_owner, decide, job_create, with_claim
 from tests.webhook import test_job_create as job_create_tables
-from tests.webhook.scenes import Scene, change_owner, decide, job_create, with_claim
 from tests.webhook.tables import Row, unchanged
 from webhook import jobs
 from webhook.engine import Outcome

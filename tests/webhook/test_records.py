@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from jobclaim.apiserver import PTAHRESULTRECORDS, PTAHSCHEMAPLANS
-from tests.runner.test_harvest import pod_of
-from tests.webhook.scenes import (
+from tests.support.harvestpods import pod_of
+from tests.support.webhookscenes import (
     JOB_UID,
     MANAGER_USERNAME,
     Obj,

@@ -20,12 +20,11 @@ from kube.client import KubeApi
 
 # The adapter suite's HTTP stub and its fixture, imported so there is one way to fake
 # an API server.
-from tests.kube.test_client_requests import (
+from tests.support.kubestub import (
     Stub,
     kubeconfig,
-    stub,  # noqa: F401
 )
-from tests.webhook.scenes import Scene, decide, job_create, schema_plan_create
+from tests.support.webhookscenes import Scene, decide, job_create, schema_plan_create
 from tests.webhook.tables import pattern
 from webhook import StateReader, objects
 from webhook.engine import Outcome
@@ -81,7 +80,7 @@ def test_an_answer_that_is_not_an_object_never_allows(read: str, body: bytes) ->
 
 @pytest.mark.parametrize("body", NOT_OBJECTS.values(), ids=NOT_OBJECTS.keys())
 def test_the_production_adapter_hands_it_over_and_the_webhook_fails_closed(
-    stub: Stub,  # noqa: F811
+    stub: Stub,
     tmp_path: Path,
     body: bytes,
 ) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
 
 import pytest
 
@@ -25,11 +24,11 @@ from jobclaim import (
     sha256_digest,
 )
 from jobclaim.api import DatabaseTargetSpec
-from jobclaim.apiserver import BY_KIND, PTAHSCHEMAAPPROVALS
+from jobclaim.apiserver import PTAHSCHEMAAPPROVALS
 from jobclaim.naming import LEASE_EPOCH_ANNOTATION
 from runner import RunnerResult
-from tests.jobclaim.world import JOB_UID, NOW
-from tests.webhook.scenes import (
+from tests.support.claimworld import JOB_UID, NOW
+from tests.support.webhookscenes import (
     MANAGER_USERNAME,
     OWNER_UIDS,
     RUNNER_OPS,
@@ -38,9 +37,9 @@ from tests.webhook.scenes import (
     owner_world,
     pod_record,
     reading_result,
-    stored_object,
     terminal,
 )
+from tests.webhook.statuschanges import Change, both, claim_of, new, status_update
 from tests.webhook.tables import Row, expect, unchanged
 from webhook import transitions as t
 from webhook.rules import DEFAULT_COORDINATION_NAMESPACE
@@ -49,41 +48,6 @@ SCHEMA_UID = OWNER_UIDS["schema"]
 MIGRATION_UID = OWNER_UIDS["migration"]
 COORDINATION = sha256_digest(b"coordination")
 EPOCH = "v1-" + "e" * 32
-Change = Callable[[Scene], None]
-
-
-def status_update(family: str, operation: str, before: Callable[[Obj], None]) -> Scene:
-    """The manager's status UPDATE of a resource whose stored status ``before`` shapes;
-    the new object starts equal to the old one."""
-    world = owner_world(family, operation)
-    old = stored_object(world.resource, OWNER_UIDS[family])
-    before(old["status"])
-    new = copy.deepcopy(old)
-    kind = world.resource.kind
-    return Scene(
-        BY_KIND[kind], "UPDATE", new, [], old=old, username=MANAGER_USERNAME, subresource="status"
-    )
-
-
-def claim_of(obj: Obj) -> Obj:
-    claim: Obj = obj["status"]["activeOperation"]
-    return claim
-
-
-def new(change: Callable[[Obj], None]) -> Change:
-    def apply(scene: Scene) -> None:
-        assert scene.obj is not None
-        change(scene.obj)
-
-    return apply
-
-
-def both(*changes: Change) -> Change:
-    def apply(scene: Scene) -> None:
-        for change in changes:
-            change(scene)
-
-    return apply
 
 
 def stands(obj: Obj) -> Change:

@@ -1,6 +1,6 @@
 """The plain alert rules file from the chart's rendered PrometheusRule (its ``spec``).
 
-``python -m tests.chart.alertfile < rendered.yaml`` prints docs/prometheus/ptah-alerts.yaml:
+``python -m tests.support.alertfile < rendered.yaml`` prints docs/prometheus/ptah-alerts.yaml:
 its header comment, then the rule groups, as a Prometheus ``rule_files`` entry reads them.
 """
 

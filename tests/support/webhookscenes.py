@@ -1,7 +1,7 @@
 """Scenes for webhook tests: the objects the API server holds, and one write to judge.
 
 Every scene is built with the product's own functions (claiming, the Job builder, the
-snapshot seal, the plan and projection builders) on top of ``tests.jobclaim.world``,
+snapshot seal, the plan and projection builders) on top of ``tests.support.claimworld``,
 so a scene the webhook admits is one the controller would really produce. A table
 row copies a scene, changes one thing, and expects one sentence.
 
@@ -87,7 +87,7 @@ from runner import (
     encode_result,
     record_for,
 )
-from tests.jobclaim.world import (
+from tests.support.claimworld import (
     BINDING,
     EPOCH,
     JOB_UID,
@@ -102,7 +102,7 @@ from tests.jobclaim.world import (
     plan_for,
     snapshot_for,
 )
-from tests.outcomes.podworld import OBSERVED, TARGET, history
+from tests.support.podworld import OBSERVED, TARGET, history
 from webhook import DEFAULT_MANAGER_USERNAME, Engine, Outcome, Settings, StateReader
 from webhook.rules import ImagePins
 
@@ -124,7 +124,7 @@ def owner_world(
     source: Obj | None = None,
     registry_ca_digest: str | None = None,
 ) -> World:
-    """``tests.jobclaim.world``'s schema or migration world, with spec knobs to vary:
+    """``tests.support.claimworld``'s schema or migration world, with spec knobs to vary:
     ``source`` is merged into the artifact source, ``registry_ca_digest`` is the CA
     bundle's digest the claim pinned."""
     raw = example("ptahschema.yaml" if family == "schema" else "ptahmigration.yaml")

@@ -25,7 +25,7 @@ from runner import (
     summary_of,
 )
 from runner.result import RunnerResult
-from tests.controller.dispatchworld import NS, Rig
+from tests.support.dispatchworld import NS, Rig
 
 TARGET = "sha256:" + "a" * 64
 

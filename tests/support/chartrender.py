@@ -20,7 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ptah-operator"
 CRDS = CHART / "crds"
-VALUES = Path(__file__).resolve().parent / "values"
+VALUES = ROOT / "tests" / "chart" / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 KUBE_SCORE = ROOT / ".tools" / "bin" / "kube-score"
 
@@ -217,3 +217,26 @@ def only(objects: Iterable[Object], kind: str, name: str | None = None) -> Objec
 
 def of_kind(objects: Iterable[Object], kind: str) -> list[Object]:
     return [o for o in objects if o["kind"] == kind]
+
+
+def rules_of(objects: list[Object]) -> list[dict[str, Any]]:
+    """Every rule the manager's ServiceAccount is bound to, read from the bindings."""
+    bound = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in objects
+        if b["kind"] in {"ClusterRoleBinding", "RoleBinding"}
+        and any(s.get("name") == "ptah-operator" for s in b["subjects"])
+    }
+    roles = [o for o in objects if (o["kind"], o["metadata"]["name"]) in bound]
+    assert roles, "no role is bound to the manager: nothing below would prove anything"
+    return [rule for role in roles for rule in role["rules"]]
+
+
+def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }

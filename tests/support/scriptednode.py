@@ -24,8 +24,8 @@ from jobclaim import sha256_digest
 from jobclaim.apiserver import CONFIGMAPS, PODS, Object
 from runner import RUNNER_PROTOCOL_VERSION
 from runner.result import RunnerResult
-from tests.controller.dispatchworld import NS, Rig
-from tests.outcomes.podworld import TARGET, finish_job, start_pod
+from tests.support.dispatchworld import NS, Rig
+from tests.support.podworld import TARGET, finish_job, start_pod
 
 ARTIFACT = "sha256:" + "7" * 64
 POLICY = '{"requireSignature": true}'

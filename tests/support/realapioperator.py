@@ -25,7 +25,6 @@ from lab import run as localrun
 from lab.localplane import LocalControlPlane
 
 # The harness's session fixture; imported so there is one way to start a control plane.
-from tests.realapi.conftest import control_plane  # noqa: F401
 from webhook import Settings
 
 
@@ -40,7 +39,7 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
-def operator(control_plane: LocalControlPlane) -> Iterator[Operator]:  # noqa: F811
+def operator(control_plane: LocalControlPlane) -> Iterator[Operator]:
     with (
         KubeApi.from_kubeconfig(control_plane.kubeconfig("admin")) as admin,
         KubeApi.from_kubeconfig(control_plane.kubeconfig("manager")) as manager,

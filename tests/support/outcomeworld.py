@@ -16,8 +16,8 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     Resource,
 )
-from tests.controller.dispatchworld import Rig, add_migration, add_schema
-from tests.outcomes.podworld import APPLIED, MIGRATED
+from tests.support.dispatchworld import Rig, add_migration, add_schema
+from tests.support.podworld import APPLIED, MIGRATED
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,14 @@ def rotate_binding(rig: Rig, epoch: str = "v1-" + "f" * 32, version: str = "v9.9
         config, binding=dataclasses.replace(config.binding, ptah_version=version)
     )
     rig.env.epochs = lambda: epoch
+
+
+# A migration Apply's result record that ended Unknown: the run that outcomes and the
+# manager's status metrics record as unresolved.
+UNKNOWN_RUN = {
+    "childExitCode": 1,
+    "mutationStarted": True,
+    "uncertain": True,
+    "error": {"code": "lost", "message": "the connection dropped mid-migration"},
+    "migrationRun": {"outcome": "Unknown", "appliedVersions": []},
+}

@@ -23,7 +23,7 @@ from runner import (
     result_of_record,
 )
 from runner.result import RunnerResult
-from tests.runner.ptah_standin import plan_file
+from tests.support.ptah_standin import plan_file
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("ptah_standin.py")

@@ -41,7 +41,7 @@ from jobclaim.apiserver import (
     Object,
 )
 from kube.fake.inmemory import InMemoryApi
-from tests.jobclaim.world import BINDING, EPOCH, MANAGER, example
+from tests.support.claimworld import BINDING, EPOCH, MANAGER, example
 
 NS = "shop"
 LEASE_NS = "ptah-system"

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-BANNER = "ptah TEST STAND-IN (tests/runner/ptah_standin.py): not ptah; speaks its CLI contract"
+BANNER = "ptah TEST STAND-IN (tests/support/ptah_standin.py): not ptah; speaks its CLI contract"
 DIGEST = "sha256:" + hashlib.sha256(b"the stand-in artifact").hexdigest()
 SCHEMA_TYPE = "application/vnd.stokaro.ptah.schema.v1"
 

@@ -6,10 +6,11 @@ each archive is unpacked first; the digest crane reports must be the one the bui
 wrote, and everything downstream (the chart's values, the Jobs) names the image by that
 digest, never by a tag a push could move.
 
-The example artifacts (``examples/artifacts/``) are what ``examples/ptahschema.yaml``
-and ``examples/ptahmigration.yaml`` point at: the desired schema of ``orders`` (one
-layer) and the migrations of ``billing`` (one layer per file, ``ptah.sum`` included),
-pushed with the lab executor's own OCI client as ptah's artifact types.
+The example artifacts (``examples/artifacts/``) are what ``examples/ptahschema.yaml``,
+``examples/ptahmigration.yaml`` and ``examples/ptahmigration-mysql.yaml`` point at: the
+desired schema of ``orders`` (one layer) and the migrations of ``billing`` and
+``catalog`` (one layer per file, ``ptah.sum`` included), pushed with the lab executor's
+own OCI client as ptah's artifact types.
 """
 
 from __future__ import annotations
@@ -128,14 +129,15 @@ def push_image(
 def example_artifacts(root: Path = ARTIFACTS_DIR) -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
     """Artifact name -> (artifact type, files) for every example artifact."""
     schema = root / "orders-schema" / "schema.sql"
-    migrations = sorted((root / "billing-migrations").iterdir())
-    return {
-        "shop/orders-schema": (SCHEMA_ARTIFACT_TYPE, [(schema.name, schema.read_bytes())]),
-        "shop/billing-migrations": (
+    found = {"shop/orders-schema": (SCHEMA_ARTIFACT_TYPE, [(schema.name, schema.read_bytes())])}
+    # Every migration directory: billing's (PostgreSQL) and catalog's (MySQL).
+    for directory in sorted(root.glob("*-migrations")):
+        files = sorted(path for path in directory.iterdir() if path.is_file())
+        found[f"shop/{directory.name}"] = (
             MIGRATIONS_ARTIFACT_TYPE,
-            [(path.name, path.read_bytes()) for path in migrations if path.is_file()],
-        ),
-    }
+            [(path.name, path.read_bytes()) for path in files],
+        )
+    return found
 
 
 def push_examples(registry: str, tag: str = "lab") -> dict[str, str]:

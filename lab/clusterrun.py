@@ -4,22 +4,24 @@
    Debian packages, the images; see the Makefile's ``run`` target) and reuses the rest.
 2. The lab cluster starts (``lab.cluster``: kube-apiserver, etcd, controller manager,
    scheduler, kubelet, kube-proxy, containerd, runc, CNI, the registry), then a
-   PostgreSQL server (``lab.postgres``) listening on the bridge's address.
+   PostgreSQL server (``lab.postgres``) and a MariaDB server (``lab.mariadb``), both
+   listening on the bridge's address, where the Pods reach them.
 3. The images go into the lab registry, pinned by digest (``lab.artifacts``), and so do
-   the example artifacts the two examples point at.
+   the example artifacts the examples point at.
 4. The chart packaged (``helm package``, as ``make chart`` does) and pushed to the lab
    registry (``helm push``), then ``helm install`` from ``oci://`` with only the images'
    digests given (``lab.install``), until the rotator's install Job has published the
    webhook certificate and the manager Deployment is ready.
-5. The database Secrets, the schema's verification policy, then ``examples/
-   ptahschema.yaml`` and ``examples/ptahmigration.yaml`` (their OCI references
-   replaced by the pushed artifacts' digests); every change of either resource is
-   printed on one line. At ``AwaitingApproval`` the plan's SQL and the command that
-   approves it are printed; ``--approve`` approves it itself, through ``kubectl ptah
-   approve`` (admission stamps the approver). After the Apply, ``\\d`` of the changed
-   tables, read from the database.
+5. The database Secrets, the verification policies, every ``examples/ptahrealm*.yaml``,
+   then ``examples/ptahschema.yaml``, ``examples/ptahmigration.yaml`` and (on MariaDB)
+   ``examples/ptahmigration-mysql.yaml`` (their OCI references replaced by the pushed
+   artifacts' digests); every change of a resource is printed on one line. At
+   ``AwaitingApproval`` the plan's SQL and the command that approves it are printed;
+   ``--approve`` approves it itself, through ``kubectl ptah approve`` (admission stamps
+   the approver). After the Apply, ``\\d`` of the changed tables, read from the
+   database (``SHOW CREATE TABLE`` on MariaDB).
 
-``--once`` exits 0 when both resources are InSync, and 1 with a sentence when one
+``--once`` exits 0 when every resource is InSync, and 1 with a sentence when one
 fails or the time runs out. Otherwise it runs until Ctrl-C (or SIGTERM), which tears
 everything down; the cluster's teardown checks nothing of it is left.
 ``--node-less`` runs the older command instead (``lab.run``: the manager as a host
@@ -53,6 +55,7 @@ from jobclaim.apiserver import (
     CONFIGMAPS,
     NAMESPACES,
     PTAHMIGRATIONS,
+    PTAHREALMS,
     PTAHSCHEMAS,
     SERVICEACCOUNTS,
     NotFound,
@@ -66,6 +69,7 @@ from lab import artifacts, install, lifecycle
 from lab import run as nodeless
 from lab.cluster import ClusterError, LocalCluster
 from lab.executor.db import ExecutorError
+from lab.mariadb import LabMariaDB, MariaDBError
 from lab.postgres import BIN, LabPostgres, PostgresError
 from lab.progress import DONE, FAILED, failure_of, phase_of, resource_line
 from lab.run import LOCAL_BINDING
@@ -97,6 +101,7 @@ class Example:
     databases: tuple[tuple[str, str], ...]  # (Secret name, database name)
     tables: tuple[str, ...]
     cli_kind: str
+    engine: str = "PostgreSQL"
 
     @property
     def name(self) -> str:
@@ -124,6 +129,15 @@ EXAMPLES: Final = (
         ("invoices",),
         "migration",
     ),
+    Example(
+        PTAHMIGRATIONS,
+        "ptahmigration-mysql.yaml",
+        "shop/catalog-migrations",
+        (("catalog-db", "catalog"),),
+        ("products",),
+        "migration",
+        engine="MySQL",
+    ),
 )
 
 
@@ -137,6 +151,7 @@ RUN_ERRORS: Final = (
     RunFailed,
     ClusterError,
     PostgresError,
+    MariaDBError,
     install.InstallError,
     artifacts.ArtifactError,
     ExecutorError,
@@ -174,6 +189,7 @@ class LabRun:
     say: Callable[[str], None]
     cluster: LocalCluster | None = None
     postgres: LabPostgres | None = None
+    mariadb: LabMariaDB | None = None
     admin: KubeApi = field(init=False)
     images: dict[str, artifacts.PushedImage] = field(default_factory=dict)
     chart: install.ChartInstall | None = None
@@ -234,6 +250,11 @@ class LabRun:
         self._stack.callback(self.postgres.stop)
         self.postgres.start()
         t = self._timed(f"postgresql on {topology.node_ip}:{self.postgres.port}", t)
+        # MariaDB the same way: on the bridge, passwords from the pod subnet only.
+        self.mariadb = LabMariaDB(listen=[str(topology.node_ip)], clients=[topology.pod_subnet])
+        self._stack.callback(self.mariadb.stop)
+        self.mariadb.start()
+        t = self._timed(f"mariadb on {topology.node_ip}:{self.mariadb.port}", t)
 
         registry = self.lab.registry
         work = self.workdir / "push"
@@ -284,17 +305,20 @@ class LabRun:
     # -- the examples ---------------------------------------------------------
 
     def _apply_examples(self) -> None:
-        assert self.postgres is not None
-        pg = self.postgres
         node_ip = str(self.lab.topology.node_ip)
         self.admin.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
         _wait_default_service_account(self.admin, NAMESPACE)
+        # The realms first: admission refuses a resource naming a realm that is not there.
+        for path in sorted(EXAMPLES_DIR.glob("ptahrealm*.yaml")):
+            self.admin.create(PTAHREALMS, None, yaml.safe_load(path.read_text()))
+            self.say(f"# applied examples/{path.name}")
         for example in EXAMPLES:
+            server = self.server(example)
             role, password = example.name, secrets.token_urlsafe(18)
-            pg.create_role(role, password)
+            server.create_role(role, password)
             for secret, database in example.databases:
-                pg.create_database_named(database, owner=role)
-                url = pg.url(database, user=role, password=password, host=node_ip)
+                server.create_database_named(database, owner=role)
+                url = server.url(database, user=role, password=password, host=node_ip)
                 self.admin.create(
                     SECRETS,
                     NAMESPACE,
@@ -317,6 +341,14 @@ class LabRun:
                 f"# applied examples/{example.file} as {NAMESPACE}/{created['metadata']['name']} "
                 f"(artifact {self.pinned[example.artifact]})"
             )
+
+    def server(self, example: Example) -> LabPostgres | _MariaDBServer:
+        """The lab database server of the example's engine."""
+        if example.engine == "MySQL":
+            assert self.mariadb is not None
+            return _MariaDBServer(self.mariadb)
+        assert self.postgres is not None
+        return self.postgres
 
     def get(self, example: Example) -> Object:
         return self.admin.get(example.resource, NAMESPACE, example.name)
@@ -357,9 +389,15 @@ class LabRun:
         return f"{made['kind']} {made['name']} stamped by {made['stampedBy']}"
 
     def describe(self, example: Example) -> str:
-        """psql's ``\\d`` of the example's tables, read from its target database."""
-        assert self.postgres is not None
+        """psql's ``\\d`` of the example's tables, read from its target database
+        (MariaDB's ``SHOW CREATE TABLE`` for a MySQL one)."""
         database = example.databases[0][1]
+        if example.engine == "MySQL":
+            assert self.mariadb is not None
+            shown = [self.mariadb.query(database, f"SHOW CREATE TABLE `{table}`")
+                     for table in example.tables]  # fmt: skip
+            return "\n".join(str(row[1]) for rows in shown for row in rows)
+        assert self.postgres is not None
         commands = [arg for table in example.tables for arg in ("-c", f"\\d {table}")]
         done = subprocess.run(
             [str(BIN / "psql"), "-X", self.postgres.url(database), *commands],
@@ -373,6 +411,22 @@ class LabRun:
     def query(self, database: str, sql: str) -> list[tuple[object, ...]]:
         assert self.postgres is not None
         return self.postgres.query(database, sql)
+
+
+@dataclass(frozen=True)
+class _MariaDBServer:
+    """``LabMariaDB`` under the two names ``_apply_examples`` uses of ``LabPostgres``."""
+
+    server: LabMariaDB
+
+    def create_role(self, name: str, password: str) -> None:
+        self.server.create_user(name, password)
+
+    def create_database_named(self, name: str, *, owner: str | None = None) -> None:
+        self.server.create_database_named(name, owner=owner)
+
+    def url(self, dbname: str, *, user: str, password: str, host: str) -> str:
+        return self.server.url(dbname, user=user, password=password, host=host)
 
 
 def _wait_default_service_account(admin: KubeApi, namespace: str, timeout: float = 60.0) -> None:
@@ -404,7 +458,7 @@ class Follow:
     described: set[str] = field(default_factory=set)
 
     def step(self) -> dict[str, str]:
-        """One look at both resources; their phases."""
+        """One look at every example; their phases."""
         phases = {}
         for example in EXAMPLES:
             obj = self.run.get(example)
@@ -457,7 +511,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="make run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--once", action="store_true", help="exit 0 once both are InSync")
+    parser.add_argument("--once", action="store_true", help="exit 0 once every example is InSync")
     parser.add_argument("--approve", action="store_true", help="approve the plans itself")
     parser.add_argument(
         "--lifecycle",
@@ -470,7 +524,7 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         default=1200.0,
-        help="with --once: seconds from the examples' creation to both InSync",
+        help="with --once: seconds from the examples' creation to all InSync",
     )
     parser.add_argument(
         "--node-less",
@@ -528,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if all(phase == DONE for phase in phases.values()) and not settled:
                     settled = True
                     _say(
-                        f"# both examples are InSync, {time.monotonic() - began:.1f}s "
+                        f"# every example is InSync, {time.monotonic() - began:.1f}s "
                         "after the start"
                     )
                     if args.once:
@@ -539,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     _say("# running; Ctrl-C tears everything down")
                 if args.once and time.monotonic() > end:
                     raise RunFailed(
-                        f"the examples were not both InSync within {args.timeout:.0f}s: "
+                        f"the examples were not all InSync within {args.timeout:.0f}s: "
                         + ", ".join(f"{name} {phase}" for name, phase in phases.items())
                     )
                 # The controller and the node act on their own time; a short poll
@@ -554,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             try:
                 run.close()
-            except (ClusterError, PostgresError) as exc:
+            except (ClusterError, PostgresError, MariaDBError) as exc:
                 print(f"make run: {exc}", file=sys.stderr, flush=True)
                 code = code or 1
     if code in (0, 130):

@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from jobclaim import RECORD_IDENTITY_ENV
 from jobclaim.times import parse_time
-from runner.dburl import mysql_url_problem
+from runner.dburl import url_problem
 from runner.errors import ConfigurationError
 from runner.result import (
     MAX_OPERATION_ID,
@@ -607,7 +607,7 @@ def _registry_secrets(env: Mapping[str, str]) -> list[str]:
 
 def _url_refusal(engine: str, url: str, what: str) -> StartRefusal | None:
     """A URL whose parameters would let its writer run SQL past the plan (runner.dburl)."""
-    problem = mysql_url_problem(url, what) if engine == "MySQL" else None
+    problem = url_problem(engine, url, what)
     return StartRefusal("database_url_refused", problem) if problem else None
 
 

@@ -338,7 +338,8 @@ def test_the_realm_rule_is_on_every_target_with_the_models_own_message(kind: str
         }
     ]
     document = example(kind)
-    document["spec"]["target"]["realmRef"] = {"name": "r"}
+    # Both, whichever of the two the example names.
+    document["spec"]["target"].update({"coordinationKey": "k", "realmRef": {"name": "r"}})
     with pytest.raises(ValidationError, match=rules[0]["message"]):
         MODELS[kind].model_validate(document)
 

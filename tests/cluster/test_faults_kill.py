@@ -16,7 +16,8 @@ PostgreSQL itself:
   stored since the approval, by UID, followed by a watch), and none ever stood
   under a claim that was not marked (``dispatchStarted`` or a recorded UID);
 - the database received the migrations' DDL at most once (an event trigger counts
-  every command), exactly once where the outcome is a run;
+  every command; on MariaDB, the server's own general log), exactly once where the
+  outcome is a run;
 - the outcome the table promises: ``claim``, ``create`` and ``record`` run the one
   Job to InSync (the last two adopt it), ``mark`` records the run as unknown
   (``status.unresolvedRun``) with no Job and no SQL, ``outcome`` performs the
@@ -31,6 +32,11 @@ suite's ``MARK<->CREATE`` swap). On the real cluster the chart's controller-writ
 webhook refuses every create of a claim not yet marked, so that build's Apply never
 runs: scenario 1's outcome check fails for it (no Job, no SQL, an unmarked claim
 long past the time the real build took to recover), which the test asserts.
+
+Both engines: the MySQL example's migrations (``examples/ptahmigration-mysql.yaml``, on
+the lab's MariaDB) at ``create`` (the dispatch: the replacement adopts a Job that ran
+its DDL, which must reach the server once though MySQL commits each DDL statement on
+its own) and ``outcome`` (the harvest: the staged release after a run that is over).
 
 Both families: a PtahMigration at every boundary, a PtahSchema at ``create`` (its
 Apply crosses the same writes through the same ``DispatchPass``; the replacement
@@ -49,6 +55,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import secrets
 import signal
 import time
@@ -94,7 +101,8 @@ from tests.cluster.test_faults_webhook import AUDIT
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLE: Final = {example.cli_kind: example for example in EXAMPLES}
+# The PostgreSQL examples: these rows count DDL with PostgreSQL's event trigger.
+EXAMPLE: Final = {(e.cli_kind, e.engine): e for e in EXAMPLES}
 RESOURCE: Final[dict[str, Resource]] = {"migration": PTAHMIGRATIONS, "schema": PTAHSCHEMAS}
 PREFIX: Final = "kill"
 # Resolve, Verify, Read and Plan Jobs of every case at once on a shared 2-core node.
@@ -107,6 +115,12 @@ DDL: Final = [
     ("CREATE INDEX", "public.invoices_pkey"),
     ("ALTER TABLE", "public.invoices"),
 ]
+# The MySQL example's 0001 CREATE TABLE and 0002 ALTER TABLE, as MariaDB's general log
+# shows them (the executor's own revision table left out).
+MYSQL_DDL: Final = [("CREATE TABLE", "products"), ("ALTER TABLE", "products")]
+MYSQL_STATEMENT: Final = re.compile(
+    r"\s*(CREATE TABLE|ALTER TABLE)\s+(?:IF NOT EXISTS\s+)?`?(\w+)`?", re.IGNORECASE
+)
 # The schema example's two tables; the executor's plan decides the rest of its DDL
 # (indexes, constraints), each of which must reach the database once.
 SCHEMA_TABLES: Final = [("CREATE TABLE", "public.customers"), ("CREATE TABLE", "public.orders")]
@@ -121,14 +135,17 @@ class Case:
     outcome: str
     label: str = ""
     family: str = "migration"
+    engine: str = "PostgreSQL"
 
     @property
     def id(self) -> str:
-        return f"{self.family}-{self.label or self.boundary}"
+        mysql = "mysql-" if self.engine == "MySQL" else ""
+        return f"{mysql}{self.family}-{self.label or self.boundary}"
 
     @property
     def name(self) -> str:
-        return f"{PREFIX}-{self.family[0]}-{self.label or self.boundary}"
+        family = "my" if self.engine == "MySQL" else self.family[0]
+        return f"{PREFIX}-{family}-{self.label or self.boundary}"
 
     @property
     def database(self) -> str:
@@ -153,9 +170,14 @@ CASES: Final = [
     # after its create, the replacement adopts the Job and the proof runs under the
     # same Lease.
     Case("create", "run", family="schema"),
+    # A MySQL migration at the dispatch and at the harvest: two rows, since the cluster
+    # time is the cost (README) and the other writes cross the same engine-blind code.
+    Case("create", "run", engine="MySQL"),
+    Case("outcome", "run", engine="MySQL"),
 ]
 # No fault point: the swapped build is judged by the outcome alone.
 SWAPPED: Final = Case("", "run", label="swapped")
+_SWAPPED_TEST: Final = "test_a_build_that_creates_before_it_marks_fails_the_scenario"
 
 
 # -- the chart's lab values ------------------------------------------------------------
@@ -183,8 +205,18 @@ def _lab_env(run: LabRun) -> dict[str, str]:
 # -- this file's own migrations ----------------------------------------------------------
 
 
-def _database(run: LabRun, name: str, audit: bool) -> str:
-    """A role and its database (with the DDL audit when ``audit``); the URL Pods use."""
+def _database(run: LabRun, name: str, audit: bool, engine: str = "PostgreSQL") -> str:
+    """A role and its database (with the DDL audit when ``audit``); the URL Pods use.
+
+    On MariaDB the general log is the audit, always on.
+    """
+    if engine == "MySQL":
+        assert run.mariadb is not None
+        password = secrets.token_urlsafe(18)
+        run.mariadb.create_user(name, password)
+        run.mariadb.create_database_named(name, owner=name)
+        node_ip = str(run.lab.topology.node_ip)
+        return run.mariadb.url(name, user=name, password=password, host=node_ip)
     assert run.postgres is not None
     pg = run.postgres
     password = secrets.token_urlsafe(18)
@@ -207,8 +239,9 @@ def _secret(run: LabRun, name: str, url: str) -> dict[str, str]:
 
 def _create(run: LabRun, case: Case) -> None:
     """The case's database with the DDL audit, its Secret and policy, and the resource."""
-    example = EXAMPLE[case.family]
-    target = _secret(run, f"{case.name}-db", _database(run, case.database, audit=True))
+    example = EXAMPLE[case.family, case.engine]
+    url = _database(run, case.database, audit=True, engine=case.engine)
+    target = _secret(run, f"{case.name}-db", url)
     policy = f"{case.name}-policy"
     run.admin.create(
         CONFIGMAPS, NAMESPACE, {"metadata": {"name": policy}, "data": {"policy.json": POLICY}}
@@ -217,6 +250,7 @@ def _create(run: LabRun, case: Case) -> None:
     annotations = {ANNOTATION: case.boundary} if case.boundary else {}
     obj["metadata"] = {"name": case.name, "annotations": annotations}
     spec = obj["spec"]
+    spec["target"].pop("realmRef", None)
     spec["target"]["coordinationKey"] = f"{case.name}-primary"
     spec["target"]["urlFrom"] = target
     source = spec["desired" if case.family == "schema" else "artifact"]
@@ -265,21 +299,39 @@ def _approve(run: LabRun, case: Case) -> str:
 
 
 @pytest.fixture(scope="module")
-def lab_faults(lab_run: LabRun, api: Api) -> Iterator[LabRun]:
-    """The chart's manager with the lab's fault points, and every case's migration
-    planned; afterwards the migrations are gone and the chart's manager is back."""
+def lab_faults(lab_run: LabRun, api: Api, request: pytest.FixtureRequest) -> Iterator[LabRun]:
+    """The chart's manager with the lab's fault points, and every selected case's
+    migration planned; afterwards the migrations are gone and the chart's manager is back."""
     run = lab_run
+    cases = _selected(request)
     _upgrade(run, fault_points=True)
     assert _lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
     try:
-        for case in (*CASES, SWAPPED):
+        for case in cases:
             _create(run, case)
         yield run
     finally:
-        for case in (*CASES, SWAPPED):
+        for case in cases:
             _remove(run, case)
         _upgrade(run, fault_points=False)
         assert _lab_env(run) == {}, "the chart's manager is back, with no lab variable"
+
+
+def _selected(request: pytest.FixtureRequest) -> list[Case]:
+    """The cases this session runs (all, or those ``-k`` kept): a run of the MySQL rows
+    alone plans no PostgreSQL resource on the shared 2-core node."""
+    here = [
+        item
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.module is request.module
+    ]
+    chosen: list[Case] = []
+    for item in here:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "case" in callspec.params:
+            chosen.append(callspec.params["case"])
+    swapped = [SWAPPED] if any(item.originalname == _SWAPPED_TEST for item in here) else []
+    return [*chosen, *swapped]
 
 
 # -- the kill ----------------------------------------------------------------------------
@@ -411,6 +463,12 @@ def _unmarked_job(run: LabRun, case: Case) -> str | None:
 
 
 def _ddl(run: LabRun, case: Case) -> list[tuple[object, ...]]:
+    if case.engine == "MySQL":
+        # What the server itself ran in the case's database, never the executor's report.
+        assert run.mariadb is not None
+        found = (MYSQL_STATEMENT.match(text) for text in run.mariadb.queries(case.database))
+        ran = [(m.group(1).upper(), m.group(2)) for m in found if m]
+        return [row for row in ran if row[1] != "ptah_lab_revisions"]
     return run.query(
         case.database,
         "SELECT tag, object FROM fault_audit.ddl WHERE object LIKE 'public.%' ORDER BY n",
@@ -419,7 +477,7 @@ def _ddl(run: LabRun, case: Case) -> list[tuple[object, ...]]:
 
 def _lease(run: LabRun, case: Case) -> Object | None:
     digest = coordination_digest(
-        engine="PostgreSQL",
+        engine=case.engine,
         namespace=NAMESPACE,
         coordination_key=f"{case.name}-primary",
         realm=None,
@@ -529,7 +587,8 @@ def _kill_and_recover(
         assert final["status"]["unresolvedRun"]
     elif case.family == "migration":
         assert len(jobs) == 1
-        assert ddl == DDL, "each migration's DDL reached the database exactly once"
+        expected = MYSQL_DDL if case.engine == "MySQL" else DDL
+        assert ddl == expected, "each migration's DDL reached the database exactly once"
         assert (
             final["status"]["lastRun"]["jobName"] == next(iter(jobs.values()))["metadata"]["name"]
         )

@@ -2,7 +2,8 @@
 
 The session's cluster gets what ``make run`` puts on its own (``lab.clusterrun.LabRun``):
 PostgreSQL on the bridge, the images and example artifacts in the registry by digest,
-``helm install`` of the chart, the database Secrets and the two examples. Then the
+``helm install`` of the chart, the database Secrets and the examples (the MySQL one on
+MariaDB). Then the
 approvals are given as ``make run --approve`` gives them (``kubectl ptah approve``),
 and the databases are read with SQL: the desired schema is there, and so are the
 migrations, recorded in the executor's revision table.
@@ -111,6 +112,19 @@ def test_both_examples_reach_in_sync_and_the_databases_hold_them(lab_run: LabRun
     )
     assert ("status", "'open'::text") in invoices
     assert [name for name, _ in invoices] == ["amount", "customer", "id", "status"]
+
+    # The MySQL example, read from MariaDB: its revision table and its table.
+    assert lab_run.mariadb is not None
+    catalog = lab_run.mariadb.query(
+        "catalog", "SELECT version, version_key, dirty FROM ptah_lab_revisions ORDER BY version"
+    )
+    assert catalog == [(1, "0001", 0), (2, "0002", 0)]
+    products = lab_run.mariadb.query(
+        "catalog",
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = 'catalog' AND table_name = 'products' ORDER BY column_name",
+    )
+    assert [name for (name,) in products] == ["id", "price", "sku", "stock"]
 
 
 def test_no_operation_pod_log_holds_sql_and_the_manager_reads_no_log(lab_run: LabRun) -> None:

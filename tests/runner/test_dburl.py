@@ -20,8 +20,12 @@ from runner.dburl import (
     MYSQL_ALLOWED,
     MYSQL_ANY_OTHER,
     MYSQL_REFUSED,
+    POSTGRES_ALLOWED,
+    POSTGRES_ANY_OTHER,
+    POSTGRES_REFUSED,
     mysql_url_problem,
     normalized,
+    postgres_url_problem,
 )
 from tests.runner.runnerenv import NOW, environment
 from tests.support.runnerrig import OP_ID
@@ -171,17 +175,114 @@ SECTION = "## Database URL parameters the runner refuses"
 ROW = re.compile(r"^\| `([^`]+)` \| (.+) \|$")
 
 
-def _doc_table() -> dict[str, str]:
+def _doc_table(engine: str) -> dict[str, str]:
+    """The rows of the section's table for ``engine`` (its ``### <engine>`` heading)."""
     text = (ROOT / "docs" / "security.md").read_text()
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(2) for m in map(ROW.match, section.splitlines()) if m}
+    (part,) = [p for p in section.split("\n### ")[1:] if p.startswith(engine)]
+    return {m.group(1): m.group(2) for m in map(ROW.match, part.splitlines()) if m}
 
 
 def test_the_security_document_lists_every_refused_parameter_with_its_sentence() -> None:
-    table = _doc_table()
+    table = _doc_table("MySQL")
     refused = {name: text for name, text in table.items() if name in MYSQL_REFUSED}
     assert refused == MYSQL_REFUSED
     allowed = table.get("(allowed)", "")
     assert sorted(re.findall(r"`(\w+)`", allowed)) == sorted(MYSQL_ALLOWED)
     assert table["(any other)"] == MYSQL_ANY_OTHER
     assert set(table) == {*MYSQL_REFUSED, "(allowed)", "(any other)", "#..."}
+
+
+def test_the_security_document_lists_every_refused_postgres_parameter() -> None:
+    table = _doc_table("PostgreSQL")
+    assert {name: text for name, text in table.items() if name in POSTGRES_REFUSED} == (
+        POSTGRES_REFUSED
+    )
+    assert sorted(re.findall(r"`(\w+)`", table["(allowed)"])) == sorted(POSTGRES_ALLOWED)
+    assert table["(any other)"] == POSTGRES_ANY_OTHER
+    assert set(table) == {*POSTGRES_REFUSED, "(allowed)", "(any other)", "h1,h2"}
+
+
+# -- PostgreSQL: the same rule, pgx's names ------------------------------------------------
+
+PG = "postgresql://app:s3cret-Pa55word@db.internal:5432/orders"
+
+# Control rows first; each other row changes one thing and must be refused with a
+# sentence holding the text given.
+PG_ROWS: list[tuple[str, str, str | None]] = [
+    ("control: no parameters", PG, None),
+    ("control: the allowed settings", PG + "?sslmode=verify-full&connect_timeout=5", None),
+    ("control: the postgres alias", PG.replace("postgresql://", "postgres://"), None),
+    ("options", PG + "?options=-c%20search_path%3Devil", "may not set options: it sets server"),
+    ("search_path", PG + "?sslmode=require&search_path=evil", "may not set search_path"),
+    ("another spelling", PG + "?search-path=evil", "may not set search-path (search_path)"),
+    ("a session setting", PG + "?statement_timeout=0", "may not set statement_timeout: the "),
+    ("replication role", PG + "?session_replication_role=replica", "turns off triggers"),
+    ("the simple protocol", PG + "?default_query_exec_mode=simple_protocol", "splice values"),
+    ("a file of the Pod", PG + "?sslkey=/var/run/secrets/token", "read a file of the Pod"),
+    ("a password file", PG + "?passfile=/etc/passwd", "may not set passfile"),
+    ("a service file", PG + "?service=prod", "may not set service"),
+    ("another host", PG + "?host=db2.internal", "may not set host: it routes"),
+    ("another database", PG + "?dbname=billing", "may not set dbname: it routes"),
+    ("a host list", PG.replace("db.internal", "db.internal,db2.internal"), "must name one host"),
+    ("a password parameter", PG + "?password=x", "may not set password"),
+    ("a setting given twice", PG + "?sslmode=require&sslmode=disable", "sets sslmode twice"),
+    ("a path under the database", PG + "/extra", "must name one database"),
+    ("an unreadable query", PG + "?sslmode", "cannot be read as name=value pairs"),
+]
+
+
+@pytest.mark.parametrize(("row", "url", "refused"), PG_ROWS, ids=[r[0] for r in PG_ROWS])
+def test_a_postgres_url_may_carry_only_settings_that_change_no_session(
+    row: str, url: str, refused: str | None
+) -> None:
+    problem = postgres_url_problem(url)
+    if refused is None:
+        assert problem is None, row
+        return
+    assert problem is not None and refused in problem, (row, problem)
+    assert problem[0].islower() and ". " not in problem and not problem.endswith(".")
+    assert "s3cret-Pa55word" not in problem
+
+
+@pytest.mark.parametrize("name", sorted(POSTGRES_REFUSED))
+def test_every_refused_postgres_parameter_is_refused_naming_itself(name: str) -> None:
+    problem = postgres_url_problem(f"{PG}?{name}=1")
+    assert problem == f"the database URL may not set {name}: {POSTGRES_REFUSED[name]}"
+
+
+def test_no_postgres_parameter_is_both_allowed_and_refused() -> None:
+    allowed = {normalized(n) for n in POSTGRES_ALLOWED}
+    assert allowed.isdisjoint(normalized(n) for n in POSTGRES_REFUSED)
+    assert all(postgres_url_problem(f"{PG}?{name}=1") is None for name in POSTGRES_ALLOWED)
+
+
+# The runner asks before it starts ptah, for a PostgreSQL target too.
+PG_RUNNER_ROWS: list[tuple[str, str, dict[str, str], str | None]] = [
+    ("control: a plan", "plan", {}, None),
+    ("the target's URL", "apply", {"PTAH_DB_URL": PG + "?options=-c%20x%3D1"},
+     "the database URL may not set options"),
+    ("the dev database's URL", "plan",
+     {"PTAH_DEV_URL": "postgres://dev:devpass-1@dev.internal/scratch?search_path=x"},
+     "the dev database URL may not set search_path"),
+    ("a migration apply", "migration-apply", {"PTAH_DB_URL": PG + "?host=elsewhere"},
+     "the database URL may not set host"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("row", "operation", "changes", "refused"), PG_RUNNER_ROWS, ids=[r[0] for r in PG_RUNNER_ROWS]
+)
+def test_the_runner_refuses_such_a_postgres_url_before_ptah_starts(
+    row: str, operation: str, changes: dict[str, str], refused: str | None
+) -> None:
+    env = environment(operation)
+    env.update(PTAH_EXPECTED_DATABASE_ENGINE="PostgreSQL", PTAH_DB_URL=PG)
+    env.update(changes)
+    prepared = prepare(env, operation, OP_ID, now=NOW)
+    if refused is None:
+        assert isinstance(prepared, RunConfig), (row, prepared)
+        return
+    assert isinstance(prepared, StartRefusal), row
+    assert prepared.code == "database_url_refused"
+    assert prepared.message.startswith(refused), prepared.message

@@ -1,0 +1,5 @@
+CREATE TABLE products (
+    id BIGINT PRIMARY KEY,
+    sku VARCHAR(64) NOT NULL,
+    price DECIMAL(12, 2) NOT NULL
+);

@@ -42,7 +42,7 @@ from jobclaim.apiserver import CONFIGMAPS, PODS
 from lab import install
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, Example, Follow, LabRun
 from lab.progress import DONE, phase_of
-from tests.cluster.conftest import Api
+from tests.cluster.clusterkit import Api
 
 # Bounded waits: a real node acts on its own time; one that never gets there must end
 # the benchmark with a sentence, not hang it.

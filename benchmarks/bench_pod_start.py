@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.cluster import LocalCluster
-from tests.cluster.conftest import Api, pod_manifest
+from tests.cluster.clusterkit import Api, pod_manifest
 
 PODS = 10
 # A bounded wait per Pod: a real node acts on its own time, and a Pod that

@@ -4,7 +4,9 @@ what a person does about it. Pure data.
 
 ``controller.pieces.statusconditions`` and ``controller.stages.conditions`` write these
 and nothing else (``tests/controller/test_vocabulary.py`` walks them over every phase,
-decision, failure and record); ``docs/reference/conditions.md`` is rendered from this
+decision, failure and record), and so do the writers of a decision's ``Consumed`` or
+``Stale`` and of a realm's ``RealmConflict`` (the same test finds each such write in the
+code and its reason here); ``docs/reference/conditions.md`` is rendered from this
 table by ``python -m controller.pieces.vocabulary conditions``.
 """
 
@@ -19,6 +21,9 @@ from controller.pieces.phasemachine import Event
 SCHEMA: Final = "PtahSchema"
 MIGRATION: Final = "PtahMigration"
 BOTH: Final = (SCHEMA, MIGRATION)
+APPROVALS: Final = ("PtahSchemaApproval", "PtahMigrationApproval")
+DECISIONS: Final = (*APPROVALS, "PtahSchemaProofSettlement", "PtahMigrationRunAcknowledgment")
+REALM: Final = "PtahRealm"
 
 _NOTHING: Final = "Nothing; it is a record of progress."
 
@@ -319,5 +324,52 @@ CONDITIONS: Final[Mapping[str, ConditionDoc]] = {
         BOTH,
         "True when spec.suspend is set.",
         {"Suspended": ReasonDoc("The reason is always Suspended; the status says which.")},
+    ),
+    # The conditions on a person's decisions and on a realm: written by the controller
+    # too, and as much a vocabulary to automate on (an alert on Stale approvals).
+    "Consumed": ConditionDoc(
+        DECISIONS,
+        "True once the decision was spent on what it names; it authorizes nothing else, "
+        "ever (admission refuses a write that takes it back).",
+        {
+            "DispatchCommitted": ReasonDoc(
+                "The approval authorized one Apply, claimed under the claim "
+                "`status.consumedBy` names."
+            ),
+            "ProofSettled": ReasonDoc("The settlement ended the pending proof it names."),
+            "RunAcknowledged": ReasonDoc("The acknowledgment settled the unresolved run it names."),
+        },
+    ),
+    "Stale": ConditionDoc(
+        APPROVALS,
+        "True when the plan the approval names was discarded before it was applied; the "
+        "approval authorizes nothing.",
+        {
+            "PlanInputsMoved": ReasonDoc(
+                "What the plan was made from moved: the spec changed, the tag names other "
+                "bytes, or the database was changed since it was read. The message says which.",
+                "Review the new plan the resource makes and approve it if it is right.",
+            ),
+            "ExecutionBindingChanged": ReasonDoc(
+                "The plan was made under an execution binding (a target, a Secret's "
+                "version) that was retired.",
+                "Review the plan made under the new binding and approve it.",
+            ),
+        },
+    ),
+    "RealmConflict": ConditionDoc(
+        (REALM,),
+        "The realm's own account of its census: True when more than one resource names "
+        "it and not every one may share it (each refused resource says RealmAdmitted "
+        "False too).",
+        {
+            "NoConflict": ReasonDoc("The resources naming the realm may share it."),
+            "RealmConflict": ReasonDoc(
+                "More than one resource names the realm, and it is Exclusive or not every "
+                "one sets sharedRealm; the message names them.",
+                "Remove the other claimants, or make the realm Shared and set sharedRealm "
+                "on every claimant.",
+            ),
+        },
     ),
 }

@@ -256,6 +256,23 @@ class LocalCluster:
             raise ClusterError("the lab cluster is not running")
         return self._registry.address
 
+    @contextlib.contextmanager
+    def registry_down(self) -> Iterator[None]:
+        """The registry unreachable for the block (every connection reset), then serving
+        again, however the block ends.
+
+        Not a stopped process: ``crane registry serve`` keeps its manifests in memory
+        (only blobs are on disk), so a restarted one has lost every tag and digest the
+        session pushed. A reset at the node's address is what a client sees of a
+        registry that is down.
+        """
+        port = int(self.registry.rpartition(":")[2])
+        host.registry_refusal(self.topology, port, add=True)
+        try:
+            yield
+        finally:
+            host.registry_refusal(self.topology, port, add=False)
+
     @property
     def host_settings_before(self) -> dict[str, str]:
         """The kernel settings as they were before the lab started (restored on stop)."""

@@ -130,6 +130,33 @@ def forward_guard(topology: Topology, *, add: bool) -> None:
         _run("iptables", "-D", *rule)
 
 
+def registry_refusal(topology: Topology, port: int, *, add: bool) -> None:
+    """Refuse every connection to the registry (first in INPUT, marked with the lab's
+    comment, so a rule left behind goes with the lab's others): what a client sees of
+    a registry that is down, a reset, while the registry keeps what it holds."""
+    rule = [
+        "INPUT",
+        "-p",
+        "tcp",
+        "-d",
+        str(topology.node_ip),
+        "--dport",
+        str(port),
+        "-m",
+        "comment",
+        "--comment",
+        topology.rule_comment,
+        "-j",
+        "REJECT",
+        "--reject-with",
+        "tcp-reset",
+    ]
+    if add:
+        _must("iptables", "-I", *rule[:1], "1", *rule[1:])
+    else:
+        _must("iptables", "-D", *rule)
+
+
 # -- system directories ----------------------------------------------------------
 
 # The kubelet links every container's log here, whatever its pod log directory.

@@ -40,7 +40,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The chart installed by make run's tests stays on the session's cluster; the
     # node's own tests run before it, on a cluster that holds only what they made.
     chart = [item for item in cluster if item.path.name == "test_make_run.py"]
-    faults = [item for item in cluster if item.path.name.startswith("test_faults")]
+    # The freshness scenarios work on make run's chart too, in tenants of their own.
+    faults = [
+        item
+        for item in cluster
+        if item.path.name.startswith("test_faults") or item.path.name == "test_freshness.py"
+    ]
     rest = [item for item in items if item not in cluster]
     node = [item for item in cluster if item not in teardown + chart + faults]
     items[:] = rest + node + faults + chart + teardown

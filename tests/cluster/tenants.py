@@ -313,8 +313,11 @@ class Tenant:
             "urlFrom": {"name": TARGET_SECRET, "key": "url"},
         }
 
-    def schema(self, name: str, key: str, ref: str, exclude: list[str]) -> Object:
-        """A PtahSchema converging ``public`` of the tenant's database, leaving ``exclude``."""
+    def schema(
+        self, name: str, key: str, ref: str, exclude: list[str], extra: Object | None = None
+    ) -> Object:
+        """A PtahSchema converging ``public`` of the tenant's database, leaving ``exclude``;
+        ``extra`` adds spec fields (an interval, execution settings)."""
         return self._create(
             "PtahSchema",
             name,
@@ -326,6 +329,7 @@ class Tenant:
                 },
                 "dev": {"urlFrom": {"name": DEV_SECRET, "key": "url"}},
                 "policy": {"apply": "OnApproval", "exclude": exclude},
+                **(extra or {}),
             },
         )
 

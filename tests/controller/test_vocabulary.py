@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import importlib
 import itertools
 import subprocess
 import sys
@@ -32,10 +33,15 @@ from controller.pieces.vocabulary import (
 )
 from controller.stages.conditions import conditions_for
 from jobclaim import MIGRATION_OPERATIONS, SCHEMA_OPERATIONS
-from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
+from jobclaim.api import PtahMigrationStatus, PtahRealm, PtahSchemaStatus
 from jobclaim.api.migration import MigrationPhase
 from jobclaim.api.schema import SchemaPhase
-from jobclaim.realms import REALM_REFUSAL_REASONS
+from jobclaim.realms import (
+    REALM_REFUSAL_REASONS,
+    RealmClaimant,
+    realm_census,
+    realm_conditions,
+)
 from manager import statusmetrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,7 +277,12 @@ def test_every_condition_the_code_writes_is_registered() -> None:
     )
     assert unknown == []
     # And the registry lists nothing the code cannot write.
-    registered = {(kind, reason) for kind, doc in CONDITIONS.items() for reason in doc.reasons}
+    registered = {
+        (kind, reason)
+        for kind, doc in CONDITIONS.items()
+        if set(doc.kinds) & {"PtahSchema", "PtahMigration"}
+        for reason in doc.reasons
+    }
     assert registered - seen <= {
         ("ArtifactResolved", "Resolved"),
         ("ArtifactVerified", "Verified"),
@@ -284,3 +295,132 @@ def test_every_condition_the_code_writes_is_registered() -> None:
 
 def test_the_realm_gate_writes_only_registered_reasons() -> None:
     assert set(REALM_REFUSAL_REASONS) == set(CONDITIONS["RealmAdmitted"].reasons)
+
+
+# -- the conditions written on decisions and realms ----------------------------------------
+
+
+def _literal(node: ast.expr | None, names: dict[str, Any]) -> str | None:
+    """A string literal, or a module-level string constant by name; None otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), str):
+        return str(names[node.id])
+    return None
+
+
+def written_conditions(source: str, names: dict[str, Any]) -> Iterator[tuple[int, str, str]]:
+    """(line, type, reason) of each condition written as a dict literal (the keys
+    ``type``, ``status`` and ``reason``: an Event has no ``status``); a value that is not
+    a literal or a named constant is ``"?"``."""
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Dict):
+            continue
+        fields = {
+            key.value: value
+            for key, value in zip(node.keys, node.values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        }
+        if {"type", "status", "reason"} <= fields.keys():
+            kind = _literal(fields["type"], names) or "?"
+            yield node.lineno, kind, _literal(fields["reason"], names) or "?"
+
+
+def unregistered_conditions(source: str, names: dict[str, Any]) -> list[str]:
+    return [
+        f"{line}: {kind}={reason} is not registered"
+        for line, kind, reason in written_conditions(source, names)
+        if kind not in CONDITIONS or reason not in CONDITIONS[kind].reasons
+    ]
+
+
+WRITE = 'c = {"type": "Stale", "status": "True", "reason": "PlanInputsMoved", "message": "m"}\n'
+
+
+@pytest.mark.parametrize(
+    ("source", "wrong"),
+    [
+        (WRITE, False),
+        (WRITE.replace('"PlanInputsMoved"', "STALE_REASON"), False),
+        (WRITE.replace("PlanInputsMoved", "TagMoved"), True),
+        (WRITE.replace('"Stale"', '"Outdated"'), True),
+        (WRITE.replace('"PlanInputsMoved"', "reason"), True),
+        (WRITE.replace('"PlanInputsMoved"', "NOT_A_STRING"), True),
+    ],
+    ids=[
+        "registered",
+        "named-constant",
+        "unregistered-reason",
+        "unregistered-type",
+        "not-a-literal",
+        "not-a-string",
+    ],
+)
+def test_the_condition_scan_refuses_a_write_it_cannot_find_registered(
+    source: str, wrong: bool
+) -> None:
+    names = {"STALE_REASON": "PlanInputsMoved", "NOT_A_STRING": 3}
+    assert bool(unregistered_conditions(source, names)) is wrong
+
+
+# A write whose reason is its function's parameter, and where the reasons passed are found.
+PARAMETER_REASONS = {"controller/stages/approvalstaleness.py": "mark_plan_approvals_stale"}
+
+
+def stale_reasons_passed(function: str) -> set[str]:
+    """The reasons every call of ``function`` passes, and its default; "?" for one that
+    is not a literal."""
+    found: set[str] = set()
+    for package in SHIPPING:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef) and node.name == function:
+                    kwonly = zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+                    found |= {_literal(d, {}) or "?" for a, d in kwonly if a.arg == "reason"}
+                elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == function:
+                    found |= {
+                        _literal(k.value, {}) or "?" for k in node.keywords if k.arg == "reason"
+                    }
+    return found
+
+
+def test_every_condition_written_on_a_decision_is_registered() -> None:
+    found: dict[str, list[str]] = {}
+    writes = 0
+    for package in SHIPPING:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = str(path.relative_to(ROOT))
+            source = path.read_text()
+            if not any(written_conditions(source, {})):
+                continue  # imported only when it writes one (a __main__ would run)
+            module = importlib.import_module(relative.removesuffix(".py").replace("/", "."))
+            names = vars(module)
+            writes += sum(1 for _ in written_conditions(source, names))
+            if relative in PARAMETER_REASONS:
+                names = {**names, "reason": "PlanInputsMoved"}  # checked below, call by call
+            if wrong := unregistered_conditions(source, names):
+                found[relative] = wrong
+    assert writes >= 4  # approvals consumed and stale, settlements, acknowledgments
+    assert found == {}
+    passed = stale_reasons_passed(PARAMETER_REASONS["controller/stages/approvalstaleness.py"])
+    assert passed == {"PlanInputsMoved", "ExecutionBindingChanged"}
+    assert passed <= set(CONDITIONS["Stale"].reasons)
+
+
+def test_a_realms_conflict_condition_says_only_registered_reasons() -> None:
+    realm = PtahRealm.model_validate(
+        {
+            "metadata": {"name": "orders", "generation": 1},
+            "spec": {"engine": "PostgreSQL", "sharing": "Exclusive"},
+        }
+    )
+    claimants = [RealmClaimant("PtahSchema", "shop", name, False) for name in ("a", "b")]
+    conflict = realm_census(realm, claimants)
+    assert conflict is not None
+    said = {
+        (c.type, c.reason)
+        for refusal in (None, conflict)
+        for c in realm_conditions(realm, refusal, now=NOW) or []
+    }
+    assert said == {("RealmConflict", "NoConflict"), ("RealmConflict", "RealmConflict")}
+    assert {reason for _, reason in said} == set(CONDITIONS["RealmConflict"].reasons)

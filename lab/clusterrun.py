@@ -11,13 +11,14 @@
    registry (``helm push``), then ``helm install`` from ``oci://`` with only the images'
    digests given (``lab.install``), until the rotator's install Job has published the
    webhook certificate and the manager Deployment is ready.
-5. The database Secrets, the schema's verification policy, then ``examples/
-   ptahschema.yaml`` and ``examples/ptahmigration.yaml`` (their OCI references
-   replaced by the pushed artifacts' digests); every change of either resource is
-   printed on one line. At ``AwaitingApproval`` the plan's SQL and the command that
-   approves it are printed; ``--approve`` approves it itself, through ``kubectl ptah
-   approve`` (admission stamps the approver). After the Apply, ``\\d`` of the changed
-   tables, read from the database.
+5. The realms the examples name (``examples/ptahrealm.yaml``: ``orders`` and
+   ``billing``, admitting ``shop``), the database Secrets, the schema's verification
+   policy, then ``examples/ptahschema.yaml`` and ``examples/ptahmigration.yaml``
+   (their OCI references replaced by the pushed artifacts' digests); every change of
+   either resource is printed on one line. At ``AwaitingApproval`` the plan's SQL and
+   the command that approves it are printed; ``--approve`` approves it itself,
+   through ``kubectl ptah approve`` (admission stamps the approver). After the Apply,
+   ``\\d`` of the changed tables, read from the database.
 
 ``--once`` exits 0 when both resources are InSync, and 1 with a sentence when one
 fails or the time runs out. Otherwise it runs until Ctrl-C (or SIGTERM), which tears
@@ -53,6 +54,7 @@ from jobclaim.apiserver import (
     CONFIGMAPS,
     NAMESPACES,
     PTAHMIGRATIONS,
+    PTAHREALMS,
     PTAHSCHEMAS,
     SERVICEACCOUNTS,
     NotFound,
@@ -74,6 +76,7 @@ __all__ = ["EXAMPLES", "RUN_ERRORS", "Example", "LabRun", "RunFailed", "main"]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR: Final = REPO_ROOT / "examples"
+REALMS_FILE: Final = "ptahrealm.yaml"
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 MANAGER_NAMESPACE: Final = "ptah-system"
 NAMESPACE: Final = "shop"
@@ -287,6 +290,14 @@ class LabRun:
         assert self.postgres is not None
         pg = self.postgres
         node_ip = str(self.lab.topology.node_ip)
+        # The realms first: a resource naming a realm that does not exist yet is never
+        # given its Lease (the controller looks again only every REALM_RETRY).
+        for realm in example_realms():
+            self.admin.create(PTAHREALMS, None, realm)
+            self.say(
+                f"# applied examples/{REALMS_FILE}: PtahRealm {realm['metadata']['name']} "
+                f"({realm['spec']['engine']}, admits {', '.join(realm['spec']['namespaces'])})"
+            )
         self.admin.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
         _wait_default_service_account(self.admin, NAMESPACE)
         for example in EXAMPLES:
@@ -373,6 +384,11 @@ class LabRun:
     def query(self, database: str, sql: str) -> list[tuple[object, ...]]:
         assert self.postgres is not None
         return self.postgres.query(database, sql)
+
+
+def example_realms() -> list[Object]:
+    """The PtahRealms of examples/ptahrealm.yaml, the ones the two examples name."""
+    return [doc for doc in yaml.safe_load_all((EXAMPLES_DIR / REALMS_FILE).read_text()) if doc]
 
 
 def _wait_default_service_account(admin: KubeApi, namespace: str, timeout: float = 60.0) -> None:

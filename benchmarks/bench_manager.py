@@ -86,6 +86,9 @@ def child(scratch: Path) -> None:
             for index in range(RESOURCES):
                 schema = copy.deepcopy(example)
                 schema["metadata"] = {"name": f"db-{index:04d}", "namespace": NAMESPACE}
+                # Keyed, not on the example's realm: the figure is the manager's cost
+                # per resource, and a realm's census lists every claimant per pass.
+                schema["spec"]["target"].pop("realmRef", None)
                 schema["spec"]["target"]["coordinationKey"] = f"db-{index % DATABASES:03d}"
                 double.create(PTAHSCHEMAS, NAMESPACE, schema)
             print("populated", flush=True)

@@ -12,14 +12,15 @@
    registry (``helm push``), then ``helm install`` from ``oci://`` with only the images'
    digests given (``lab.install``), until the rotator's install Job has published the
    webhook certificate and the manager Deployment is ready.
-5. The database Secrets, the verification policies, every ``examples/ptahrealm*.yaml``,
-   then ``examples/ptahschema.yaml``, ``examples/ptahmigration.yaml`` and (on MariaDB)
-   ``examples/ptahmigration-mysql.yaml`` (their OCI references replaced by the pushed
-   artifacts' digests); every change of a resource is printed on one line. At
-   ``AwaitingApproval`` the plan's SQL and the command that approves it are printed;
-   ``--approve`` approves it itself, through ``kubectl ptah approve`` (admission stamps
-   the approver). After the Apply, ``\\d`` of the changed tables, read from the
-   database (``SHOW CREATE TABLE`` on MariaDB).
+5. The realms the examples name (every ``examples/ptahrealm*.yaml``: ``orders`` and
+   ``billing`` on PostgreSQL, ``catalog`` on MariaDB, each admitting ``shop``), the
+   database Secrets, the verification policies, then ``examples/ptahschema.yaml``,
+   ``examples/ptahmigration.yaml`` and (on MariaDB) ``examples/ptahmigration-mysql.yaml``
+   (their OCI references replaced by the pushed artifacts' digests); every change of a
+   resource is printed on one line. At ``AwaitingApproval`` the plan's SQL and the
+   command that approves it are printed; ``--approve`` approves it itself, through
+   ``kubectl ptah approve`` (admission stamps the approver). After the Apply, ``\\d`` of
+   the changed tables, read from the database (``SHOW CREATE TABLE`` on MariaDB).
 
 ``--once`` exits 0 when every resource is InSync, and 1 with a sentence when one
 fails or the time runs out. Otherwise it runs until Ctrl-C (or SIGTERM), which tears
@@ -78,6 +79,7 @@ __all__ = ["EXAMPLES", "RUN_ERRORS", "Example", "LabRun", "RunFailed", "main"]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR: Final = REPO_ROOT / "examples"
+REALMS_GLOB: Final = "ptahrealm*.yaml"
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 MANAGER_NAMESPACE: Final = "ptah-system"
 NAMESPACE: Final = "shop"
@@ -306,12 +308,16 @@ class LabRun:
 
     def _apply_examples(self) -> None:
         node_ip = str(self.lab.topology.node_ip)
+        # The realms first: a resource naming a realm that does not exist yet is never
+        # given its Lease (the controller looks again only every REALM_RETRY).
+        for source, realm in example_realms():
+            self.admin.create(PTAHREALMS, None, realm)
+            self.say(
+                f"# applied examples/{source}: PtahRealm {realm['metadata']['name']} "
+                f"({realm['spec']['engine']}, admits {', '.join(realm['spec']['namespaces'])})"
+            )
         self.admin.create(NAMESPACES, None, {"metadata": {"name": NAMESPACE}})
         _wait_default_service_account(self.admin, NAMESPACE)
-        # The realms first: admission refuses a resource naming a realm that is not there.
-        for path in sorted(EXAMPLES_DIR.glob("ptahrealm*.yaml")):
-            self.admin.create(PTAHREALMS, None, yaml.safe_load(path.read_text()))
-            self.say(f"# applied examples/{path.name}")
         for example in EXAMPLES:
             server = self.server(example)
             role, password = example.name, secrets.token_urlsafe(18)
@@ -427,6 +433,17 @@ class _MariaDBServer:
 
     def url(self, dbname: str, *, user: str, password: str, host: str) -> str:
         return self.server.url(dbname, user=user, password=password, host=host)
+
+
+def example_realms() -> list[tuple[str, Object]]:
+    """The PtahRealms the examples name: every document of every examples/ptahrealm*.yaml,
+    with the file it came from."""
+    return [
+        (path.name, doc)
+        for path in sorted(EXAMPLES_DIR.glob(REALMS_GLOB))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
 
 
 def _wait_default_service_account(admin: KubeApi, namespace: str, timeout: float = 60.0) -> None:

@@ -936,7 +936,7 @@ def register_webhooks(
 
 
 def _probe_schema(name: str) -> Object:
-    raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
+    raw = keyed(yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text()), "orders-primary")
     # The admin creates it, and says so: the record the stamp webhook would write, so
     # the probe passes the decisions webhook whether or not the stamp is registered.
     raw["metadata"] = {"name": name, "annotations": {SPEC_WRITER_ANNOTATION: "admin"}}
@@ -957,8 +957,24 @@ def prepare_namespace(admin: KubeApi, namespace: str, labels: dict[str, str] | N
         admin.create(SERVICEACCOUNTS, namespace, {"metadata": {"name": "default"}})
 
 
+def keyed(raw: Object, coordination_key: str) -> Object:
+    """An example with its target on ``coordination_key`` instead of the realm it names.
+
+    The examples name PtahRealms (examples/ptahrealm.yaml) that admit ``shop`` only;
+    the node-less run and the real-API stages put them in namespaces of their own,
+    which no example realm admits, and what they exercise is the lifecycle, not the
+    realm (tests/realapi/test_realms.py is). A key is scoped to its namespace, so two
+    stages never share a Lease through it.
+    """
+    target = raw["spec"]["target"]
+    target.pop("realmRef", None)
+    target.pop("sharedRealm", None)
+    target["coordinationKey"] = coordination_key
+    return raw
+
+
 def example_schema(namespace: str, name: str = "orders") -> Object:
-    raw = yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text())
+    raw = keyed(yaml.safe_load((EXAMPLES / "ptahschema.yaml").read_text()), "orders-primary")
     raw["metadata"] = {"name": name, "namespace": namespace}
     return dict(raw)
 

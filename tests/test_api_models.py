@@ -53,7 +53,9 @@ def test_an_unknown_field_is_refused_not_dropped() -> None:
 
 def test_a_target_names_exactly_one_realm() -> None:
     document = _schema()
-    document["spec"]["target"]["realmRef"] = {"name": "r"}  # type: ignore[index]
+    # The example names the realm "orders"; a coordinationKey beside it is one too many.
+    assert document["spec"]["target"]["realmRef"] == {"name": "orders"}  # type: ignore[index]
+    document["spec"]["target"]["coordinationKey"] = "orders-primary"  # type: ignore[index]
     with pytest.raises(ValidationError, match="exactly one of coordinationKey and realmRef"):
         PtahSchema.model_validate(document)
 

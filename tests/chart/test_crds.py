@@ -33,9 +33,29 @@ from jobclaim.crds import (
     structural_schema,
 )
 from tests.chart.structural import Schema, defaulted, structural_problems, validate
-from tests.support.chartrender import CRDS, ROOT, load_yaml
+from tests.support.chartrender import CRDS, ROOT, load_documents
 
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+# Every document of every example file, as (file, index): examples/ptahrealm.yaml holds
+# two realms, and each document is checked on its own. Loaded afresh per test, since
+# the tests below change what they load.
+EXAMPLES = [
+    (path, index)
+    for path in sorted((ROOT / "examples").glob("*.yaml"))
+    for index in range(len(load_documents(path.read_text())))
+]
+
+
+def _load(example: tuple[Path, int]) -> dict[str, Any]:
+    path, index = example
+    document: dict[str, Any] = load_documents(path.read_text())[index]
+    return document
+
+
+def _example_id(example: tuple[Path, int]) -> str:
+    path, index = example
+    return f"{path.name}[{index}]" if index else path.name
+
+
 DIGEST = "sha256:" + "ab" * 32
 EPOCH = "v1-" + "0" * 32
 
@@ -63,8 +83,8 @@ def at(schema: Schema, path: str) -> Schema:
 
 
 def example(kind: str) -> dict[str, Any]:
-    for path in EXAMPLES:
-        document: dict[str, Any] = load_yaml(path)
+    for found in EXAMPLES:
+        document = _load(found)
         if document["kind"] == kind:
             return document
     raise AssertionError(f"no example of {kind}")
@@ -338,8 +358,9 @@ def test_the_realm_rule_is_on_every_target_with_the_models_own_message(kind: str
         }
     ]
     document = example(kind)
-    # Both, whichever of the two the example names.
-    document["spec"]["target"].update({"coordinationKey": "k", "realmRef": {"name": "r"}})
+    # The examples name a realm; a coordinationKey beside it names a second.
+    assert "realmRef" in document["spec"]["target"]
+    document["spec"]["target"]["coordinationKey"] = "k"
     with pytest.raises(ValidationError, match=rules[0]["message"]):
         MODELS[kind].model_validate(document)
 
@@ -380,9 +401,9 @@ def test_the_api_server_stores_the_defaults_the_models_apply(kind: str) -> None:
     assert stored["spec"]["execution"]["activeDeadlineSeconds"] == 900
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_an_example_defaults_to_what_its_model_reads(path: Path) -> None:
-    document = load_yaml(path)
+@pytest.mark.parametrize("example", EXAMPLES, ids=_example_id)
+def test_an_example_defaults_to_what_its_model_reads(example: tuple[Path, int]) -> None:
+    document = _load(example)
     kind = document["kind"]
     expected = MODELS[kind].model_validate(document).to_wire()
     assert defaulted(schema_of(kind), document)["spec"] == expected["spec"]
@@ -534,17 +555,17 @@ def test_short_names_are_unique() -> None:
 # --- the schemas against objects ---------------------------------------------------
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_every_example_is_accepted(path: Path) -> None:
-    document = load_yaml(path)
+@pytest.mark.parametrize("example", EXAMPLES, ids=_example_id)
+def test_every_example_is_accepted(example: tuple[Path, int]) -> None:
+    document = _load(example)
     assert validate(schema_of(document["kind"]), document) == []
 
 
 UNKNOWN_FIELD_PLACES = [(), ("spec",), ("spec", "target"), ("spec", "target", "urlFrom")]
 
 
-def _has(path: Path, where: tuple[str, ...]) -> bool:
-    node = load_yaml(path)
+def _has(example: tuple[Path, int], where: tuple[str, ...]) -> bool:
+    node = _load(example)
     for key in where:
         if key not in node:
             return False
@@ -554,17 +575,20 @@ def _has(path: Path, where: tuple[str, ...]) -> bool:
 
 # Each example at each place it has (a PtahRealm has no target).
 UNKNOWN_FIELD_ROWS = [
-    (path, where) for path in EXAMPLES for where in UNKNOWN_FIELD_PLACES if _has(path, where)
+    (example, where)
+    for example in EXAMPLES
+    for where in UNKNOWN_FIELD_PLACES
+    if _has(example, where)
 ]
 
 
 @pytest.mark.parametrize(
-    ("path", "where"),
+    ("example", "where"),
     UNKNOWN_FIELD_ROWS,
-    ids=[f"{'.'.join(w) or 'root'}-{p.name}" for p, w in UNKNOWN_FIELD_ROWS],
+    ids=[f"{'.'.join(w) or 'root'}-{_example_id(e)}" for e, w in UNKNOWN_FIELD_ROWS],
 )
-def test_an_unknown_field_is_refused(path: Path, where: tuple[str, ...]) -> None:
-    document = load_yaml(path)
+def test_an_unknown_field_is_refused(example: tuple[Path, int], where: tuple[str, ...]) -> None:
+    document = _load(example)
     node = document
     for key in where:
         node = node[key]

@@ -285,7 +285,6 @@ def test_a_resource_in_a_namespace_the_realm_does_not_admit_is_no_claimant() -> 
     outsider = example("ptahschema.yaml")
     outsider["metadata"].update(name="orders-elsewhere", namespace="billing")
     target = outsider["spec"]["target"]
-    del target["coordinationKey"]
     target["realmRef"] = {"name": "orders-db"}
     rig.api.create(PTAHSCHEMAS, "billing", outsider)
     listed: list[str | None] = []

@@ -8,6 +8,7 @@ approve a plan, change the spec; and what time does: an interval passing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
@@ -22,13 +23,15 @@ from jobclaim.apiserver import (
     PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONS,
+    PTAHREALMS,
     PTAHSCHEMAAPPROVALS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
+    AlreadyExists,
 )
 from jobclaim.projection import decode_chunk
-from tests.support.claimworld import example
+from tests.support.claimworld import example, example_realms
 from tests.support.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
 from tests.support.outcomeworld import status_of
 from tests.support.scriptednode import POLICY, ScriptedNode
@@ -53,6 +56,13 @@ def no_requested_claims(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def realms(rig: Rig) -> None:
+    """The realms the examples name (examples/ptahrealm.yaml), each once per rig."""
+    for realm in example_realms():
+        with contextlib.suppress(AlreadyExists):
+            rig.api.create(PTAHREALMS, None, realm)
+
+
 def new_schema(rig: Rig) -> Key:
     rig.api.create(
         CONFIGMAPS,
@@ -62,12 +72,14 @@ def new_schema(rig: Rig) -> Key:
             "data": {"policy.json": POLICY},
         },
     )
+    realms(rig)
     raw = example("ptahschema.yaml")
     rig.api.create(PTAHSCHEMAS, NS, raw)
     return Key("PtahSchema", NS, raw["metadata"]["name"])
 
 
 def new_migration(rig: Rig) -> Key:
+    realms(rig)
     raw = example("ptahmigration.yaml")
     rig.api.create(PTAHMIGRATIONS, NS, raw)
     return Key("PtahMigration", NS, raw["metadata"]["name"])

@@ -220,5 +220,6 @@ def schema_object(stage: Stage, name: str) -> Object:
 
 def migration_object(stage: Stage, name: str) -> Object:
     raw = yaml.safe_load((localrun.EXAMPLES / "ptahmigration.yaml").read_text())
+    raw = localrun.keyed(raw, "billing-primary")
     raw["metadata"] = {"name": name, "namespace": stage.namespace}
     return dict(raw)

@@ -137,7 +137,7 @@ def nobody(operator: Operator, helm: Helm) -> Iterator[Guarded]:  # noqa: F811
 
 def _object(resource: Resource, namespace: str, apply: str | None = None) -> Object:
     example = "ptahschema.yaml" if resource is PTAHSCHEMAS else "ptahmigration.yaml"
-    raw = yaml.safe_load((localrun.EXAMPLES / example).read_text())
+    raw = localrun.keyed(yaml.safe_load((localrun.EXAMPLES / example).read_text()), "guarded")
     raw["metadata"] = {"name": f"a-{uuid.uuid4().hex[:8]}", "namespace": namespace}
     raw["apiVersion"], raw["kind"] = resource.api_version, resource.kind
     if apply is not None:

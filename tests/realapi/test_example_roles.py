@@ -10,18 +10,17 @@ another kind, or another namespace.
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from jobclaim.apiserver import Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
+from tests.realapi import access
 from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
@@ -107,23 +106,8 @@ def _bind(operator: Operator, role: str, user: str, namespace: str, cluster: boo
         localrun.apply(operator.plane, localrun.ROLE_BINDINGS, body, identity="admin")
 
 
-def _allowed(plane: LocalControlPlane, user: str, question: dict[str, Any]) -> bool:
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": ["system:authenticated"], "resourceAttributes": question},
-    }
-    with httpx.Client(verify=plane.ssl_context(), timeout=30.0) as http:
-        response = http.post(
-            f"{plane.server_url}{localrun.SUBJECT_ACCESS_REVIEWS}",
-            content=json.dumps(review).encode(),
-            headers={
-                "Authorization": f"Bearer {plane.token('admin')}",
-                "Content-Type": "application/json",
-            },
-        )
-    assert response.status_code < 300, response.text[:500]
-    return bool((response.json().get("status") or {}).get("allowed"))
+def _allowed(plane: LocalControlPlane, user: str, asked: dict[str, Any]) -> bool:
+    return access.allowed(access.on_plane(plane), user, ["system:authenticated"], asked)
 
 
 def test_every_example_role_file_is_a_role_the_table_asks_about() -> None:
@@ -151,16 +135,7 @@ def test_each_example_role_can_do_what_it_is_for_and_nothing_else(
 
     def question(row: tuple[str, str, str, str, str | None, bool]) -> dict[str, Any]:
         _, verb, group, resource, place, _ = row
-        plural, _, subresource = resource.partition("/")
-        asked: dict[str, Any] = {
-            "verb": verb,
-            "group": group,
-            "resource": plural,
-            "subresource": subresource,
-        }
-        if place is not None:
-            asked["namespace"] = where[place]
-        return asked
+        return access.question(verb, group, resource, where[place] if place else None)
 
     # RBAC is read from an informer cache: bounded poll until every allowed row is in
     # force; the bindings the refused rows could ride on were written with them.

@@ -21,15 +21,14 @@ import json
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from jobclaim.apiserver import EVENTS, PTAHSCHEMAS, Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
+from tests.realapi import access
 from tests.realapi.test_manager_process import (  # noqa: F401  (fixture and rig reused)
     _closing,
     chart_env,
@@ -122,35 +121,7 @@ def _install_scoped_rbac(
 
 
 def _allowed(plane: LocalControlPlane, user: str, groups: list[str], question: Object) -> bool:
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": groups, "resourceAttributes": question},
-    }
-    with httpx.Client(verify=plane.ssl_context(), timeout=30.0) as http:
-        response = http.post(
-            f"{plane.server_url}{localrun.SUBJECT_ACCESS_REVIEWS}",
-            content=json.dumps(review).encode(),
-            headers={
-                "Authorization": f"Bearer {plane.token('admin')}",
-                "Content-Type": "application/json",
-            },
-        )
-    assert response.status_code < 300, response.text[:500]
-    return bool((response.json().get("status") or {}).get("allowed"))
-
-
-def _question(verb: str, group: str, resource: str, namespace: str | None) -> dict[str, Any]:
-    plural, _, subresource = resource.partition("/")
-    question: dict[str, Any] = {
-        "verb": verb,
-        "group": group,
-        "resource": plural,
-        "subresource": subresource,
-    }
-    if namespace is not None:
-        question["namespace"] = namespace
-    return question
+    return access.allowed(access.on_plane(plane), user, groups, question)
 
 
 def test_the_rendered_rbac_of_a_scoped_manager_gives_nothing_outside_its_namespace(
@@ -164,14 +135,12 @@ def test_the_rendered_rbac_of_a_scoped_manager_gives_nothing_outside_its_namespa
         RELEASE: webhooked_namespace(operator).namespace,
     }
     _install_scoped_rbac(operator, helm, tmp_path, where[SHOP], where[RELEASE])
-    user = f"system:serviceaccount:{where[RELEASE]}:ptah-operator"
-    groups = [
-        "system:serviceaccounts",
-        f"system:serviceaccounts:{where[RELEASE]}",
-        "system:authenticated",
-    ]
+    user, groups = access.service_account(where[RELEASE], "ptah-operator")
     questions = {
-        row[0]: (_question(row[1], row[2], row[3], where.get(row[4]) if row[4] else None), row[5])
+        row[0]: (
+            access.question(row[1], row[2], row[3], where.get(row[4]) if row[4] else None),
+            row[5],
+        )
         for row in ROWS
     }
     granted = [q for q, allowed in questions.values() if allowed]

@@ -231,6 +231,20 @@ def read_up_to_plan(resource: Object, *, drift: bool = False) -> dict[str, Any]:
     return readings
 
 
+def on_key(raw: dict[str, Any], coordination_key: str) -> None:
+    """Point an example's target at ``coordination_key`` instead of the realm it names.
+
+    The examples name a PtahRealm (examples/ptahrealm.yaml); the rig's resources are
+    keyed, since what they test is the lifecycle on one database, and the realm gate
+    (its uncached realm read and census) is tests/controller/test_realm_gate.py's.
+    A test that wants a realm says ``realm=`` and creates it.
+    """
+    target = raw["spec"]["target"]
+    target.pop("realmRef", None)
+    target.pop("sharedRealm", None)
+    target["coordinationKey"] = coordination_key
+
+
 def add_insync_schema(
     rig: Rig, name: str, *, coordination_key: str, reference: str | None = None
 ) -> Key:
@@ -242,7 +256,7 @@ def add_insync_schema(
     raw["metadata"].update(name=name, namespace=rig.namespace)
     if reference is not None:
         raw["spec"]["desired"]["ociRef"] = reference
-    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    on_key(raw, coordination_key)
     created = rig.api.create(PTAHSCHEMAS, rig.namespace, raw)
     rig.api.patch_status(
         PTAHSCHEMAS,
@@ -275,7 +289,7 @@ def add_schema(
     api, ns = rig.api, rig.namespace
     raw = example("ptahschema.yaml")
     raw["metadata"].update(name=name, namespace=ns)
-    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    on_key(raw, coordination_key)
     if realm is not None:
         del raw["spec"]["target"]["coordinationKey"]
         raw["spec"]["target"].update(realmRef={"name": realm}, sharedRealm=shared_realm)
@@ -374,7 +388,7 @@ def add_migration(
     api, ns = rig.api, rig.namespace
     raw = example("ptahmigration.yaml")
     raw["metadata"].update(name=name, namespace=ns)
-    raw["spec"]["target"]["coordinationKey"] = coordination_key
+    on_key(raw, coordination_key)
     migration = api.create(PTAHMIGRATIONS, ns, raw)
     uid = migration["metadata"]["uid"]
     fingerprint = digest_of({"migration": name, "uid": uid})

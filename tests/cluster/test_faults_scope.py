@@ -7,7 +7,7 @@ namespace), and then:
   ``kubectl auth can-i --as system:serviceaccount:ptah-system:<sa>`` asks. The lab
   builds no kubectl (its control plane is built from the Kubernetes sources without
   one), so the question is sent as what kubectl sends: a SubjectAccessReview through
-  the API (``tests/realapi/access.py``). A table: each row is asked of the cluster-wide
+  the API (``tests/support/access.py``). A table: each row is asked of the cluster-wide
   install first and of the scoped one after. The control rows (in ``shop``) are allowed
   by both; every other row is allowed cluster-wide, which shows the question can pass,
   and refused once scoped.
@@ -37,9 +37,9 @@ from jobclaim.naming import coordination_digest
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.install import DEPLOYMENTS, MANAGER_PODS, RELEASE
 from lab.run import keyed
-from tests.cluster.conftest import Api, poll
+from tests.cluster.clusterkit import Api, poll
 from tests.cluster.managers import chart_upgraded
-from tests.realapi.access import Post, allowed, question, service_account
+from tests.support.access import Post, allowed, question, service_account
 
 pytestmark = pytest.mark.cluster
 

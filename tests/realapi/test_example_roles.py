@@ -20,7 +20,7 @@ import yaml
 from jobclaim.apiserver import Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.realapi import access
+from tests.support import access
 from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 
 pytestmark = pytest.mark.controlplane

@@ -28,13 +28,13 @@ import yaml
 from jobclaim.apiserver import EVENTS, PTAHSCHEMAS, Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.realapi import access
 from tests.realapi.test_manager_process import (  # noqa: F401  (fixture and rig reused)
     _closing,
     chart_env,
     create_and_bind,
     rig,
 )
+from tests.support import access
 from tests.support.chartrender import VALUES, Helm
 from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
 

@@ -65,6 +65,9 @@ class Table:
 @dataclass(frozen=True)
 class Catalog:
     tables: tuple[Table, ...]
+    # The engine it was read from: part of the fingerprint, so a plan made on one engine
+    # never matches a database of the other.
+    dialect: str = DIALECT
 
     def table(self, name: str) -> Table | None:
         return next((table for table in self.tables if table.name == name), None)
@@ -79,12 +82,14 @@ def excluded(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def without(catalog: Catalog, patterns: tuple[str, ...]) -> Catalog:
-    return Catalog(tuple(t for t in catalog.tables if not excluded(t.name, patterns)))
+    return Catalog(
+        tuple(t for t in catalog.tables if not excluded(t.name, patterns)), catalog.dialect
+    )
 
 
 def canonical_document(catalog: Catalog) -> dict[str, Any]:
     return {
-        "dialect": DIALECT,
+        "dialect": catalog.dialect,
         "tables": [
             {
                 "name": table.name,

@@ -19,6 +19,7 @@ indexes, partitions, other engines) is refused, never left out of a plan.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import defaultdict
 from typing import Any
@@ -246,9 +247,14 @@ def load_desired(url: str, connect_timeout: float, ddl: str, exclude: tuple[str,
             try:
                 return _load_and_read(conn, database, statements, exclude)
             finally:
-                _drop_all(conn, database)
+                # A cleanup that cannot be sent (the session is gone, or a signal cut a
+                # query short) must not replace the error or interruption that ended the
+                # reading; whatever stays behind is refused by name by the next reading.
+                with contextlib.suppress(pymysql.Error):
+                    _drop_all(conn, database)
         finally:
-            mysqldb.release_lock(conn, name)
+            with contextlib.suppress(pymysql.Error):
+                mysqldb.release_lock(conn, name)
 
 
 def _require_empty(conn: mysqldb.Connection, database: str) -> None:

@@ -133,6 +133,33 @@ def test_plan_apply_converges_and_leaves_the_dev_database_empty(lab: MyLab) -> N
     assert (code, drift["drift"], drift["dialect"]) == (0, False, "mysql")
 
 
+CONVERGES = {
+    "a foreign key with no index of its own": (
+        "create table users (id bigint primary key);\n"
+        "create table orders (id bigint primary key, user_id bigint,"
+        " constraint orders_user_fk foreign key (user_id) references users (id));"
+    ),
+    "a column widened and made not null with a default": (
+        "create table users (id bigint primary key, email varchar(200) not null default '');"
+    ),
+    "a prefix and a descending index": (
+        "create table users (id bigint primary key, email varchar(80),"
+        " key by_email (email(10)), key newest (id desc));"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CONVERGES)
+def test_an_applied_plan_leaves_nothing_to_plan(lab: MyLab, name: str) -> None:
+    lab.server.query(lab.database, "CREATE TABLE users (id bigint primary key, email varchar(80))")
+    code, report = lab.plan(CONVERGES[name])
+    assert (code, report["outcome"]) == (0, "changes")
+    code, applied = lab.apply()
+    assert (code, applied["outcome"]) == (0, "applied"), applied
+    code, again = lab.plan(CONVERGES[name])
+    assert (code, again["outcome"]) == (0, "no-changes"), lab.plan_file()
+
+
 def test_drift_and_a_destructive_change_are_reported_as_on_postgresql(lab: MyLab) -> None:
     lab.server.query(lab.database, "CREATE TABLE users (id bigint primary key, old int)")
     code, drift = lab.drift("create table users (id bigint primary key, email text);")

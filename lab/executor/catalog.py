@@ -1,5 +1,8 @@
 """The catalog of one schema as the executor sees it, and its fingerprint.
 
+The dataclasses and the fingerprint are both engines'; the reading here is PostgreSQL's
+(the MySQL family's is ``lab.executor.mysqlschema``, and a catalog carries its dialect).
+
 A catalog is read from PostgreSQL's own catalogs with ``search_path`` set to the schema
 being read, so every rendered name (a foreign key's target, a default's cast) comes out
 unqualified and the scratch copy of a desired schema reads byte-for-byte like the live

@@ -303,11 +303,13 @@ soak: $(STAMP)
 
 # The runner's end-to-end rows against another ptah-compatible executor (the lab's):
 #   make contract EXECUTOR=/path/to/ptah DB_URL=postgres://user:pass@host/db [DEV_URL=...]
-#   make contract EXECUTOR=... ENGINE=MySQL DB_URL=mysql://user:pass@host/db CONTRACT_K='and every_operation and migration'
+#   make contract EXECUTOR=... ENGINE=MySQL DB_URL=mysql://user:pass@host/db DEV_URL=mysql://user:pass@host/emptydb CONTRACT_K='and every_operation'
+# (the built-Job rows build a PostgreSQL claim's Job, so a MySQL run selects every_operation;
+# a MySQL dev database must be empty: the executor loads the desired schema into it).
 # Every operation runs through the runner and its frame must read as a success; add
 # CONTRACT_K='and not resolve and not verify' where no registry answers. The lab's
 # executor runs these rows in `make test` (tests/labexecutor/test_runner_contract.py,
-# with its own PostgreSQL and loopback registry); this target is for any other binary.
+# with its own PostgreSQL, MariaDB and loopback registry); this target is for any other binary.
 contract: $(STAMP)
 	@test -n "$(EXECUTOR)" || { echo "make contract needs EXECUTOR=/path/to/ptah"; exit 2; }
 	PTAH_CONTRACT_EXECUTOR=$(EXECUTOR) PTAH_CONTRACT_DB_URL=$(DB_URL) PTAH_CONTRACT_DEV_URL=$(DEV_URL) \

@@ -6,5 +6,5 @@ this program as ``/usr/local/bin/ptah``. It speaks the CLI contract the runner d
 (``lab/README.md``), and ``ptah version`` says what it is so nobody mistakes it for ptah.
 """
 
-IDENTITY = "ptah-compatible lab executor, PostgreSQL subset and MySQL-family migrations"
+IDENTITY = "ptah-compatible lab executor, PostgreSQL subset and MySQL-family subset"
 VERSION = "0.1.0"

@@ -1,5 +1,8 @@
 """The catalog of one schema as the executor sees it, and its fingerprint.
 
+The dataclasses and the fingerprint are both engines'; the reading here is PostgreSQL's
+(the MySQL family's is ``lab.executor.mysqlschema``, and a catalog carries its dialect).
+
 A catalog is read from PostgreSQL's own catalogs with ``search_path`` set to the schema
 being read, so every rendered name (a foreign key's target, a default's cast) comes out
 unqualified and the scratch copy of a desired schema reads byte-for-byte like the live
@@ -65,6 +68,9 @@ class Table:
 @dataclass(frozen=True)
 class Catalog:
     tables: tuple[Table, ...]
+    # The engine it was read from: part of the fingerprint, so a plan made on one engine
+    # never matches a database of the other.
+    dialect: str = DIALECT
 
     def table(self, name: str) -> Table | None:
         return next((table for table in self.tables if table.name == name), None)
@@ -79,12 +85,14 @@ def excluded(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def without(catalog: Catalog, patterns: tuple[str, ...]) -> Catalog:
-    return Catalog(tuple(t for t in catalog.tables if not excluded(t.name, patterns)))
+    return Catalog(
+        tuple(t for t in catalog.tables if not excluded(t.name, patterns)), catalog.dialect
+    )
 
 
 def canonical_document(catalog: Catalog) -> dict[str, Any]:
     return {
-        "dialect": DIALECT,
+        "dialect": catalog.dialect,
         "tables": [
             {
                 "name": table.name,

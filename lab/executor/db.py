@@ -109,9 +109,10 @@ def connect_mysql(url: str, connect_timeout: float, role: str) -> Iterator[mysql
 def connect(url: str, connect_timeout: float, role: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection; ``role`` names it in a failure ("the dev database")."""
     if is_mysql(url):
+        # Every MySQL path goes through connect_mysql; a MySQL URL here is a wiring
+        # mistake, refused rather than handed to libpq.
         raise ExecutorError(
-            "the lab executor reads and plans PostgreSQL schemas only; "
-            "for a MySQL database it runs migrations (lab/README.md)"
+            f"{role} is a MySQL-family database, and this path speaks PostgreSQL only"
         )
     target = describe(url)
     try:

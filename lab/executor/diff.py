@@ -1,6 +1,10 @@
 """The pure core of the schema engine: two catalogs in, ordered statements out.
 
-Order matters because PostgreSQL checks every dependency as each statement runs:
+The diff (what changes, in which order, how severe, under which drift category) is the
+engines' shared part; the text of each statement is a ``Renderer``'s. PostgreSQL's is
+here (``POSTGRES``); the MySQL family's is ``lab.executor.mysqlddl.MYSQL``.
+
+Order matters because PostgreSQL (and MySQL) check every dependency as each statement runs:
 foreign keys go first (they hold the keys and indexes they point at), then keys and
 indexes that changed, then tables and columns; creation runs the other way round, with
 foreign keys last so every table and key they name already exists. A key that changes is
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from lab.executor.catalog import Catalog, Column, Constraint, Index, Table, quote_ident
 
@@ -29,6 +34,20 @@ class Statement:
 
 def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
+
+
+class Renderer(Protocol):
+    """One engine's statement text for each change the diff decides on."""
+
+    def drop_constraint(self, table: str, c: Constraint) -> str: ...
+    def add_constraint(self, table: str, c: Constraint) -> str: ...
+    def drop_index(self, table: str, i: Index) -> str: ...
+    def unique_index(self, i: Index) -> bool: ...
+    def drop_table(self, name: str) -> str: ...
+    def create_table(self, table: Table) -> str: ...
+    def drop_column(self, table: str, column: Column) -> str: ...
+    def add_column(self, table: str, column: Column) -> str: ...
+    def alter_column(self, table: str, old: Column, new: Column) -> list[Statement]: ...
 
 
 def _q(name: str) -> str:
@@ -101,8 +120,12 @@ def _stmt(sql: str, severity: str, reason: str, table: str, category: str) -> St
     return Statement(sql, severity, reason, table, category)
 
 
-def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
-    """The statements that turn ``live`` into ``desired``, in an order PostgreSQL accepts."""
+def plan_statements(
+    live: Catalog, desired: Catalog, ddl: Renderer | None = None
+) -> list[Statement]:
+    """The statements that turn ``live`` into ``desired``, in an order the engine accepts;
+    their text is ``ddl``'s (PostgreSQL's when none is given)."""
+    ddl = ddl or POSTGRES
     live_tables = {t.name: t for t in live.tables}
     want_tables = {t.name: t for t in desired.tables}
     dropped_tables = [n for n in live_tables if n not in want_tables]
@@ -124,7 +147,7 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
         table = live_tables[name]
         if any(c.kind in "pu" and not wanted_constraint(name, c) for c in table.constraints):
             shaken.add(name)
-        if any(not wanted_index(name, i) for i in table.indexes if "UNIQUE" in i.definition):
+        if any(not wanted_index(name, i) for i in table.indexes if ddl.unique_index(i)):
             shaken.add(name)
 
     out: list[Statement] = []
@@ -142,21 +165,21 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
                 reason = f"the keys of {c.references} change, so the foreign key is re-created"
             else:
                 reason = "the foreign key is not in the desired schema or differs from it"
-            out.append(_drop_constraint(table.name, c, reason))
+            out.append(_drop_constraint(ddl, table.name, c, reason))
     for name in kept:
         table = live_tables[name]
         for c in table.constraints:
             if c.kind in "pu" and not wanted_constraint(name, c):
                 out.append(
                     _drop_constraint(
-                        name, c, "the key is not in the desired schema or differs from it"
+                        ddl, name, c, "the key is not in the desired schema or differs from it"
                     )
                 )
         for i in table.indexes:
             if not wanted_index(name, i):
                 out.append(
                     _stmt(
-                        f"DROP INDEX {_q(i.name)}",
+                        ddl.drop_index(name, i),
                         "destructive",
                         "the index is not in the desired schema or differs from it",
                         name,
@@ -166,7 +189,7 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
     for name in dropped_tables:
         out.append(
             _stmt(
-                f"DROP TABLE {_q(name)}",
+                ddl.drop_table(name),
                 "destructive",
                 "the table is not in the desired schema",
                 name,
@@ -174,16 +197,16 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
             )
         )
     for name in kept:
-        out.extend(_column_changes(live_tables[name], want_tables[name]))
+        out.extend(_column_changes(ddl, live_tables[name], want_tables[name]))
     for name in added_tables:
-        out.append(_create_table(want_tables[name]))
+        out.append(_create_table(ddl, want_tables[name]))
     for name in kept:
         live_table = live_tables[name]
         for c in want_tables[name].constraints:
             if c.kind in "pu" and c not in live_table.constraints:
                 out.append(
                     _add_constraint(
-                        name, c, "the key is in the desired schema and not in the database"
+                        ddl, name, c, "the key is in the desired schema and not in the database"
                     )
                 )
     for name, want in want_tables.items():
@@ -209,6 +232,7 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
                 continue
             out.append(
                 _add_constraint(
+                    ddl,
                     table.name,
                     c,
                     "the foreign key is in the desired schema and not in the database",
@@ -217,9 +241,9 @@ def plan_statements(live: Catalog, desired: Catalog) -> list[Statement]:
     return out
 
 
-def _drop_constraint(table: str, c: Constraint, reason: str) -> Statement:
+def _drop_constraint(ddl: Renderer, table: str, c: Constraint, reason: str) -> Statement:
     return _stmt(
-        f"ALTER TABLE {_q(table)} DROP CONSTRAINT {_q(c.name)}",
+        ddl.drop_constraint(table, c),
         "destructive",
         reason,
         table,
@@ -227,10 +251,10 @@ def _drop_constraint(table: str, c: Constraint, reason: str) -> Statement:
     )
 
 
-def _add_constraint(table: str, c: Constraint, reason: str) -> Statement:
+def _add_constraint(ddl: Renderer, table: str, c: Constraint, reason: str) -> Statement:
     # Adding a key or a foreign key validates every existing row, so it can fail.
     return _stmt(
-        f"ALTER TABLE {_q(table)} ADD CONSTRAINT {_q(c.name)} {c.definition}",
+        ddl.add_constraint(table, c),
         "warning",
         reason + "; existing rows must satisfy it",
         table,
@@ -238,14 +262,9 @@ def _add_constraint(table: str, c: Constraint, reason: str) -> Statement:
     )
 
 
-def _create_table(table: Table) -> Statement:
-    parts = [_column_sql(c) for c in table.columns]
-    parts += [
-        f"CONSTRAINT {_q(c.name)} {c.definition}" for c in table.constraints if c.kind in "pu"
-    ]
-    body = ", ".join(parts)
+def _create_table(ddl: Renderer, table: Table) -> Statement:
     return _stmt(
-        f"CREATE TABLE {_q(table.name)} ({body})",
+        ddl.create_table(table),
         "safe",
         "the table is in the desired schema and not in the database",
         table.name,
@@ -253,14 +272,13 @@ def _create_table(table: Table) -> Statement:
     )
 
 
-def _column_changes(live: Table, want: Table) -> list[Statement]:
+def _column_changes(ddl: Renderer, live: Table, want: Table) -> list[Statement]:
     out: list[Statement] = []
-    t = _q(live.name)
     for column in live.columns:
         if want.column(column.name) is None:
             out.append(
                 _stmt(
-                    f"ALTER TABLE {t} DROP COLUMN {_q(column.name)}",
+                    ddl.drop_column(live.name, column),
                     "destructive",
                     "the column is not in the desired schema; its values are lost",
                     live.name,
@@ -278,7 +296,7 @@ def _column_changes(live: Table, want: Table) -> list[Statement]:
                 )
             out.append(
                 _stmt(
-                    f"ALTER TABLE {t} ADD COLUMN {_column_sql(column)}",
+                    ddl.add_column(live.name, column),
                     severity,
                     reason,
                     live.name,
@@ -286,11 +304,11 @@ def _column_changes(live: Table, want: Table) -> list[Statement]:
                 )
             )
         elif old != column:
-            out.extend(_alter_column(live.name, old, column))
+            out.extend(ddl.alter_column(live.name, old, column))
     return out
 
 
-def _alter_column(table: str, old: Column, new: Column) -> list[Statement]:
+def _pg_alter_column(table: str, old: Column, new: Column) -> list[Statement]:
     out: list[Statement] = []
     prefix = f"ALTER TABLE {_q(table)} ALTER COLUMN {_q(new.name)}"
     retyped = old.type != new.type
@@ -355,3 +373,42 @@ def _alter_column(table: str, old: Column, new: Column) -> list[Statement]:
             )
         )
     return out
+
+
+class PostgresDDL:
+    """PostgreSQL's statement text: double-quoted names, keys as named constraints, an
+    index dropped by its (schema-wide) name, a column altered one property at a time."""
+
+    def drop_constraint(self, table: str, c: Constraint) -> str:
+        return f"ALTER TABLE {_q(table)} DROP CONSTRAINT {_q(c.name)}"
+
+    def add_constraint(self, table: str, c: Constraint) -> str:
+        return f"ALTER TABLE {_q(table)} ADD CONSTRAINT {_q(c.name)} {c.definition}"
+
+    def drop_index(self, table: str, i: Index) -> str:
+        return f"DROP INDEX {_q(i.name)}"
+
+    def unique_index(self, i: Index) -> bool:
+        return "UNIQUE" in i.definition
+
+    def drop_table(self, name: str) -> str:
+        return f"DROP TABLE {_q(name)}"
+
+    def create_table(self, table: Table) -> str:
+        parts = [_column_sql(c) for c in table.columns]
+        parts += [
+            f"CONSTRAINT {_q(c.name)} {c.definition}" for c in table.constraints if c.kind in "pu"
+        ]
+        return f"CREATE TABLE {_q(table.name)} ({', '.join(parts)})"
+
+    def drop_column(self, table: str, column: Column) -> str:
+        return f"ALTER TABLE {_q(table)} DROP COLUMN {_q(column.name)}"
+
+    def add_column(self, table: str, column: Column) -> str:
+        return f"ALTER TABLE {_q(table)} ADD COLUMN {_column_sql(column)}"
+
+    def alter_column(self, table: str, old: Column, new: Column) -> list[Statement]:
+        return _pg_alter_column(table, old, new)
+
+
+POSTGRES = PostgresDDL()

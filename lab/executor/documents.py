@@ -46,7 +46,7 @@ class PlanFile(_Doc):
 
     format_version: Literal[1]
     name: Annotated[StrictStr, Field(min_length=1)]
-    dialect: Literal["postgres"]
+    dialect: Literal["postgres", "mysql"]
     from_fingerprint: Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
     to_fingerprint: Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
     exclude: list[StrictStr] | None = None

@@ -4,6 +4,11 @@ The desired catalog comes from loading the desired DDL into a scratch schema of 
 database inside a transaction that is always rolled back, so nothing of it outlives the
 read. The live catalog is read in one repeatable-read transaction, so its fingerprint is
 of one moment.
+
+A ``mysql://`` or ``mariadb://`` URL takes the MySQL family's reading
+(``lab.executor.mysqlschema``) and statement text (``lab.executor.mysqlddl``) through the
+same diff, documents and exit codes; what MySQL makes different for an apply is said at
+``_apply_mysql``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
-from lab.executor import sqltext
+from lab.executor import mysqldb, mysqlschema, sqltext
 from lab.executor.catalog import (
     DIALECT,
     Catalog,
@@ -29,6 +34,7 @@ from lab.executor.catalog import (
     read_catalog,
 )
 from lab.executor.db import (
+    DB_ERRORS,
     MANAGED_SCHEMA,
     SCHEMA_LOCK,
     ExecutorError,
@@ -36,9 +42,11 @@ from lab.executor.db import (
     advisory_lock,
     advisory_unlock,
     connect,
+    connect_mysql,
     first_line,
+    is_mysql,
 )
-from lab.executor.diff import SEVERITIES, Statement, plan_statements, severity_rank
+from lab.executor.diff import SEVERITIES, Renderer, Statement, plan_statements, severity_rank
 from lab.executor.documents import (
     ApplyReport,
     DriftFinding,
@@ -49,6 +57,8 @@ from lab.executor.documents import (
     Refusal,
 )
 from lab.executor.interrupt import Interrupted
+from lab.executor.mysqlddl import DIALECT as MYSQL_DIALECT
+from lab.executor.mysqlddl import MYSQL
 
 # Exit codes of the contract.
 OK, NEGATIVE, FAILED = 0, 1, 2
@@ -76,6 +86,8 @@ def read_desired(schema_files: tuple[str, ...]) -> str:
 
 def load_desired(dev: Target, ddl: str, exclude: tuple[str, ...]) -> Catalog:
     """The catalog ``ddl`` describes, read from a scratch schema that is rolled back."""
+    if is_mysql(dev.url):
+        return mysqlschema.load_desired(dev.url, dev.connect_timeout, ddl, exclude)
     problem = sqltext.desired_schema_problem(ddl)
     if problem:
         raise ExecutorError(problem)
@@ -133,8 +145,25 @@ def read_live(
 
 
 def live_catalog(target: Target, exclude: tuple[str, ...]) -> Catalog:
+    if is_mysql(target.url):
+        return mysqlschema.live_catalog(target.url, target.connect_timeout, exclude)
     with connect(target.url, target.connect_timeout, "the database") as conn:
         return read_live(conn, exclude)
+
+
+def renderer(target: Target, dev: Target) -> Renderer | None:
+    """The target's engine's statement text; the dev database must be the same engine,
+    or the desired catalog would be read in another engine's types."""
+    if is_mysql(target.url) != is_mysql(dev.url):
+        raise ExecutorError(
+            "the dev database and the database are different engines; "
+            "a desired schema is read on a dev database of the target's engine"
+        )
+    return MYSQL if is_mysql(target.url) else None
+
+
+def dialect_of(target: Target) -> str:
+    return MYSQL_DIALECT if is_mysql(target.url) else DIALECT
 
 
 # --- plan ----------------------------------------------------------------------------
@@ -151,9 +180,10 @@ def plan(
     output: str | None,
 ) -> tuple[PlanReport, int]:
     ddl = read_desired(schema_files)
+    text = renderer(target, dev)
     desired = load_desired(dev, ddl, exclude)
     live = live_catalog(target, exclude)
-    statements = plan_statements(live, desired)
+    statements = plan_statements(live, desired, text)
     if not statements:
         return PlanReport(outcome="no-changes"), OK
     fenced = sorted({s.table for s in statements if excluded(s.table, protected)})
@@ -185,7 +215,7 @@ def plan_document(
     return PlanFile(
         format_version=1,
         name=name,
-        dialect=DIALECT,
+        dialect=live.dialect,
         from_fingerprint=fingerprint(live),
         to_fingerprint=fingerprint(desired),
         exclude=list(exclude) or None,
@@ -234,6 +264,13 @@ def apply(
             f"--tx-mode {tx_mode!r} is not one schema apply knows; use all, file or none"
         )
     base = {"plan_name": document.name, "plan_digest": digest}
+    if document.dialect != dialect_of(target):
+        raise ExecutorError(
+            f"the plan is for a {document.dialect} database and --db-url names a "
+            f"{dialect_of(target)} one"
+        )
+    if is_mysql(target.url):
+        return _apply_mysql(target, document, base, dry_run, lock_timeout)
     sqls = [s.sql for s in document.statements]
     with connect(target.url, target.connect_timeout, "the database") as conn:
         try:
@@ -344,27 +381,65 @@ def _execute_all(
 
 
 def _execute_each(
-    conn: psycopg.Connection[Any], sqls: list[str], base: dict[str, str]
+    conn: psycopg.Connection[Any] | mysqldb.Connection, sqls: list[str], base: dict[str, str]
 ) -> tuple[ApplyReport, int]:
     """tx-mode none: each statement commits alone, and the report lists exactly those that
     did. Once one has, a failure is ``unknown``: the database is between two states."""
+    mode = "tx-mode none" if isinstance(conn, psycopg.Connection) else "mysql ddl commits itself"
     ran: list[str] = []
     for sql in sqls:
         try:
             conn.execute(sql.encode())
         except Interrupted as stop:
             outcome = "unknown" if ran else "canceled"
-            error = f"interrupted after {len(ran)} of {len(sqls)} statements (tx-mode none)"
+            error = f"interrupted after {len(ran)} of {len(sqls)} statements ({mode})"
             return ApplyReport(outcome=outcome, statements=ran, error=error, **base), stop.exit_code
-        except psycopg.Error as error:
+        except DB_ERRORS as error:
             outcome = "unknown" if ran or conn.broken else "failed"
             sentence = (
                 f"statement {len(ran) + 1} of {len(sqls)} failed after {len(ran)} ran "
-                f"(tx-mode none): {first_line(error)}"
+                f"({mode}): {first_line(error)}"
             )
             return ApplyReport(outcome=outcome, statements=ran, error=sentence, **base), FAILED
         ran.append(sql)
     return ApplyReport(outcome="applied", statements=ran, **base), OK
+
+
+def _apply_mysql(
+    target: Target, document: PlanFile, base: dict[str, str], dry_run: bool, lock_timeout: float
+) -> tuple[ApplyReport, int]:
+    """A MySQL-family apply: every tx-mode runs statement by statement.
+
+    MySQL commits each DDL statement implicitly (a ``BEGIN`` before it commits nothing
+    it could later roll back), so no transaction mode can promise all or nothing. The
+    statements run one by one, as ``--tx-mode none`` does on PostgreSQL: the report lists
+    exactly those that ran, and a failure after the first is ``unknown`` (the database
+    is between the plan's two states; a new plan from there is the way forward). The
+    lock is ``GET_LOCK`` on the target database's name, and ``lock_wait_timeout`` bounds
+    a statement waiting on a table's metadata lock by the same budget.
+    """
+    sqls = [s.sql for s in document.statements]
+    database = mysqldb.database_of(target.url)
+    with connect_mysql(target.url, target.connect_timeout, "the database") as conn:
+        name = mysqldb.lock_name("schema-apply", database)
+        if not mysqldb.get_lock(conn, name, lock_timeout if lock_timeout else -1):
+            error = "the schema apply lock (GET_LOCK) was not granted within the lock timeout"
+            return ApplyReport(outcome="failed", error=error, **base), FAILED
+        try:
+            if lock_timeout:
+                conn.execute(f"SET SESSION lock_wait_timeout = {max(1, round(lock_timeout))}")
+            exclude = tuple(document.exclude or ())
+            live = fingerprint(mysqlschema.read_live(conn, database, exclude))
+            if live != document.from_fingerprint:
+                return _stale(document, live, base), FAILED
+            if not sqls:
+                return ApplyReport(outcome="no-changes", **base), OK
+            if dry_run:
+                return ApplyReport(outcome="dry-run", statements=sqls, **base), OK
+            return _execute_each(conn, sqls, base)
+        finally:
+            with contextlib.suppress(*DB_ERRORS):
+                mysqldb.release_lock(conn, name)
 
 
 # --- drift ---------------------------------------------------------------------------
@@ -381,6 +456,7 @@ def drift(
     if threshold not in SEVERITIES:
         raise ExecutorError(f"--severity {threshold!r} is not one of {', '.join(SEVERITIES)}")
     try:
+        text = renderer(target, dev)
         desired = load_desired(dev, read_desired(schema_files), exclude)
         live = live_catalog(target, exclude)
     except ExecutorError as error:
@@ -389,13 +465,13 @@ def drift(
             failed=False,
             failure_threshold=threshold,
             highest_severity="none",
-            dialect=DIALECT,
+            dialect=dialect_of(target),
             findings=[],
             diff={},
             error=str(error),
         )
         return report, FAILED
-    statements = plan_statements(live, desired)
+    statements = plan_statements(live, desired, text)
     findings: dict[str, list[Statement]] = {}
     for statement in statements:
         findings.setdefault(statement.category, []).append(statement)
@@ -406,7 +482,7 @@ def drift(
         failed=failed,
         failure_threshold=threshold,
         highest_severity=highest,
-        dialect=DIALECT,
+        dialect=live.dialect,
         findings=[
             DriftFinding(
                 category=category,

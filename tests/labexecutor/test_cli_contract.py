@@ -173,7 +173,10 @@ def test_version_says_what_it_is(spelling: list[str]) -> None:
         check=False,
     )
     assert result.returncode == 0
-    assert result.stdout.startswith("ptah-compatible lab executor, PostgreSQL subset")
+    # images/build.sh's smoke check matches the "PostgreSQL subset " prefix.
+    assert result.stdout.startswith(
+        "ptah-compatible lab executor, PostgreSQL subset and MySQL-family subset "
+    )
 
 
 def test_sigterm_during_apply_rolls_back_and_exits_143(lab: Lab) -> None:

@@ -173,13 +173,3 @@ def test_the_migration_lock_is_get_lock_and_a_held_one_runs_nothing(lab: MyLab) 
 def test_a_lock_name_is_per_database_and_within_mysqls_limit() -> None:
     assert lock_name("migrations", "orders") != lock_name("migrations", "billing")
     assert len(lock_name("migrations", "x" * 64)) == 64
-
-
-def test_a_schema_command_on_a_mysql_url_says_what_the_lab_executor_covers(lab: MyLab) -> None:
-    schema = lab.work / "schema.sql"
-    schema.write_text("create table t (id int);")
-    code, out, err = lab.ptah(
-        "schema", "drift", "--schema-file", str(schema), "--dev-url", lab.url, "--format", "json"
-    )
-    assert code == 2, (out, err)
-    assert "reads and plans PostgreSQL schemas only" in out + err

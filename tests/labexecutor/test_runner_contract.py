@@ -6,7 +6,9 @@ families from the Job the builder wrote to the controller's harvest) run here th
 ``python -m runner`` with ``ptah`` being ``python -m lab.executor``, against a real
 PostgreSQL (a fresh database per row, a shared dev database, which the built Job
 names through the schema's ``spec.dev``) and a loopback registry holding the schema
-and migrations artifacts the rows resolve and verify.
+and migrations artifacts the rows resolve and verify. The operation rows run again
+against a real MariaDB (a fresh target and empty dev database per row): every
+operation, schema and migration, for the MySQL family too.
 """
 
 from __future__ import annotations
@@ -118,11 +120,8 @@ def test_a_schema_without_a_dev_database_is_told_where_to_name_one(
     assert result.error.message.endswith(NO_DEV_DATABASE), result.error
 
 
-# The MySQL family: the same rows, for the operations the lab executor's MySQL dialect
-# covers (migrations; lab/README.md), against a real MariaDB, a fresh database per row.
-MYSQL_OPERATIONS = [op for op in RUNNER_OPERATIONS if op.startswith("migration-")]
-
-
+# The MySQL family: the same rows, every operation, against a real MariaDB: a fresh
+# target and a fresh (empty) dev database per row, the same registry and artifacts.
 @pytest.fixture(scope="module")
 def mariadb() -> Iterator[LabMariaDB]:
     if not MARIADBD.exists():
@@ -139,26 +138,37 @@ def mariadb() -> Iterator[LabMariaDB]:
 
 @pytest.fixture
 def mysql_contract(
-    mariadb: LabMariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mariadb: LabMariaDB,
+    registry: str,
+    artifacts: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[str]:
     url = mariadb.create_database("contract")
     monkeypatch.setattr(CONTRACT, "executor", _lab_executor(tmp_path / "lab"))
     monkeypatch.setattr(CONTRACT, "db_url", url)
-    monkeypatch.setattr(CONTRACT, "dev_url", "")
+    monkeypatch.setattr(CONTRACT, "dev_url", mariadb.create_database("dev"))
     monkeypatch.setattr(CONTRACT, "engine", "MySQL")
+    monkeypatch.setattr(CONTRACT, "registry", registry)
+    monkeypatch.setattr(CONTRACT, "digests", artifacts)
     yield url.rsplit("/", 1)[1]
 
 
 @pytest.mark.mariadb
-@pytest.mark.parametrize("operation", MYSQL_OPERATIONS)
-def test_every_migration_operation_succeeds_on_mysql_with_the_lab_executor(
+@pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
+def test_every_operation_succeeds_on_mysql_with_the_lab_executor(
     mariadb: LabMariaDB, mysql_contract: str, tmp_path: Path, operation: str
 ) -> None:
     operation_row(tmp_path, operation)
+    ran = mariadb.queries(mysql_contract)
     if operation == "migration-apply":
         # The approved sequence ran once, by the server's own account.
-        ran = mariadb.queries(mysql_contract)
         assert [q for q in ran if q.startswith("create table step_")] == [
             "create table step_004 (id int)",
             "create table step_005 (id int)",
+        ]
+    if operation == "apply":
+        # The approved plan's one statement ran once, by the server's own account.
+        assert [q for q in ran if q.startswith("CREATE TABLE `orders`")] == [
+            "CREATE TABLE `orders` (`id` bigint(20) NOT NULL, `note` text, PRIMARY KEY (`id`))"
         ]

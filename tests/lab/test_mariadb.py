@@ -17,7 +17,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from lab.mariadb import MARIADBD, LabMariaDB, MariaDBError, client_hosts, statements_in
+from lab.mariadb import LabMariaDB, MariaDBError, client_hosts, statements_in
+from tests.support.mariadb import running_mariadb
 
 pytestmark = pytest.mark.mariadb
 
@@ -30,16 +31,8 @@ SUBNET = ipaddress.IPv4Network("127.0.0.2/32")
 @pytest.fixture(scope="module")
 def server() -> Iterator[LabMariaDB]:
     """Fails (never skips) when MariaDB is not installed or cannot start."""
-    if not MARIADBD.exists():
-        pytest.fail(f"{MARIADBD} is missing: run `make mariadb`")
-    db = LabMariaDB(listen=[BRIDGE], clients=[SUBNET])
-    try:
-        db.start()
-    except Exception:
-        db.stop()
-        raise
-    yield db
-    db.stop()
+    with running_mariadb(listen=[BRIDGE], clients=[SUBNET]) as db:
+        yield db
 
 
 def _uid_of(pid: int) -> int:

@@ -22,7 +22,8 @@ import pytest
 from lab.executor.cli import main
 from lab.executor.migrations import write_sum
 from lab.executor.mysqldb import lock_name
-from lab.mariadb import MARIADBD, LabMariaDB
+from lab.mariadb import LabMariaDB
+from tests.support.mariadb import running_mariadb
 
 pytestmark = pytest.mark.mariadb
 
@@ -37,16 +38,8 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LabMariaDB]:
-    if not MARIADBD.exists():
-        pytest.fail(f"{MARIADBD} is missing: run `make mariadb`")
-    db = LabMariaDB()
-    try:
-        db.start()
-    except Exception:
-        db.stop()
-        raise
-    yield db
-    db.stop()
+    with running_mariadb() as db:
+        yield db
 
 
 @dataclass

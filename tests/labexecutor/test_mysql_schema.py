@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from lab.executor.cli import main
-from lab.mariadb import MARIADBD, LabMariaDB
+from lab.mariadb import LabMariaDB
+from tests.support.mariadb import running_mariadb
 
 pytestmark = pytest.mark.mariadb
 
@@ -40,16 +41,8 @@ create table orders (
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LabMariaDB]:
-    if not MARIADBD.exists():
-        pytest.fail(f"{MARIADBD} is missing: run `make mariadb`")
-    db = LabMariaDB()
-    try:
-        db.start()
-    except Exception:
-        db.stop()
-        raise
-    yield db
-    db.stop()
+    with running_mariadb() as db:
+        yield db
 
 
 @dataclass

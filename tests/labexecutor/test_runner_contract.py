@@ -25,7 +25,7 @@ from jobclaim.operations import operation_info
 from lab.executor.documents import MIGRATIONS_ARTIFACT_TYPE, SCHEMA_ARTIFACT_TYPE
 from lab.executor.migrations import sum_text
 from lab.executor.oci import push_artifact
-from lab.mariadb import MARIADBD, LabMariaDB
+from lab.mariadb import LabMariaDB
 from runner.decide import NO_DEV_DATABASE
 from runner.result import RUNNER_OPERATIONS
 from runner.summary import account_for
@@ -37,6 +37,7 @@ from tests.runner.test_built_job_e2e import (
 from tests.runner.test_runner_e2e import (
     test_any_executor_every_operation_succeeds as operation_row,
 )
+from tests.support.mariadb import running_mariadb
 from tests.support.runnerrig import CONTRACT, JOB_UID, SCHEMA_SQL, finish, start_runner
 
 pytestmark = [pytest.mark.postgres, pytest.mark.registry]
@@ -124,16 +125,8 @@ def test_a_schema_without_a_dev_database_is_told_where_to_name_one(
 # target and a fresh (empty) dev database per row, the same registry and artifacts.
 @pytest.fixture(scope="module")
 def mariadb() -> Iterator[LabMariaDB]:
-    if not MARIADBD.exists():
-        pytest.fail(f"{MARIADBD} is missing: run `make mariadb`")
-    server = LabMariaDB()
-    try:
-        server.start()
-    except Exception:
-        server.stop()
-        raise
-    yield server
-    server.stop()
+    with running_mariadb() as server:
+        yield server
 
 
 @pytest.fixture

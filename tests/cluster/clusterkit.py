@@ -104,10 +104,14 @@ class Api:
         return response.json()
 
 
-def poll(what: str, check: Callable[[], T | None], timeout: float = POD_DEADLINE) -> T:
-    """Call check until it returns something other than None; fail at the deadline."""
+def poll(
+    what: str, check: Callable[[], T | None], timeout: float = POD_DEADLINE, period: float = 1.0
+) -> T:
+    """Call check until it returns something other than None; fail at the deadline. The
+    pause grows from 0.1 s to ``period``: a caller that must catch a short-lived state
+    (a claim in flight) asks for a shorter one."""
     deadline = time.monotonic() + timeout
-    interval = 0.1
+    interval = min(0.1, period)
     while True:
         result = check()
         if result is not None:
@@ -115,7 +119,7 @@ def poll(what: str, check: Callable[[], T | None], timeout: float = POD_DEADLINE
         if time.monotonic() >= deadline:
             pytest.fail(f"{what} did not happen within {timeout:.0f}s")
         time.sleep(interval)  # the pause between polls, not a synchronization
-        interval = min(interval * 2, 1.0)
+        interval = min(interval * 2, period)
 
 
 def probe_job(name: str) -> dict[str, Any]:

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final, TypeVar
+from typing import Final
 
 import pytest
 
@@ -46,11 +45,11 @@ from kubectl_ptah import cli as kubectl_ptah
 from lab.clusterrun import LabRun
 from lab.executor.documents import SCHEMA_ARTIFACT_TYPE
 from lab.executor.oci import push_artifact
+from tests.cluster.clusterkit import poll
 from tests.cluster.tenants import Tenant
 
 pytestmark = pytest.mark.cluster
 
-T = TypeVar("T")
 
 NAME: Final = "orders"
 # Short, but longer than a refresh (a Resolve and an Observe Job) takes on the loaded
@@ -76,18 +75,6 @@ CATCH_PERIOD: Final = 0.2
 TENANTS: Final = {"tag": "fresh32tag", "database": "fresh32db", "outage": "fresh32reg"}
 
 
-def _poll(what: str, check: Callable[[], T | None], timeout: float, period: float = 1.0) -> T:
-    """Call check every ``period`` seconds until it returns something; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result is not None:
-            return result
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(period)  # the pause between polls, not a synchronization
-
-
 @dataclass
 class Subject:
     """One scenario's tenant and its schema's reference as the spec names it."""
@@ -106,7 +93,7 @@ class Subject:
             waiting = status.get("phase") == "AwaitingApproval" and status.get("plan")
             return status if waiting else None
 
-        return _poll(f"{self.tenant.namespace}/{NAME} awaiting approval", ready, PLAN_DEADLINE)
+        return poll(f"{self.tenant.namespace}/{NAME} awaiting approval", ready, PLAN_DEADLINE)
 
     def in_flight(self, operation: str, after: datetime) -> Object:
         """A claim of ``operation`` made after ``after`` whose Job has not reported."""
@@ -119,7 +106,7 @@ class Subject:
             fresh = started is not None and started >= after.replace(microsecond=0)
             return claim if claim.get("type") == operation and fresh else None
 
-        return _poll(
+        return poll(
             f"a {operation} claimed after {after.time()} in {self.tenant.namespace}",
             claimed,
             INTERVAL + CLAIM_SLACK + 30.0,
@@ -206,7 +193,7 @@ def _retired_and_planned_again(
     subject: Subject, old: Object, approval: Object, since: datetime
 ) -> Object:
     """The old plan retired with its approval Stale, a new plan awaiting; nothing applied."""
-    new = _poll(
+    new = poll(
         f"a new plan in {subject.tenant.namespace}",
         lambda: (
             s
@@ -240,7 +227,7 @@ def _tag_moved(subject: Subject) -> None:
     old = first["plan"]
     # Pushed just after a Resolve read the tag, so the next one is an interval away.
     checked = first.get("sourceCheckedAt")
-    _poll(
+    poll(
         f"a Resolve of {namespace}'s tag after {checked}",
         lambda: subject.status().get("sourceCheckedAt") != checked or None,
         INTERVAL + CLAIM_SLACK + 30.0,
@@ -274,7 +261,7 @@ def _database_moved(subject: Subject) -> None:
     first = subject.awaiting()
     old = first["plan"]
     observed = first["observation"]["observedAt"]
-    _poll(
+    poll(
         f"an Observe of {namespace}'s database after {observed}",
         lambda: (subject.status().get("observation") or {}).get("observedAt") != observed or None,
         INTERVAL + CLAIM_SLACK + 60.0,
@@ -313,7 +300,7 @@ def _registry_down(subject: Subject) -> None:
             unknown = said.get("SourceFreshnessUnknown", {}).get("status") == "True"
             return status if unknown else None
 
-        status = _poll(f"{namespace} SourceFreshnessUnknown", blind, INTERVAL + CLAIM_SLACK + 60.0)
+        status = poll(f"{namespace} SourceFreshnessUnknown", blind, INTERVAL + CLAIM_SLACK + 60.0)
         said = subject.conditions(status)
         print(
             f"# {namespace}: registry stopped -> SourceFreshnessUnknown "
@@ -335,14 +322,14 @@ def _registry_down(subject: Subject) -> None:
             later = at is not None and at > approved + timedelta(seconds=1)
             return status if later and failure.get("operation") == "Resolve" else None
 
-        status = _poll(f"a Resolve of {namespace} failed after the approval", failed_again, 120.0)
+        status = poll(f"a Resolve of {namespace} failed after the approval", failed_again, 120.0)
         assert (status.get("activeOperation") or {}).get("type") != "Apply", status
         assert subject.applies() == [], "an Apply was claimed while the source was unknown"
         held = _approval_conditions(subject.approval(approval["metadata"]["name"]))
         assert held.get("Consumed", {}).get("status") != "True", held
         print(f"# {namespace}: failures while down: {status['readingFailure']['failures']}")
     back = datetime.now(UTC)
-    jobs = _poll(
+    jobs = poll(
         f"{namespace}'s Apply Job after the registry came back",
         lambda: subject.applies() or None,
         180.0,

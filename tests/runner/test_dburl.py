@@ -1,4 +1,4 @@
-"""runner.dburl: what a MySQL-family URL may ask of its client, asked by the runner.
+"""runner.dburl: what a database URL may ask of its client, for both engines, asked by the runner.
 
 A table of URLs (a control row that is opened, then one change per row that is
 refused with its one sentence naming the parameter); the runner refusing them before
@@ -10,6 +10,7 @@ parameters held to the module.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,8 @@ from runner.dburl import (
     POSTGRES_ALLOWED,
     POSTGRES_ANY_OTHER,
     POSTGRES_REFUSED,
-    mysql_url_problem,
     normalized,
-    postgres_url_problem,
+    url_problem,
 )
 from tests.runner.runnerenv import NOW, environment
 from tests.support.runnerrig import OP_ID
@@ -58,39 +58,11 @@ URL_ROWS: list[tuple[str, str, str | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("row", "url", "refused"), URL_ROWS, ids=[r[0] for r in URL_ROWS])
-def test_a_mysql_url_may_carry_only_settings_that_run_no_sql(
-    row: str, url: str, refused: str | None
-) -> None:
-    problem = mysql_url_problem(url)
-    if refused is None:
-        assert problem is None, row
-        return
-    assert problem is not None and refused in problem, (row, problem)
-    # One lower-case sentence, with no credential in it.
-    assert problem[0].islower() and ". " not in problem and not problem.endswith(".")
-    assert "s3cret-Pa55word" not in problem
-
-
-@pytest.mark.parametrize("name", sorted(MYSQL_REFUSED))
-def test_every_refused_parameter_is_refused_naming_itself(name: str) -> None:
-    problem = mysql_url_problem(f"{BASE}?{name}=1")
-    assert problem == f"the database URL may not set {name}: {MYSQL_REFUSED[name]}"
-
-
-def test_no_parameter_is_both_allowed_and_refused() -> None:
-    allowed = {normalized(n) for n in MYSQL_ALLOWED}
-    assert allowed.isdisjoint(normalized(n) for n in MYSQL_REFUSED)
-    assert all(mysql_url_problem(f"{BASE}?{name}=1") is None for name in MYSQL_ALLOWED)
-
-
-def _mysql_env(operation: str, **changes: str) -> dict[str, str]:
+def _env(engine: str, operation: str, **changes: str) -> dict[str, str]:
     env = environment(operation)
-    env.update(
-        PTAH_EXPECTED_DATABASE_ENGINE="MySQL",
-        PTAH_DB_URL=BASE,
-        PTAH_DEV_URL="mysql://dev:devpass-1@dev.internal/scratch",
-    )
+    env.update(PTAH_EXPECTED_DATABASE_ENGINE=engine, PTAH_DB_URL=RULES[engine].base)
+    if engine == "MySQL":
+        env.update(PTAH_DEV_URL="mysql://dev:devpass-1@dev.internal/scratch")
     env.update(changes)
     return env
 
@@ -118,21 +90,6 @@ RUNNER_ROWS: list[tuple[str, str, dict[str, str], str | None]] = [
         "the database URL may not set time_zone",
     ),
 ]
-
-
-@pytest.mark.parametrize(
-    ("row", "operation", "changes", "refused"), RUNNER_ROWS, ids=[r[0] for r in RUNNER_ROWS]
-)
-def test_the_runner_refuses_such_a_url_before_ptah_starts(
-    row: str, operation: str, changes: dict[str, str], refused: str | None
-) -> None:
-    prepared = prepare(_mysql_env(operation, **changes), operation, OP_ID, now=NOW)
-    if refused is None:
-        assert isinstance(prepared, RunConfig), (row, prepared)
-        return
-    assert isinstance(prepared, StartRefusal), row
-    assert prepared.code == "database_url_refused"
-    assert prepared.message.startswith(refused), prepared.message
 
 
 # The target identity is host, port and database (and user): the alias, the default
@@ -183,26 +140,6 @@ def _doc_table(engine: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in map(ROW.match, part.splitlines()) if m}
 
 
-def test_the_security_document_lists_every_refused_parameter_with_its_sentence() -> None:
-    table = _doc_table("MySQL")
-    refused = {name: text for name, text in table.items() if name in MYSQL_REFUSED}
-    assert refused == MYSQL_REFUSED
-    allowed = table.get("(allowed)", "")
-    assert sorted(re.findall(r"`(\w+)`", allowed)) == sorted(MYSQL_ALLOWED)
-    assert table["(any other)"] == MYSQL_ANY_OTHER
-    assert set(table) == {*MYSQL_REFUSED, "(allowed)", "(any other)", "#..."}
-
-
-def test_the_security_document_lists_every_refused_postgres_parameter() -> None:
-    table = _doc_table("PostgreSQL")
-    assert {name: text for name, text in table.items() if name in POSTGRES_REFUSED} == (
-        POSTGRES_REFUSED
-    )
-    assert sorted(re.findall(r"`(\w+)`", table["(allowed)"])) == sorted(POSTGRES_ALLOWED)
-    assert table["(any other)"] == POSTGRES_ANY_OTHER
-    assert set(table) == {*POSTGRES_REFUSED, "(allowed)", "(any other)", "h1,h2"}
-
-
 # -- PostgreSQL: the same rule, pgx's names ------------------------------------------------
 
 PG = "postgresql://app:s3cret-Pa55word@db.internal:5432/orders"
@@ -232,31 +169,6 @@ PG_ROWS: list[tuple[str, str, str | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("row", "url", "refused"), PG_ROWS, ids=[r[0] for r in PG_ROWS])
-def test_a_postgres_url_may_carry_only_settings_that_change_no_session(
-    row: str, url: str, refused: str | None
-) -> None:
-    problem = postgres_url_problem(url)
-    if refused is None:
-        assert problem is None, row
-        return
-    assert problem is not None and refused in problem, (row, problem)
-    assert problem[0].islower() and ". " not in problem and not problem.endswith(".")
-    assert "s3cret-Pa55word" not in problem
-
-
-@pytest.mark.parametrize("name", sorted(POSTGRES_REFUSED))
-def test_every_refused_postgres_parameter_is_refused_naming_itself(name: str) -> None:
-    problem = postgres_url_problem(f"{PG}?{name}=1")
-    assert problem == f"the database URL may not set {name}: {POSTGRES_REFUSED[name]}"
-
-
-def test_no_postgres_parameter_is_both_allowed_and_refused() -> None:
-    allowed = {normalized(n) for n in POSTGRES_ALLOWED}
-    assert allowed.isdisjoint(normalized(n) for n in POSTGRES_REFUSED)
-    assert all(postgres_url_problem(f"{PG}?{name}=1") is None for name in POSTGRES_ALLOWED)
-
-
 # The runner asks before it starts ptah, for a PostgreSQL target too.
 PG_RUNNER_ROWS: list[tuple[str, str, dict[str, str], str | None]] = [
     ("control: a plan", "plan", {}, None),
@@ -270,16 +182,85 @@ PG_RUNNER_ROWS: list[tuple[str, str, dict[str, str], str | None]] = [
 ]  # fmt: skip
 
 
+# -- Both engines: one rule (runner.dburl.url_problem), each engine's names ---------------
+
+
+@dataclass(frozen=True)
+class Engine:
+    base: str
+    allowed: tuple[str, ...]
+    refused: dict[str, str]
+    any_other: str
+    # The document's rows beside the parameters: what each engine's table also says.
+    doc_rows: frozenset[str]
+
+
+MYSQL_DOC_ROWS = frozenset({"(allowed)", "(any other)", "#..."})
+POSTGRES_DOC_ROWS = frozenset({"(allowed)", "(any other)", "h1,h2"})
+RULES: dict[str, Engine] = {
+    "MySQL": Engine(BASE, MYSQL_ALLOWED, MYSQL_REFUSED, MYSQL_ANY_OTHER, MYSQL_DOC_ROWS),
+    "PostgreSQL": Engine(
+        PG, POSTGRES_ALLOWED, POSTGRES_REFUSED, POSTGRES_ANY_OTHER, POSTGRES_DOC_ROWS
+    ),
+}
+ALL_URL_ROWS = [("MySQL", *row) for row in URL_ROWS] + [("PostgreSQL", *row) for row in PG_ROWS]
+ALL_RUNNER_ROWS = [("MySQL", *row) for row in RUNNER_ROWS] + [
+    ("PostgreSQL", *row) for row in PG_RUNNER_ROWS
+]
+
+
 @pytest.mark.parametrize(
-    ("row", "operation", "changes", "refused"), PG_RUNNER_ROWS, ids=[r[0] for r in PG_RUNNER_ROWS]
+    ("engine", "row", "url", "refused"), ALL_URL_ROWS, ids=[f"{r[0]}: {r[1]}" for r in ALL_URL_ROWS]
 )
-def test_the_runner_refuses_such_a_postgres_url_before_ptah_starts(
-    row: str, operation: str, changes: dict[str, str], refused: str | None
+def test_a_url_may_carry_only_settings_that_run_no_sql_and_change_no_session(
+    engine: str, row: str, url: str, refused: str | None
 ) -> None:
-    env = environment(operation)
-    env.update(PTAH_EXPECTED_DATABASE_ENGINE="PostgreSQL", PTAH_DB_URL=PG)
-    env.update(changes)
-    prepared = prepare(env, operation, OP_ID, now=NOW)
+    problem = url_problem(engine, url)
+    if refused is None:
+        assert problem is None, row
+        return
+    assert problem is not None and refused in problem, (row, problem)
+    # One lower-case sentence, with no credential in it.
+    assert problem[0].islower() and ". " not in problem and not problem.endswith(".")
+    assert "s3cret-Pa55word" not in problem
+
+
+@pytest.mark.parametrize(
+    ("engine", "name"), [(e, n) for e, rule in RULES.items() for n in sorted(rule.refused)]
+)
+def test_every_refused_parameter_is_refused_naming_itself(engine: str, name: str) -> None:
+    rule = RULES[engine]
+    problem = url_problem(engine, f"{rule.base}?{name}=1")
+    assert problem == f"the database URL may not set {name}: {rule.refused[name]}"
+
+
+@pytest.mark.parametrize("engine", sorted(RULES))
+def test_no_parameter_is_both_allowed_and_refused(engine: str) -> None:
+    rule = RULES[engine]
+    assert {normalized(n) for n in rule.allowed}.isdisjoint(normalized(n) for n in rule.refused)
+    assert all(url_problem(engine, f"{rule.base}?{name}=1") is None for name in rule.allowed)
+
+
+@pytest.mark.parametrize("engine", sorted(RULES))
+def test_the_security_document_lists_every_refused_parameter_with_its_sentence(
+    engine: str,
+) -> None:
+    rule, table = RULES[engine], _doc_table(engine)
+    assert {name: text for name, text in table.items() if name in rule.refused} == rule.refused
+    assert sorted(re.findall(r"`(\w+)`", table.get("(allowed)", ""))) == sorted(rule.allowed)
+    assert table["(any other)"] == rule.any_other
+    assert set(table) == {*rule.refused, *rule.doc_rows}
+
+
+@pytest.mark.parametrize(
+    ("engine", "row", "operation", "changes", "refused"),
+    ALL_RUNNER_ROWS,
+    ids=[f"{r[0]}: {r[1]}" for r in ALL_RUNNER_ROWS],
+)
+def test_the_runner_refuses_such_a_url_before_ptah_starts(
+    engine: str, row: str, operation: str, changes: dict[str, str], refused: str | None
+) -> None:
+    prepared = prepare(_env(engine, operation, **changes), operation, OP_ID, now=NOW)
     if refused is None:
         assert isinstance(prepared, RunConfig), (row, prepared)
         return

@@ -79,7 +79,6 @@ __all__ = ["EXAMPLES", "RUN_ERRORS", "Example", "LabRun", "RunFailed", "main"]
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR: Final = REPO_ROOT / "examples"
-REALMS_GLOB: Final = "ptahrealm*.yaml"
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 MANAGER_NAMESPACE: Final = "ptah-system"
 NAMESPACE: Final = "shop"
@@ -310,7 +309,7 @@ class LabRun:
         node_ip = str(self.lab.topology.node_ip)
         # The realms first: a resource naming a realm that does not exist yet is never
         # given its Lease (the controller looks again only every REALM_RETRY).
-        for source, realm in example_realms():
+        for source, realm in nodeless.example_realms():
             self.admin.create(PTAHREALMS, None, realm)
             self.say(
                 f"# applied examples/{source}: PtahRealm {realm['metadata']['name']} "
@@ -433,17 +432,6 @@ class _MariaDBServer:
 
     def url(self, dbname: str, *, user: str, password: str, host: str) -> str:
         return self.server.url(dbname, user=user, password=password, host=host)
-
-
-def example_realms() -> list[tuple[str, Object]]:
-    """The PtahRealms the examples name: every document of every examples/ptahrealm*.yaml,
-    with the file it came from."""
-    return [
-        (path.name, doc)
-        for path in sorted(EXAMPLES_DIR.glob(REALMS_GLOB))
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc
-    ]
 
 
 def _wait_default_service_account(admin: KubeApi, namespace: str, timeout: float = 60.0) -> None:

@@ -957,6 +957,18 @@ def prepare_namespace(admin: KubeApi, namespace: str, labels: dict[str, str] | N
         admin.create(SERVICEACCOUNTS, namespace, {"metadata": {"name": "default"}})
 
 
+def example_realms() -> list[tuple[str, Object]]:
+    """The PtahRealms the examples name, with the file each came from: every document of
+    every ``examples/ptahrealm*.yaml``. What applies the examples unchanged creates these
+    first, or the realm gate refuses them (a realm that does not exist admits nobody)."""
+    return [
+        (path.name, doc)
+        for path in sorted(EXAMPLES.glob("ptahrealm*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+
+
 def keyed(raw: Object, coordination_key: str) -> Object:
     """An example with its target on ``coordination_key`` instead of the realm it names.
 

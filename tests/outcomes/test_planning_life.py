@@ -31,7 +31,8 @@ from jobclaim.apiserver import (
     AlreadyExists,
 )
 from jobclaim.projection import decode_chunk
-from tests.support.claimworld import example, example_realms
+from lab.run import example_realms
+from tests.support.claimworld import example
 from tests.support.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
 from tests.support.outcomeworld import status_of
 from tests.support.scriptednode import POLICY, ScriptedNode
@@ -58,7 +59,7 @@ def no_requested_claims(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def realms(rig: Rig) -> None:
     """The realms the examples name (examples/ptahrealm.yaml), each once per rig."""
-    for realm in example_realms():
+    for _, realm in example_realms():
         with contextlib.suppress(AlreadyExists):
             rig.api.create(PTAHREALMS, None, realm)
 

@@ -69,13 +69,6 @@ def example(name: str) -> dict[str, Any]:
     return loaded
 
 
-def example_realms() -> list[dict[str, Any]]:
-    """The PtahRealms of examples/ptahrealm.yaml, which the other examples name: a
-    world that runs the controller on an example unchanged must hold them, or the
-    realm gate refuses it (fail closed: a realm that does not exist admits nobody)."""
-    return [doc for doc in yaml.safe_load_all((EXAMPLES / "ptahrealm.yaml").read_text()) if doc]
-
-
 def snapshot_for(template: dict[str, Any]) -> AdmissionSnapshot:
     return seal(
         AdmissionSnapshot(

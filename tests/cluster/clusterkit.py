@@ -15,6 +15,7 @@ import httpx
 import pytest
 import yaml
 
+from jobclaim.apiserver import PTAHSCHEMAS, NotFound
 from lab.clusterrun import LabRun
 
 T = TypeVar("T")
@@ -120,6 +121,15 @@ def poll(
             pytest.fail(f"{what} did not happen within {timeout:.0f}s")
         time.sleep(interval)  # the pause between polls, not a synchronization
         interval = min(interval * 2, period)
+
+
+def schema_gone(run: LabRun, namespace: str, name: str) -> bool | None:
+    """For ``poll``: True once the PtahSchema is gone (its finalizer removed), else None."""
+    try:
+        run.admin.get(PTAHSCHEMAS, namespace, name)
+    except NotFound:
+        return True
+    return None
 
 
 def probe_job(name: str) -> dict[str, Any]:

@@ -59,7 +59,6 @@ from jobclaim.apiserver import (
     PTAHSCHEMAS,
     SECRETS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
-    NotFound,
     Object,
     Resource,
 )
@@ -67,7 +66,7 @@ from lab import install
 from lab import run as nodeless
 from lab.cluster import LocalCluster
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from tests.cluster.clusterkit import Api, poll, probe_job
+from tests.cluster.clusterkit import Api, poll, probe_job, schema_gone
 from tests.cluster.managers import chart_upgraded
 from tests.support.reviews import Traffic
 
@@ -299,16 +298,10 @@ def own_schema(lab_run: LabRun, namespace: str) -> Iterator[str]:
     finally:
         lab_run.admin.delete(PTAHSCHEMAS, namespace, "rotation")
         # The manager removes its finalizer on its own time.
-        poll("the scenario's PtahSchema deleted", lambda: _gone(lab_run, namespace, "rotation"))
+        poll(
+            "the scenario's PtahSchema deleted", lambda: schema_gone(lab_run, namespace, "rotation")
+        )
         lab_run.admin.delete(NAMESPACES, None, namespace)
-
-
-def _gone(run: LabRun, namespace: str, name: str) -> bool | None:
-    try:
-        run.admin.get(PTAHSCHEMAS, namespace, name)
-    except NotFound:
-        return True
-    return None
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from jobclaim.naming import coordination_digest
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.install import DEPLOYMENTS, MANAGER_PODS, RELEASE
 from lab.run import keyed
-from tests.cluster.clusterkit import Api, poll
+from tests.cluster.clusterkit import Api, poll, schema_gone
 from tests.cluster.managers import chart_upgraded
 from tests.support.access import Post, allowed, question, service_account
 
@@ -166,14 +166,6 @@ def test_a_manager_scoped_to_shop_ignores_another_namespace_and_may_not_touch_it
             run.admin.delete(PTAHSCHEMAS, NAMESPACE, control)
             poll(
                 f"{NAMESPACE}/{control} gone",
-                lambda: _gone(run, NAMESPACE, control),
+                lambda: schema_gone(run, NAMESPACE, control),
                 timeout=120.0,
             )
-
-
-def _gone(run: LabRun, namespace: str, name: str) -> bool | None:
-    try:
-        run.admin.get(PTAHSCHEMAS, namespace, name)
-    except NotFound:
-        return True
-    return None

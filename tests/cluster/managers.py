@@ -23,7 +23,7 @@ import yaml
 from jobclaim.apiserver import LEASES, PODS, Object
 from lab import install
 from lab.clusterrun import MANAGER_NAMESPACE, LabRun
-from lab.install import DEPLOYMENTS, RELEASE, deployment_ready
+from lab.install import DEPLOYMENTS, MANAGER_PODS, RELEASE, deployment_ready
 from tests.cluster.clusterkit import Api, poll
 
 LEADER_LEASE: Final = "ptah-operator-leader"
@@ -35,8 +35,9 @@ READY_DEADLINE: Final = 300.0
 
 def chart_upgraded(run: LabRun, values: dict[str, Any]) -> None:
     """``helm upgrade --reuse-values`` with ``values`` layered on the release's own;
-    returns once the new manager is Ready and the old manager Pod is gone (Ready counts
-    the new Pod only, and the old one may lead until it has stopped)."""
+    returns once the new manager is Ready and the old manager Pod is gone, its grace
+    period over (Ready counts the new Pod only, and the old one may lead until it has
+    stopped)."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as layer:
         layer.write(yaml.safe_dump(values))
         layer.flush()
@@ -64,7 +65,16 @@ def chart_upgraded(run: LabRun, values: dict[str, Any]) -> None:
         timeout=READY_DEADLINE,
         check=run.lab.check,
     )
-    poll("the old manager Pod gone", lambda: len(managers(run)) == 1 or None, timeout=120.0)
+    # Gone, not only being deleted: a deleted Pod stays Running through its grace period
+    # (30 s), and what comes next (make run's tests count Running manager Pods, a fault
+    # scenario's leader) must not see it.
+    poll(
+        "the old manager Pod gone",
+        lambda: (
+            len(run.admin.list(PODS, MANAGER_NAMESPACE, label_selector=MANAGER_PODS)) == 1 or None
+        ),
+        timeout=120.0,
+    )
     # The old Pod may have answered wait_ready's probe; once it is gone the Service's
     # EndpointSlice changes again on the endpoint controller's time, so ask once more.
     poll(

@@ -31,11 +31,11 @@ from typing import Final
 import pytest
 
 from jobclaim import lease_name
-from jobclaim.apiserver import EVENTS, JOBS, LEASES, PODS, PTAHSCHEMAS, NotFound, Object
+from jobclaim.apiserver import EVENTS, JOBS, LEASES, PTAHSCHEMAS, NotFound, Object
 from jobclaim.envelope import OWNER_LABEL
 from jobclaim.naming import coordination_digest
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
-from lab.install import DEPLOYMENTS, MANAGER_PODS, RELEASE
+from lab.install import DEPLOYMENTS, RELEASE
 from lab.run import keyed
 from tests.cluster.clusterkit import Api, poll, schema_gone
 from tests.cluster.managers import chart_upgraded
@@ -80,14 +80,6 @@ def scoped_to_shop(run: LabRun) -> Iterator[None]:
         yield
     finally:
         chart_upgraded(run, {"watch": {"namespaces": []}})
-        # chart_upgraded counts the Pods not being deleted; the scoped one may still
-        # be Running out its grace period, and make run's tests count Running Pods.
-        poll("the scoped manager Pod gone", lambda: _one_manager_pod(run), timeout=120.0)
-
-
-def _one_manager_pod(run: LabRun) -> bool | None:
-    pods = run.admin.list(PODS, MANAGER_NAMESPACE, label_selector=MANAGER_PODS)
-    return True if len(pods) == 1 else None
 
 
 def _schema(run: LabRun, namespace: str, name: str) -> Object:

@@ -10,19 +10,17 @@ the executor's report.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pymysql
 import pytest
 
-from lab.executor.cli import main
 from lab.executor.migrations import write_sum
 from lab.executor.mysqldb import lock_name
 from lab.mariadb import LabMariaDB
+from tests.labexecutor.mariadblab import MariaDBLab
 from tests.support.mariadb import running_mariadb
 
 pytestmark = pytest.mark.mariadb
@@ -42,22 +40,7 @@ def server() -> Iterator[LabMariaDB]:
         yield db
 
 
-@dataclass
-class MyLab:
-    server: LabMariaDB
-    url: str
-    work: Path
-
-    @property
-    def database(self) -> str:
-        return self.url.rsplit("/", 1)[1]
-
-    def ptah(self, *argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        env = {"PTAH_DB_URL": self.url, "PTAH_LOCK_TIMEOUT": "2s", "PTAH_CONNECT_TIMEOUT": "7s"}
-        code = main(list(argv), env, out, err)
-        return code, out.getvalue(), err.getvalue()
-
+class MyLab(MariaDBLab):
     def directory(self, files: dict[str, str]) -> str:
         path = self.work / "migrations"
         path.mkdir(exist_ok=True)

@@ -10,17 +10,15 @@ server's own general log, never from the executor's report.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lab.executor.cli import main
 from lab.mariadb import LabMariaDB
+from tests.labexecutor.mariadblab import MariaDBLab
 from tests.support.mariadb import running_mariadb
 
 pytestmark = pytest.mark.mariadb
@@ -45,28 +43,7 @@ def server() -> Iterator[LabMariaDB]:
         yield db
 
 
-@dataclass
-class MyLab:
-    server: LabMariaDB
-    url: str
-    dev: str
-    work: Path
-
-    @property
-    def database(self) -> str:
-        return self.url.rsplit("/", 1)[1]
-
-    def ptah(self, *argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        env = {
-            "PTAH_DB_URL": self.url,
-            "PTAH_DEV_URL": self.dev,
-            "PTAH_LOCK_TIMEOUT": "2s",
-            "PTAH_CONNECT_TIMEOUT": "7s",
-        }
-        code = main(list(argv), env, out, err)
-        return code, out.getvalue(), err.getvalue()
-
+class MyLab(MariaDBLab):
     def schema(self, ddl: str) -> str:
         path = self.work / "schema.sql"
         path.write_text(ddl)
@@ -103,7 +80,7 @@ class MyLab:
 
 @pytest.fixture
 def lab(server: LabMariaDB, tmp_path: Path) -> MyLab:
-    return MyLab(server, server.create_database("sch"), server.create_database("dev"), tmp_path)
+    return MyLab(server, server.create_database("sch"), tmp_path, dev=server.create_database("dev"))
 
 
 def test_plan_apply_converges_and_leaves_the_dev_database_empty(lab: MyLab) -> None:
@@ -114,7 +91,7 @@ def test_plan_apply_converges_and_leaves_the_dev_database_empty(lab: MyLab) -> N
     sqls = [s["sql"] for s in document["statements"]]
     assert sqls[0].startswith("CREATE TABLE `orders` (`id` bigint(20) NOT NULL")
     assert "ALTER TABLE `orders` ADD CONSTRAINT `orders_user_fk` FOREIGN KEY" in sqls[-1]
-    assert lab.tables(lab.dev.rsplit("/", 1)[1]) == []
+    assert lab.tables(lab.dev_database) == []
     code, applied = lab.apply()
     assert (code, applied["outcome"], applied["statements"]) == (0, "applied", sqls)
     # Each statement ran once, by the server's own account.
@@ -197,7 +174,7 @@ def test_a_failure_mid_plan_is_unknown_with_what_ran(lab: MyLab, mode: str) -> N
 
 
 def test_a_dev_database_that_is_not_empty_is_refused_and_kept(lab: MyLab) -> None:
-    dev = lab.dev.rsplit("/", 1)[1]
+    dev = lab.dev_database
     lab.server.query(dev, "CREATE TABLE mine (id int)")
     code, report = lab.plan(SCHEMA)
     assert (code, report["outcome"]) == (2, "failed")
@@ -232,7 +209,7 @@ def test_a_desired_schema_outside_the_subset_is_refused(lab: MyLab, name: str) -
     code, report = lab.plan(ddl)
     assert (code, report["outcome"]) == (2, "failed")
     assert message in report["error"]
-    assert lab.tables(lab.dev.rsplit("/", 1)[1]) == []
+    assert lab.tables(lab.dev_database) == []
 
 
 def test_a_dev_database_of_the_other_engine_is_refused(lab: MyLab) -> None:

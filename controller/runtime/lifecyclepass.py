@@ -25,10 +25,10 @@ only say that something may have changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from controller.context import passlog
-from controller.context.passcontext import Environment, Family, PassContext, claim_view
+from controller.context.passcontext import Environment, Family, PassContext
 from controller.families.migration.dispatch import MIGRATION
 from controller.families.schema.dispatch import SCHEMA
 from controller.mutationlifecycle import Stop, may_have_dispatched
@@ -50,7 +50,7 @@ from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError
 
-FAMILIES: Final[dict[str, Family]] = {SCHEMA.kind: SCHEMA, MIGRATION.kind: MIGRATION}
+FAMILIES: Final[dict[str, Family[Any]]] = {SCHEMA.kind: SCHEMA, MIGRATION.kind: MIGRATION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,4 +192,4 @@ def _active(ctx: PassContext) -> Stop:
     binding = ctx.binding
     if binding is None or not ctx.env.config.binding.matches(binding):
         return Stop("the execution binding changed; the claim waits for its rotation")
-    return ctx.env.driver.dispatch(claim_view(ctx), DispatchPass(ctx))
+    return ctx.env.driver.dispatch(ctx.claim_view, DispatchPass(ctx))

@@ -39,7 +39,6 @@ from controller.context.passcontext import (
     Operation,
     PassContext,
     Status,
-    claim_view,
     migration_of,
     schema_of,
 )
@@ -280,7 +279,7 @@ def _with_admission_snapshot(ctx: PassContext, claimed: Status) -> Status:
     step, which retries it and says why.
     """
     view = replace(ctx, subject=ctx.subject.model_copy(update={"status": claimed}))
-    if not snapshot_is_first_write(claim_view(view)):
+    if not snapshot_is_first_write(view.claim_view):
         return claimed
     try:
         template = ctx.family.build(view, snapshot_digest=None, manager=None)["spec"]["template"]

@@ -25,7 +25,6 @@ from controller.context.passcontext import (
     PassContext,
     Status,
     Subject,
-    migration_of,
     migration_operation_of,
     migration_status_of,
     narrowed,
@@ -113,8 +112,8 @@ class MigrationFamily:
     def read(self, obj: Object) -> tuple[PtahMigration, FamilyRecords]:
         return self.parse(obj), FamilyRecords()
 
-    def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
-        status = migration_of(ctx).status
+    def _plan_ref(self, ctx: PassContext[PtahMigration], operation: str) -> ObjectReference | None:
+        status = ctx.subject.status
         if status is None:
             return None
         active = status.active_operation
@@ -122,8 +121,8 @@ class MigrationFamily:
             return active.plan_ref
         return status.plan
 
-    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        inputs = claim_inputs(ctx, operation, migration_of(ctx).metadata.generation)
+    def inputs(self, ctx: PassContext[PtahMigration], operation: str) -> dict[str, Any] | None:
+        inputs = claim_inputs(ctx, operation, ctx.subject.metadata.generation)
         if inputs is not None and operation == _APPLY:
             ref = self._plan_ref(ctx, operation)
             if ref is None:
@@ -132,7 +131,10 @@ class MigrationFamily:
         return inputs
 
     def _read_plan(
-        self, ctx: PassContext, ref: ObjectReference, artifact: OCIArtifactAccessBinding | None
+        self,
+        ctx: PassContext[PtahMigration],
+        ref: ObjectReference,
+        artifact: OCIArtifactAccessBinding | None,
     ) -> PtahMigrationPlan | str:
         """The plan ``ref`` names, still that plan under the epoch in force and over
         ``artifact`` (the claim's, or for a claim not yet taken the one status records,
@@ -150,7 +152,7 @@ class MigrationFamily:
         problem = migration_plan_problem(
             plan,
             ref,
-            owner=migration_of(ctx).metadata,
+            owner=ctx.subject.metadata,
             epoch=epoch,
             artifact=artifact.digest if artifact else None,
         )
@@ -158,8 +160,8 @@ class MigrationFamily:
             return f"plan {ref.name} is not the plan the claim records: {problem}"
         return plan
 
-    def authorize(self, ctx: PassContext) -> Stop | None:
-        suspended = migration_of(ctx).spec.suspend
+    def authorize(self, ctx: PassContext[PtahMigration]) -> Stop | None:
+        suspended = ctx.subject.spec.suspend
         stop = retire_moved(ctx, "the migration is suspended" if suspended else None)
         if stop is not None or ctx.operation.type != _APPLY:
             return stop
@@ -179,26 +181,26 @@ class MigrationFamily:
             return retire_undispatched(ctx, problem, drop_plan=True)
         return None
 
-    def _approval_problem(self, ctx: PassContext, plan: PtahMigrationPlan) -> str | None:
+    def _approval_problem(
+        self, ctx: PassContext[PtahMigration], plan: PtahMigrationPlan
+    ) -> str | None:
         held = self.approval(ctx)
         if held is None:
-            policy = migration_of(ctx).spec.policy.apply
+            policy = ctx.subject.spec.policy.apply
             return None if policy == "Always" else "the Apply needs an approval it does not hold"
         ref = migration_operation_of(ctx).plan_ref
         assert ref is not None
-        found = held_migration_approval(
-            ctx.api, migration_of(ctx), ref, plan.spec.fingerprint, held
-        )
+        found = held_migration_approval(ctx.api, ctx.subject, ref, plan.spec.fingerprint, held)
         if found is None:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext) -> Stop | None:
+    def stage(self, ctx: PassContext[PtahMigration]) -> Stop | None:
         return None  # a migration plan carries no SQL to project
 
     # -- the Job and the claim ---------------------------------------------------------
 
-    def _sequence(self, ctx: PassContext) -> tuple[str, ...]:
+    def _sequence(self, ctx: PassContext[PtahMigration]) -> tuple[str, ...]:
         if ctx.operation.type != _APPLY:
             return ()
         plan = ctx.plan_object
@@ -214,14 +216,18 @@ class MigrationFamily:
         return tuple(entry.version for entry in plan.spec.migrations)
 
     def build(
-        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
+        self,
+        ctx: PassContext[PtahMigration],
+        *,
+        snapshot_digest: str | None,
+        manager: ManagerRecord | None,
     ) -> Object:
         binding = ctx.binding
         if binding is None:
             raise BuildRefused("the migration records no execution binding")
         return build_job(
             migration_job_inputs(
-                migration_of(ctx),
+                ctx.subject,
                 binding=binding,
                 manager=manager or ctx.env.config.manager,
                 expected_sequence=self._sequence(ctx),
@@ -229,18 +235,20 @@ class MigrationFamily:
             )
         )
 
-    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = migration_claim(migration_of(ctx), built=built, stored=True, binding=ctx.binding)
+    def claim(self, ctx: PassContext[PtahMigration], built: Mapping[str, Any] | None) -> Claim:
+        made = migration_claim(ctx.subject, built=built, stored=True, binding=ctx.binding)
         assert made is not None
         return made
 
-    def approval(self, ctx: PassContext) -> ObjectReference | None:
+    def approval(self, ctx: PassContext[PtahMigration]) -> ObjectReference | None:
         return migration_operation_of(ctx).approval_ref
 
     # -- what to claim -----------------------------------------------------------------
 
-    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
-        migration = migration_of(ctx)
+    def next_claim(
+        self, ctx: PassContext[PtahMigration]
+    ) -> tuple[str, Approval | None] | Stop | None:
+        migration = ctx.subject
         status = migration.status
         binding = ctx.binding
         ref = status.plan if status else None
@@ -265,7 +273,7 @@ class MigrationFamily:
         return (_APPLY, approval)
 
     def new_claim(
-        self, ctx: PassContext, operation: str, approval: Approval | None
+        self, ctx: PassContext[PtahMigration], operation: str, approval: Approval | None
     ) -> PtahMigrationStatus:
         status = migration_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
@@ -289,22 +297,22 @@ class MigrationFamily:
         return PtahMigrationStatus()
 
     def operation(
-        self, ctx: PassContext, **fields: Unpack[ClaimFields]
+        self, ctx: PassContext[PtahMigration], **fields: Unpack[ClaimFields]
     ) -> MigrationOperationStatus:
-        return migration_operation(migration_of(ctx), **fields)
+        return migration_operation(ctx.subject, **fields)
 
-    def prelude(self, ctx: PassContext) -> Stop | None:
+    def prelude(self, ctx: PassContext[PtahMigration]) -> Stop | None:
         # The unresolved-run record and its annotation copy agree before anything else.
         warn_record_lost(ctx)
         return reconcile_unresolved_copy(ctx)
 
-    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+    def record_unknown(self, ctx: PassContext[PtahMigration], reason: str) -> Stop:
         return record_unresolved_run(ctx, reason)
 
-    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+    def outcome(self, ctx: PassContext[PtahMigration], harvested: Harvest) -> Stop:
         return migration_outcome(ctx, harvested)
 
-    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+    def retire_unread(self, ctx: PassContext[PtahMigration], reason: str) -> Stop:
         return retire_migration_claim(
             ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
         )
@@ -317,10 +325,10 @@ class MigrationFamily:
     def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
         return {"artifact": source, "history": None}
 
-    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
-        return migration_of(ctx).spec.artifact.verification_policy_from
+    def policy_selector(self, ctx: PassContext[PtahMigration]) -> ConfigMapKeySelector | None:
+        return ctx.subject.spec.artifact.verification_policy_from
 
-    def last_reading(self, ctx: PassContext) -> datetime | None:
+    def last_reading(self, ctx: PassContext[PtahMigration]) -> datetime | None:
         # A History, or an unresolved run recorded: it is read an interval after it
         # was recorded, like a reading.
         status = migration_status_of(ctx)
@@ -330,20 +338,24 @@ class MigrationFamily:
         known = [t for t in times if t is not None]
         return max(known) if known else None
 
-    def facts(self, ctx: PassContext) -> Facts:
-        return migration_facts(migration_of(ctx), migration_status_of(ctx))
+    def facts(self, ctx: PassContext[PtahMigration]) -> Facts:
+        return migration_facts(ctx.subject, migration_status_of(ctx))
 
     def own_conditions(self, status: Status) -> list[Condition]:
         return []
 
     def retire_reading(
-        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+        self,
+        ctx: PassContext[PtahMigration],
+        reason: str,
+        disposition: Disposition,
+        update: dict[str, Any],
     ) -> Stop:
         return retire_migration_claim(
             ctx, reason, disposition=disposition, may_still_write=False, update=update
         )
 
-    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+    def keeps_reading(self, ctx: PassContext[PtahMigration], harvested: Harvest) -> bool:
         # A History while a run is unresolved: migration_outcome records it, and
         # settles the run when it shows nothing pending on the same database.
         account = harvested.account
@@ -356,19 +368,19 @@ class MigrationFamily:
             and recorded.result.migration_history is not None
         )
 
-    def settle_record(self, ctx: PassContext) -> Stop | None:
+    def settle_record(self, ctx: PassContext[PtahMigration]) -> Stop | None:
         return settle_by_acknowledgment(ctx)
 
-    def rotate_binding(self, ctx: PassContext) -> Stop:
+    def rotate_binding(self, ctx: PassContext[PtahMigration]) -> Stop:
         return rotate_migration_binding(ctx)
 
-    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+    def restart_proof(self, ctx: PassContext[PtahMigration], why: str) -> Stop:
         # A migration's record owes no proof (``records`` says none is outstanding),
         # so no claim of it serves one: asked anyway, the pass fails rather than guess.
         raise InvalidInput(f"a migration has no proof to restart ({why})")
 
 
-def rotate_migration_binding(ctx: PassContext) -> Stop:
+def rotate_migration_binding(ctx: PassContext[PtahMigration]) -> Stop:
     """A migration moves to the new binding with nothing left behind but a dispatched
     Apply's unresolved record (``MigrationFamily.rotate_binding``)."""
     status = migration_status_of(ctx)

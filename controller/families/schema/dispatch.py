@@ -25,7 +25,6 @@ from controller.context.passcontext import (
     Status,
     Subject,
     narrowed,
-    schema_of,
     schema_status_of,
 )
 from controller.families.schema.records import (
@@ -106,8 +105,8 @@ class SchemaFamily:
         schema = self.parse(obj)
         return schema, _records(schema)
 
-    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        schema = schema_of(ctx)
+    def inputs(self, ctx: PassContext[PtahSchema], operation: str) -> dict[str, Any] | None:
+        schema = ctx.subject
         inputs = claim_inputs(ctx, operation, schema.metadata.generation)
         if inputs is not None and operation == _APPLY:
             plan = schema.status.plan if schema.status else None
@@ -118,8 +117,8 @@ class SchemaFamily:
 
     # -- authorize and stage -----------------------------------------------------------
 
-    def authorize(self, ctx: PassContext) -> Stop | None:
-        schema = schema_of(ctx)
+    def authorize(self, ctx: PassContext[PtahSchema]) -> Stop | None:
+        schema = ctx.subject
         # A proof runs before suspension: a suspended schema still owes its account.
         suspended = schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof)
         stop = retire_moved(ctx, "the schema is suspended" if suspended else None)
@@ -135,7 +134,7 @@ class SchemaFamily:
         return None
 
     def _plan_problem(
-        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
+        self, ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
     ) -> str | None:
         try:
             obj = PtahSchemaPlan.model_validate(
@@ -154,7 +153,7 @@ class SchemaFamily:
         return None
 
     def _approval_problem(
-        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
+        self, ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
     ) -> str | None:
         held = _held_approval(ctx, plan)
         if held is None:
@@ -167,11 +166,11 @@ class SchemaFamily:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext) -> Stop | None:
+    def stage(self, ctx: PassContext[PtahSchema]) -> Stop | None:
         plan = ctx.plan_object
         if not isinstance(plan, PtahSchemaPlan) or ctx.chunks is None:
             # Only a driver with its steps exchanged stages before authorizing.
-            schema = schema_of(ctx)
+            schema = ctx.subject
             recorded = _status(schema).plan
             assert recorded is not None  # inputs_hold needs it
             problem = self._plan_problem(ctx, schema, recorded)
@@ -189,34 +188,38 @@ class SchemaFamily:
     # -- the Job and the claim ---------------------------------------------------------
 
     def build(
-        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
+        self,
+        ctx: PassContext[PtahSchema],
+        *,
+        snapshot_digest: str | None,
+        manager: ManagerRecord | None,
     ) -> Object:
         binding = ctx.binding
         if binding is None:
             raise BuildRefused("the schema records no execution binding")
         return build_job(
             schema_job_inputs(
-                schema_of(ctx),
+                ctx.subject,
                 binding=binding,
                 manager=manager or ctx.env.config.manager,
                 snapshot_digest=snapshot_digest,
             )
         )
 
-    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = schema_claim(schema_of(ctx), built=built, stored=True, binding=ctx.binding)
+    def claim(self, ctx: PassContext[PtahSchema], built: Mapping[str, Any] | None) -> Claim:
+        made = schema_claim(ctx.subject, built=built, stored=True, binding=ctx.binding)
         assert made is not None
         return made
 
-    def approval(self, ctx: PassContext) -> ObjectReference | None:
+    def approval(self, ctx: PassContext[PtahSchema]) -> ObjectReference | None:
         return _held_approval(ctx, schema_status_of(ctx).plan)
 
     # -- what to claim -----------------------------------------------------------------
 
-    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
+    def next_claim(self, ctx: PassContext[PtahSchema]) -> tuple[str, Approval | None] | Stop | None:
         """An Apply, once the current plan is authorized. Read-only work is claimed when
         asked (issue 5 decides when from the readings)."""
-        schema = schema_of(ctx)
+        schema = ctx.subject
         status = schema.status
         binding = ctx.binding
         plan = status.plan if status else None
@@ -236,7 +239,7 @@ class SchemaFamily:
         return (_APPLY, approval)
 
     def new_claim(
-        self, ctx: PassContext, operation: str, approval: Approval | None
+        self, ctx: PassContext[PtahSchema], operation: str, approval: Approval | None
     ) -> PtahSchemaStatus:
         status = schema_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
@@ -259,19 +262,21 @@ class SchemaFamily:
     def empty_status(self) -> PtahSchemaStatus:
         return PtahSchemaStatus()
 
-    def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> ActiveOperationStatus:
-        return schema_operation(schema_of(ctx), **fields)
+    def operation(
+        self, ctx: PassContext[PtahSchema], **fields: Unpack[ClaimFields]
+    ) -> ActiveOperationStatus:
+        return schema_operation(ctx.subject, **fields)
 
-    def prelude(self, ctx: PassContext) -> Stop | None:
+    def prelude(self, ctx: PassContext[PtahSchema]) -> Stop | None:
         return None  # a schema's records are worked off by its claims and its rotation
 
-    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+    def record_unknown(self, ctx: PassContext[PtahSchema], reason: str) -> Stop:
         return record_schema_apply(ctx, reason, succeeded=False, pod_uids=())
 
-    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+    def outcome(self, ctx: PassContext[PtahSchema], harvested: Harvest) -> Stop:
         return schema_outcome(ctx, harvested)
 
-    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+    def retire_unread(self, ctx: PassContext[PtahSchema], reason: str) -> Stop:
         return retire_schema_claim(
             ctx,
             reason,
@@ -287,37 +292,41 @@ class SchemaFamily:
     def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
         return {"source": source, "observation": None}
 
-    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
-        return schema_of(ctx).spec.desired.verification_policy_from
+    def policy_selector(self, ctx: PassContext[PtahSchema]) -> ConfigMapKeySelector | None:
+        return ctx.subject.spec.desired.verification_policy_from
 
-    def last_reading(self, ctx: PassContext) -> datetime | None:
+    def last_reading(self, ctx: PassContext[PtahSchema]) -> datetime | None:
         # A drift Observe is the schema's reading above Verify.
         observation = schema_status_of(ctx).observation
         return parse_time(observation.observed_at) if observation else None
 
-    def facts(self, ctx: PassContext) -> Facts:
+    def facts(self, ctx: PassContext[PtahSchema]) -> Facts:
         binding = ctx.binding
         epoch = binding.epoch if binding else None
-        return schema_facts(schema_of(ctx), schema_status_of(ctx), epoch)
+        return schema_facts(ctx.subject, schema_status_of(ctx), epoch)
 
     def own_conditions(self, status: Status) -> list[Condition]:
         return [drift_condition(narrowed(status, PtahSchemaStatus))]
 
     def retire_reading(
-        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+        self,
+        ctx: PassContext[PtahSchema],
+        reason: str,
+        disposition: Disposition,
+        update: dict[str, Any],
     ) -> Stop:
         return retire_schema_claim(ctx, reason, disposition=disposition, record=None, update=update)
 
-    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+    def keeps_reading(self, ctx: PassContext[PtahSchema], harvested: Harvest) -> bool:
         return False  # a proof's reading is the pending observation's, asked before
 
-    def settle_record(self, ctx: PassContext) -> Stop | None:
+    def settle_record(self, ctx: PassContext[PtahSchema]) -> Stop | None:
         return prove(ctx)
 
-    def rotate_binding(self, ctx: PassContext) -> Stop:
+    def rotate_binding(self, ctx: PassContext[PtahSchema]) -> Stop:
         return rotate_schema_binding(ctx)
 
-    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+    def restart_proof(self, ctx: PassContext[PtahSchema], why: str) -> Stop:
         return restart_proof(ctx, why)
 
 
@@ -336,14 +345,18 @@ def _status(schema: PtahSchema) -> PtahSchemaStatus:
     return narrowed(schema.status, PtahSchemaStatus)
 
 
-def _held_approval(ctx: PassContext, plan: CurrentPlanStatus | None) -> ObjectReference | None:
+def _held_approval(
+    ctx: PassContext[PtahSchema], plan: CurrentPlanStatus | None
+) -> ObjectReference | None:
     """The approval an Apply's claim holds by reference, from its recorded plan."""
     if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
         return None
     return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
 
 
-def _policy_problem(ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus) -> str | None:
+def _policy_problem(
+    ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
+) -> str | None:
     if plan.verification_policy_uid is None:
         return None
     selector = schema.spec.desired.verification_policy_from

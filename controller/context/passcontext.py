@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Unpack
 from typing_extensions import TypeVar
 
 from controller.mutationlifecycle import (
-    ClaimView,
     Disposition,
     Driver,
     Retirement,
@@ -38,21 +37,19 @@ from controller.pieces.phasemachine import Facts
 from controller.pieces.statusconditions import aligned
 from controller.pieces.targetlock import TargetLock
 from controller.pieces.vocabulary import EventReason
-from jobclaim import Claim, OperationInfo, lease_holder, operation_info
+from jobclaim import OperationInfo, lease_holder, operation_info
 from jobclaim.api import (
     ActiveOperationStatus,
     BindingRetirementStatus,
     Condition,
     ConfigMapKeySelector,
     ExecutionBindingStatus,
-    ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
     OCIArtifactAccessBinding,
     PendingObservationStatus,
     PtahMigration,
     PtahMigrationApproval,
-    PtahMigrationPlan,
     PtahMigrationStatus,
     PtahSchema,
     PtahSchemaApproval,
@@ -103,6 +100,20 @@ class Environment:
 
 
 @dataclass(frozen=True, slots=True)
+class Authorized:
+    """What a family's authorize found holding, re-read uncached, for the dispatch steps
+    after it: they read it as data instead of calling the family back mid-step."""
+
+    # The approval the claim spends (the consume step), if its work needs one.
+    approval: ObjectReference | None = None
+    # The verified plan and its chunks, for the stage step (a schema Apply's).
+    plan: PtahSchemaPlan | None = None
+    chunks: tuple[bytes, ...] = ()
+    # The versions the Job is held to (a migration Apply's plan's sequence).
+    sequence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FamilyRecords:
     """What a family's own records owe, read once from each stored version of the
     resource (``Family.read``): every stage asks these, none re-derives them."""
@@ -148,18 +159,15 @@ class Family(Protocol[F]):
         """What a claim of ``operation`` is decided from, or None if it cannot be formed."""
         ...
 
-    def authorize(self, ctx: PassContext[F]) -> Stop | None: ...
+    def authorize(self, ctx: PassContext[F]) -> Stop | Authorized:
+        """Re-read, uncached, what permits the claim's work; what was found holding is
+        handed to the later dispatch steps as data (``Authorized``)."""
+        ...
 
-    def stage(self, ctx: PassContext[F]) -> Stop | None: ...
-
-    def build(
-        self, ctx: PassContext[F], *, snapshot_digest: str | None, manager: ManagerRecord | None
-    ) -> Object: ...
-
-    def claim(self, ctx: PassContext[F], built: Mapping[str, Any] | None) -> Claim: ...
-
-    def approval(self, ctx: PassContext[F]) -> ObjectReference | None:
-        """The approval the claim holds by reference, if its work needs one."""
+    def sequence(self, ctx: PassContext[F]) -> tuple[str, ...]:
+        """The versions the claim's Job is held to, read from its plan (a migration
+        Apply's; empty for everything else): what only this family's Job adds to the
+        contract's per-family inputs (``jobclaim.owner_family``)."""
         ...
 
     def next_claim(self, ctx: PassContext[F]) -> tuple[str, Approval | None] | Stop | None:
@@ -257,7 +265,7 @@ class Family(Protocol[F]):
 
 
 # What ``_gather`` derives from the claim, unset while there is none.
-_CLAIM_FACTS: Final = frozenset({"operation", "info", "holder", "claim_view"})
+_CLAIM_FACTS: Final = frozenset({"operation", "info", "holder"})
 
 
 @dataclass(slots=True)
@@ -277,12 +285,6 @@ class PassContext(Generic[S_co]):
     # The boundaries crossed, as ``crossed`` noted them; made Events once, after the
     # pass (``event_records``).
     crossings: list[tuple[EventReason, str, EventType]] = field(default_factory=list)
-    built: Object | None = None
-    created: Object | None = None
-    chunks: list[bytes] | None = None
-    # The plan object authorize re-read: a schema Apply stages it, a migration Apply
-    # builds its Job from its sequence.
-    plan_object: PtahSchemaPlan | PtahMigrationPlan | None = None
     # -- gathered from ``subject`` by ``_gather``, never assigned elsewhere -----------
     api: ApiClient = field(init=False)
     namespace: str = field(init=False)
@@ -302,9 +304,6 @@ class PassContext(Generic[S_co]):
     # Apply it proves, so the proof's reading runs under the Apply's own tenure and no
     # other claimant can write between the Apply and that reading.
     holder: str = field(init=False, repr=False, compare=False)
-    # What the dispatch driver reads of the claim: the guard's inputs and which steps
-    # apply.
-    claim_view: ClaimView = field(init=False, repr=False, compare=False)
     # The record of an Apply that still owes its proof (``FamilyRecords``).
     pending_proof: PendingObservationStatus | None = field(init=False)
     # What a rotated execution binding still owes (``FamilyRecords``).
@@ -351,13 +350,6 @@ class PassContext(Generic[S_co]):
         self.holder = lease_holder(
             self.uid,
             pending.apply_operation_id if pending is not None and info.serves_proof else claim.id,
-        )
-        self.claim_view = ClaimView(
-            info=info,
-            dispatch_started=claim.dispatch_started,
-            job_uid=claim.job_uid,
-            proof_outstanding=self.proof_outstanding,
-            stages_plan=self.family.name == "schema" and claim.type == "Apply",
         )
 
     if not TYPE_CHECKING:

@@ -1,9 +1,10 @@
 """The work of each dispatch step, shared by both families.
 
 ``mutationlifecycle.Driver`` decides the order; this module decides what each step
-writes; a ``Family`` supplies only what differs (authorize, stage, what its Job is).
-Each step's durable write is made before the step returns, so the next step's
-failure is always covered:
+writes. A ``Family`` is asked once, to authorize, and hands back what held as data
+(``Authorized``); the Job and its claim are the contract's per-family answers. Each
+step's durable write is made before the step returns, so the next step's failure is
+always covered:
 
 - lease: the tenure the Lease is held under is in status before anything that
   depends on it (a projection, a snapshot, the Job) exists;
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from controller.context.passcontext import PassContext
+from controller.context.passcontext import Authorized, PassContext
 from controller.mutationlifecycle import (
     CreateOutcome,
     Step,
@@ -31,13 +32,14 @@ from controller.mutationlifecycle import (
     classify_create,
 )
 from controller.pieces.approvals import ApprovalGone, consume_approval
+from controller.pieces.planstore import PlanUnverified, ProjectionConflict, project
 from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
 from controller.pieces.targetlock import MalformedLease
 from controller.stages.claimsupervision import settle_drift
 from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched
 from controller.stages.realmgate import gate_lease
-from jobclaim import match
-from jobclaim.apiserver import JOBS, ApiError
+from jobclaim import JobInputs, active_job_inputs, build_job, match, stored_claim
+from jobclaim.apiserver import JOBS, ApiError, Object
 from jobclaim.errors import InvalidInput
 from jobclaim.times import timestamp
 
@@ -62,10 +64,21 @@ def contention_retry(retry_after: float | None) -> float:
 
 
 class DispatchPass:
-    """``mutationlifecycle.DispatchSteps`` over one pass of one resource."""
+    """``mutationlifecycle.DispatchSteps`` over one pass of one resource.
+
+    The family is asked once, by the authorize step; what it found holding (the
+    approval, the verified plan, the sequence) is handed to the later steps as data,
+    and the Job and the claim it is matched to are the contract's per-family answers
+    (``jobclaim.owner_family``), so no step calls the family back mid-step.
+    """
 
     def __init__(self, ctx: PassContext) -> None:
         self.ctx = ctx
+        # What the steps hand each other: what authorize found holding, the Job as
+        # built (held to its snapshot), and as created.
+        self.authorized: Authorized | None = None
+        self.built: Object | None = None
+        self.created: Object | None = None
 
     def run(self, step: Step) -> Stop | None:
         try:
@@ -77,7 +90,29 @@ class DispatchPass:
     # -- the steps -------------------------------------------------------------------
 
     def authorize(self) -> Stop | None:
-        return self.ctx.family.authorize(self.ctx)
+        found = self.ctx.family.authorize(self.ctx)
+        if isinstance(found, Stop):
+            return found
+        self.authorized = found
+        return None
+
+    def _inputs(self, authorized: Authorized) -> JobInputs:
+        """What the claim's Job is built from, at the version the pass holds: the
+        contract's per-family inputs, held to the sequence authorize read."""
+        ctx = self.ctx
+        return active_job_inputs(
+            ctx.subject,
+            binding=ctx.binding,
+            manager=ctx.env.config.manager,
+            expected_sequence=authorized.sequence,
+        )
+
+    def _authorized(self, step: str) -> Authorized | Stop:
+        """What authorize found, for a step that needs it; only a driver with its steps
+        exchanged gets here before authorize, and that step then stops (fail closed)."""
+        if self.authorized is None:
+            return Stop(f"the {step} step runs only after authorize")
+        return self.authorized
 
     def lease(self) -> Stop | None:
         ctx = self.ctx
@@ -113,13 +148,32 @@ class DispatchPass:
         return None
 
     def stage(self) -> Stop | None:
-        return self.ctx.family.stage(self.ctx)
+        """Project the verified plan for the Apply Pod, on every pass that can still
+        create the Job, before the mark; a foreign object under a projection name
+        retires the plan, since no retry can clear a name derived from the plan."""
+        ctx = self.ctx
+        authorized = self._authorized("stage")
+        if isinstance(authorized, Stop):
+            return authorized
+        plan = authorized.plan
+        if plan is None:
+            return Stop("the claim has no verified plan to stage")
+        try:
+            project(ctx.api, plan, ctx.name, list(authorized.chunks))
+        except (ProjectionConflict, PlanUnverified) as error:
+            return retire_undispatched(ctx, f"a projection name is taken: {error}", drop_plan=True)
+        ctx.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
+        return None
 
     def snapshot(self) -> Stop | None:
         ctx = self.ctx
         operation = ctx.operation
+        authorized = self._authorized("snapshot")
+        if isinstance(authorized, Stop):
+            return authorized
         try:
-            draft = ctx.family.build(ctx, snapshot_digest=None, manager=None)
+            inputs = self._inputs(authorized)
+            draft = build_job(inputs)
         except InvalidInput as error:
             return retire_undispatched(
                 ctx, f"the claim cannot build its Job: {error}", drop_plan=True
@@ -149,12 +203,15 @@ class DispatchPass:
             # the same pass that made it durable.
             return Stop("the admission snapshot is durable; the pass returns", requeue_after=AGAIN)
         assert snapshot is not None
-        ctx.built = ctx.family.build(ctx, snapshot_digest=snapshot.digest, manager=None)
+        self.built = build_job(inputs._replace(snapshot_digest=snapshot.digest))
         return None
 
     def consume(self) -> Stop | None:
         ctx = self.ctx
-        approval = ctx.family.approval(ctx)
+        authorized = self._authorized("consume")
+        if isinstance(authorized, Stop):
+            return authorized
+        approval = authorized.approval
         if approval is None:
             return None
         try:
@@ -181,13 +238,18 @@ class DispatchPass:
 
     def create(self) -> Stop | None:
         ctx = self.ctx
-        if ctx.built is None:
+        if self.built is None:
             # Only a driver with its steps exchanged gets here without a snapshot step.
+            authorized = self._authorized("create")
+            if isinstance(authorized, Stop):
+                return authorized
             snapshot = ctx.operation.admission_snapshot
-            digest = snapshot.digest if snapshot else None
-            ctx.built = ctx.family.build(ctx, snapshot_digest=digest, manager=None)
+            inputs = self._inputs(authorized)
+            self.built = build_job(
+                inputs._replace(snapshot_digest=snapshot.digest if snapshot else None)
+            )
         try:
-            ctx.created = ctx.api.create(JOBS, ctx.namespace, ctx.built)
+            self.created = ctx.api.create(JOBS, ctx.namespace, self.built)
         except Exception as error:  # every answer, and none, is classified
             return self._create_failed(error)
         ctx.crossed("JobCreated", f"Job {ctx.operation.job_name} was created")
@@ -216,16 +278,15 @@ class DispatchPass:
     def confirm(self) -> Stop | None:
         ctx = self.ctx
         job = ctx.api.get(JOBS, ctx.namespace, ctx.operation.job_name)
-        built = ctx.built
-        verdict = match(job, ctx.family.claim(ctx, built))
+        verdict = match(job, stored_claim(ctx.subject, built=self.built, binding=ctx.binding))
         if not verdict:
             return settle_drift(ctx, f"the created Job is not its claim's: {verdict.reason}")
-        ctx.created = job
+        self.created = job
         return None
 
     def record(self) -> Stop | None:
         ctx = self.ctx
-        job = ctx.created
+        job = self.created
         assert job is not None
         uid = job["metadata"]["uid"]
         ctx.write_operation(job_uid=uid)

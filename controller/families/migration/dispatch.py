@@ -7,20 +7,22 @@
   Apply reads its files from the verified artifact and is held to the plan's
   sequence by ``ptah migrations up --expect-sequence`` (versions, not files: hence
   the artifact).
-- Its Job: ``migration_job_inputs`` with the plan's sequence + ``build_job``; its
-  claim for ``match``: ``migration_claim``.
+- Its Job: the contract's per-family inputs (``jobclaim.owner_family``) held to the
+  plan's sequence, which authorize hands the later steps as data (``Authorized``)
+  with the approval the consume step spends; its claim for ``match``:
+  ``migration_claim``, through ``owner_family`` too.
 - An Apply is not claimed while ``status.unresolvedRun`` stands: a run nobody
   accounted for blocks the next one until a reading or a person settles it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    Authorized,
     FamilyRecords,
     PassContext,
     Status,
@@ -44,7 +46,7 @@ from controller.pieces.approvals import (
     skipped_migration_approvals,
 )
 from controller.pieces.harvested import Harvest
-from controller.pieces.operationidentity import ClaimFields, migration_operation
+from controller.pieces.operationidentity import ClaimFields, claim_inputs, migration_operation
 from controller.pieces.phasemachine import Facts
 from controller.stages.binding_rotation import (
     discarded,
@@ -52,22 +54,17 @@ from controller.stages.binding_rotation import (
     finish_rotation,
     new_binding,
 )
-from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.stages.claimsupervision import retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.planning import migration_facts
 from controller.stages.retirement import retire_migration_claim
 from jobclaim import (
-    Claim,
-    build_job,
-    migration_claim,
-    migration_job_inputs,
     migration_plan_problem,
 )
 from jobclaim.api import (
     MIGRATION_FINALIZER,
     Condition,
     ConfigMapKeySelector,
-    ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
     OCIArtifactAccessBinding,
@@ -122,7 +119,7 @@ class MigrationFamily:
         return status.plan
 
     def inputs(self, ctx: PassContext[PtahMigration], operation: str) -> dict[str, Any] | None:
-        inputs = claim_inputs(ctx, operation, ctx.subject.metadata.generation)
+        inputs = claim_inputs(self.name, operation, ctx.subject.metadata.generation, ctx.binding)
         if inputs is not None and operation == _APPLY:
             ref = self._plan_ref(ctx, operation)
             if ref is None:
@@ -160,11 +157,13 @@ class MigrationFamily:
             return f"plan {ref.name} is not the plan the claim records: {problem}"
         return plan
 
-    def authorize(self, ctx: PassContext[PtahMigration]) -> Stop | None:
+    def authorize(self, ctx: PassContext[PtahMigration]) -> Stop | Authorized:
         suspended = ctx.subject.spec.suspend
         stop = retire_moved(ctx, "the migration is suspended" if suspended else None)
-        if stop is not None or ctx.operation.type != _APPLY:
+        if stop is not None:
             return stop
+        if ctx.operation.type != _APPLY:
+            return Authorized(approval=migration_operation_of(ctx).approval_ref)
         if migration_status_of(ctx).unresolved_run is not None:
             # A record restored (or written) after this claim was taken: the run nobody
             # accounted for blocks this one as it blocks a new claim.
@@ -175,16 +174,18 @@ class MigrationFamily:
         found = self._read_plan(ctx, ref, claim.source)
         if isinstance(found, str):
             return retire_undispatched(ctx, found, drop_plan=True)
-        ctx.plan_object = found
         problem = self._approval_problem(ctx, found)
         if problem is not None:
             return retire_undispatched(ctx, problem, drop_plan=True)
-        return None
+        return Authorized(
+            approval=claim.approval_ref,
+            sequence=tuple(entry.version for entry in found.spec.migrations),
+        )
 
     def _approval_problem(
         self, ctx: PassContext[PtahMigration], plan: PtahMigrationPlan
     ) -> str | None:
-        held = self.approval(ctx)
+        held = migration_operation_of(ctx).approval_ref
         if held is None:
             policy = ctx.subject.spec.policy.apply
             return None if policy == "Always" else "the Apply needs an approval it does not hold"
@@ -195,53 +196,19 @@ class MigrationFamily:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext[PtahMigration]) -> Stop | None:
-        return None  # a migration plan carries no SQL to project
-
-    # -- the Job and the claim ---------------------------------------------------------
-
-    def _sequence(self, ctx: PassContext[PtahMigration]) -> tuple[str, ...]:
+    def sequence(self, ctx: PassContext[PtahMigration]) -> tuple[str, ...]:
+        """An Apply's plan's sequence, re-read (a pass that supervises its Job rebuilds
+        it); authorize hands the dispatch steps the one it read."""
         if ctx.operation.type != _APPLY:
             return ()
-        plan = ctx.plan_object
-        if not isinstance(plan, PtahMigrationPlan):
-            claim = migration_operation_of(ctx)
-            ref = claim.plan_ref
-            if ref is None:
-                raise PlanGone("the Apply claim names no plan")
-            found = self._read_plan(ctx, ref, claim.source)
-            if isinstance(found, str):
-                raise PlanGone(f"the Apply cannot be rebuilt: {found}")
-            ctx.plan_object = plan = found
-        return tuple(entry.version for entry in plan.spec.migrations)
-
-    def build(
-        self,
-        ctx: PassContext[PtahMigration],
-        *,
-        snapshot_digest: str | None,
-        manager: ManagerRecord | None,
-    ) -> Object:
-        binding = ctx.binding
-        if binding is None:
-            raise BuildRefused("the migration records no execution binding")
-        return build_job(
-            migration_job_inputs(
-                ctx.subject,
-                binding=binding,
-                manager=manager or ctx.env.config.manager,
-                expected_sequence=self._sequence(ctx),
-                snapshot_digest=snapshot_digest,
-            )
-        )
-
-    def claim(self, ctx: PassContext[PtahMigration], built: Mapping[str, Any] | None) -> Claim:
-        made = migration_claim(ctx.subject, built=built, stored=True, binding=ctx.binding)
-        assert made is not None
-        return made
-
-    def approval(self, ctx: PassContext[PtahMigration]) -> ObjectReference | None:
-        return migration_operation_of(ctx).approval_ref
+        claim = migration_operation_of(ctx)
+        ref = claim.plan_ref
+        if ref is None:
+            raise PlanGone("the Apply claim names no plan")
+        found = self._read_plan(ctx, ref, claim.source)
+        if isinstance(found, str):
+            raise PlanGone(f"the Apply cannot be rebuilt: {found}")
+        return tuple(entry.version for entry in found.spec.migrations)
 
     # -- what to claim -----------------------------------------------------------------
 

@@ -4,22 +4,22 @@
   under still holds, re-read uncached: the plan object (its chunks verified by
   ``planstore.load_plan``), the verification-policy ConfigMap, and the approval the
   claim holds by reference. Any of them having moved discards the plan, rather than
-  narrowing the claim to what still holds.
-- Stage: the verified chunks go into the plan's projection ConfigMaps on every pass
-  that can still create the Job, before the mark; a foreign object under a projection
-  name retires the plan, since no retry can clear a name derived from the plan.
-- Its Job: ``schema_job_inputs`` + ``build_job``; its claim for ``match``:
-  ``schema_claim``; where it keeps the approval: ``status.plan.approval``.
+  narrowing the claim to what still holds. What held (the verified plan and chunks,
+  the approval) is handed to the later steps as data (``Authorized``): the stage step
+  projects those chunks and the consume step spends that approval, without asking
+  the family again.
+- Its Job and its claim for ``match`` are the contract's per-family answers
+  (``jobclaim.owner_family``); where it keeps the approval: ``status.plan.approval``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    Authorized,
     FamilyRecords,
     PassContext,
     Status,
@@ -42,21 +42,17 @@ from controller.pieces.approvals import (
     skipped_schema_approvals,
 )
 from controller.pieces.harvested import Harvest
-from controller.pieces.operationidentity import ClaimFields, schema_operation
+from controller.pieces.operationidentity import ClaimFields, claim_inputs, schema_operation
 from controller.pieces.phasemachine import Facts
 from controller.pieces.planpolicy import approval_required, policy_digest
-from controller.pieces.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.pieces.planstore import PlanUnverified, load_plan
+from controller.stages.claimsupervision import retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.conditions import drift_condition
 from controller.stages.planning import schema_facts
 from controller.stages.retirement import retire_schema_claim
 from jobclaim import (
     DEFAULT_GRACE_SECONDS,
-    Claim,
-    build_job,
-    schema_claim,
-    schema_job_inputs,
     schema_plan_problem,
 )
 from jobclaim.api import (
@@ -66,7 +62,6 @@ from jobclaim.api import (
     ConfigMapKeySelector,
     ConsumedApprovalStatus,
     CurrentPlanStatus,
-    ManagerRecord,
     ObjectReference,
     OCIArtifactAccessBinding,
     PtahSchema,
@@ -82,7 +77,7 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from jobclaim.errors import BuildRefused, InvalidInput
+from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time
 
 _APPLY: Final = "Apply"
@@ -107,7 +102,7 @@ class SchemaFamily:
 
     def inputs(self, ctx: PassContext[PtahSchema], operation: str) -> dict[str, Any] | None:
         schema = ctx.subject
-        inputs = claim_inputs(ctx, operation, schema.metadata.generation)
+        inputs = claim_inputs(self.name, operation, schema.metadata.generation, ctx.binding)
         if inputs is not None and operation == _APPLY:
             plan = schema.status.plan if schema.status else None
             if plan is None:
@@ -117,25 +112,34 @@ class SchemaFamily:
 
     # -- authorize and stage -----------------------------------------------------------
 
-    def authorize(self, ctx: PassContext[PtahSchema]) -> Stop | None:
+    def authorize(self, ctx: PassContext[PtahSchema]) -> Stop | Authorized:
         schema = ctx.subject
         # A proof runs before suspension: a suspended schema still owes its account.
         suspended = schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof)
         stop = retire_moved(ctx, "the schema is suspended" if suspended else None)
-        if stop is not None or ctx.operation.type != _APPLY:
+        if stop is not None:
             return stop
-        # Narrowed once: every check below reads the same schema and recorded plan.
-        plan = _status(schema).plan
+        if ctx.operation.type != _APPLY:
+            return Authorized()
+        # Read once: every check below reads the same schema and recorded plan.
+        plan = schema.status.plan if schema.status else None
         assert plan is not None  # inputs_hold needs it
-        problem = self._plan_problem(ctx, schema, plan) or _policy_problem(ctx, schema, plan)
-        problem = problem or self._approval_problem(ctx, schema, plan)
+        found = self._read_plan(ctx, schema, plan)
+        if isinstance(found, str):
+            return retire_undispatched(ctx, found, drop_plan=True)
+        held = _held_approval(ctx, plan)
+        problem = _policy_problem(ctx, schema, plan) or self._approval_problem(
+            ctx, schema, plan, held
+        )
         if problem is not None:
             return retire_undispatched(ctx, problem, drop_plan=True)
-        return None
+        plan_object, chunks = found
+        return Authorized(approval=held, plan=plan_object, chunks=tuple(chunks))
 
-    def _plan_problem(
+    def _read_plan(
         self, ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
-    ) -> str | None:
+    ) -> tuple[PtahSchemaPlan, list[bytes]] | str:
+        """The plan the claim records and its verified chunks, or why not."""
         try:
             obj = PtahSchemaPlan.model_validate(
                 ctx.api.get(PTAHSCHEMAPLANS, ctx.namespace, plan.name)
@@ -146,16 +150,17 @@ class SchemaFamily:
         if problem is not None:
             return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
-            ctx.chunks = load_plan(ctx.api, ctx.namespace, obj)
+            return obj, load_plan(ctx.api, ctx.namespace, obj)
         except PlanUnverified as error:
             return f"plan {plan.name} cannot be verified: {error}"
-        ctx.plan_object = obj
-        return None
 
     def _approval_problem(
-        self, ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
+        self,
+        ctx: PassContext[PtahSchema],
+        schema: PtahSchema,
+        plan: CurrentPlanStatus,
+        held: ObjectReference | None,
     ) -> str | None:
-        held = _held_approval(ctx, plan)
         if held is None:
             return (
                 "the plan needs an approval the claim does not hold"
@@ -166,53 +171,8 @@ class SchemaFamily:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext[PtahSchema]) -> Stop | None:
-        plan = ctx.plan_object
-        if not isinstance(plan, PtahSchemaPlan) or ctx.chunks is None:
-            # Only a driver with its steps exchanged stages before authorizing.
-            schema = ctx.subject
-            recorded = _status(schema).plan
-            assert recorded is not None  # inputs_hold needs it
-            problem = self._plan_problem(ctx, schema, recorded)
-            if problem is not None:
-                return retire_undispatched(ctx, problem, drop_plan=True)
-            plan = ctx.plan_object
-            assert isinstance(plan, PtahSchemaPlan) and ctx.chunks is not None
-        try:
-            project(ctx.api, plan, ctx.name, ctx.chunks)
-        except (ProjectionConflict, PlanUnverified) as error:
-            return retire_undispatched(ctx, f"a projection name is taken: {error}", drop_plan=True)
-        ctx.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
-        return None
-
-    # -- the Job and the claim ---------------------------------------------------------
-
-    def build(
-        self,
-        ctx: PassContext[PtahSchema],
-        *,
-        snapshot_digest: str | None,
-        manager: ManagerRecord | None,
-    ) -> Object:
-        binding = ctx.binding
-        if binding is None:
-            raise BuildRefused("the schema records no execution binding")
-        return build_job(
-            schema_job_inputs(
-                ctx.subject,
-                binding=binding,
-                manager=manager or ctx.env.config.manager,
-                snapshot_digest=snapshot_digest,
-            )
-        )
-
-    def claim(self, ctx: PassContext[PtahSchema], built: Mapping[str, Any] | None) -> Claim:
-        made = schema_claim(ctx.subject, built=built, stored=True, binding=ctx.binding)
-        assert made is not None
-        return made
-
-    def approval(self, ctx: PassContext[PtahSchema]) -> ObjectReference | None:
-        return _held_approval(ctx, schema_status_of(ctx).plan)
+    def sequence(self, ctx: PassContext[PtahSchema]) -> tuple[str, ...]:
+        return ()  # a schema Apply runs its projected plan, not a sequence
 
     # -- what to claim -----------------------------------------------------------------
 
@@ -338,11 +298,6 @@ def _records(schema: PtahSchema) -> FamilyRecords:
         pending_proof=status.pending_observation,
         binding_retirement=status.pending_binding_retirement,
     )
-
-
-def _status(schema: PtahSchema) -> PtahSchemaStatus:
-    """The status of a schema a claim stands on (there is one: the claim is in it)."""
-    return narrowed(schema.status, PtahSchemaStatus)
 
 
 def _held_approval(

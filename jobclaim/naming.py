@@ -9,6 +9,7 @@ created from one it has not. Inputs that cannot form a name are refused, never c
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 import unicodedata
@@ -101,6 +102,10 @@ def _coordination_key(key: str) -> str:
     return unicodedata.normalize("NFKC", key).strip().casefold()
 
 
+# A pure function of four strings that every Job create's authority check and every
+# pass of the controller asks again for the same target: remembered, bounded. An input
+# it refuses raises and is not remembered.
+@functools.lru_cache(maxsize=256, typed=True)
 def coordination_digest(
     *, engine: str, namespace: str, coordination_key: str | None, realm: str | None
 ) -> str:

@@ -24,7 +24,6 @@ TESTS_LEFT = frozenset(
         ("tests.cluster.test_faults_kill", "tests.cluster.test_faults_webhook"),
         ("tests.cluster.test_faults_podloss", "tests.cluster.test_faults_webhook"),
         ("tests.cluster.test_faults_upgrade", "tests.cluster.test_faults_podloss"),
-        ("tests.jobclaim.test_one_rule_each", "tests.jobclaim.test_plans_and_live_job"),
         ("tests.labexecutor.test_runner_contract", "tests.runner.test_built_job_e2e"),
         ("tests.labexecutor.test_runner_contract", "tests.runner.test_runner_e2e"),
         ("tests.lifecycle.test_continuity_loss", "tests.lifecycle.test_dispatch_order"),

@@ -28,7 +28,6 @@ TESTS_LEFT = frozenset(
         ("tests.labexecutor.test_runner_contract", "tests.runner.test_runner_e2e"),
         ("tests.lifecycle.test_continuity_loss", "tests.lifecycle.test_dispatch_order"),
         ("tests.lifecycle.test_snapshot_pin", "tests.lifecycle.test_dispatch_order"),
-        ("tests.outcomes.test_freshness_life", "tests.outcomes.test_planning_life"),
         ("tests.realapi.test_freshness_realapi", "tests.realapi.test_planning_realapi"),
         ("tests.realapi.test_watch_scope", "tests.realapi.test_manager_process"),
         ("tests.realapi.test_webhook_registered", "tests.webhook.test_real_apiserver"),

@@ -98,8 +98,8 @@ test: lint typecheck unit
 # manager process, uvicorn over TLS under load, the built zipapp, `python -m` runs),
 # and most Hypothesis examples: `--hypothesis-profile=check` runs a tenth of each
 # property test's examples (tests/support/examples.py); the full profile is the default.
-STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
-	tests/test_security_doc.py tests/test_wheel.py
+STRUCTURE_TESTS := tests/test_layers.py tests/test_test_imports.py tests/test_error_tree.py \
+	tests/test_architecture_doc.py tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not mariadb and not registry and not pythons \
 	and not images and not integration$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
 	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)$(if $(wildcard $(KSTATUS_BIN)),, and not kstatus)

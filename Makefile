@@ -82,8 +82,15 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
+# The suite runs in TEST_WORKERS pytest-xdist workers (default 2): every test under
+# tests/cluster/ is one unit of work (tests/support/xdistrun.py), which one worker starts on
+# at once while the other runs everything else beside it. The cluster part is mostly
+# waiting on a real node, so the two overlap instead of adding up. TEST_WORKERS=0 runs the
+# suite serially in one process, as before (`make test TEST_WORKERS=0`, or in the environment).
+TEST_WORKERS ?= 2
+
 unit: setup helm promtool prometheus kube-score controlplane kstatus crane node-packages mariadb images wheelhouse lua
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: lint typecheck unit
 

@@ -197,6 +197,7 @@ class LabRun:
     chart_source: install.ChartSource | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    log_level: str = "info"  # the manager's (ChartInstall.log_level)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifecycle ----------------------------------------------------------
@@ -281,6 +282,7 @@ class LabRun:
             # The manager image also supplies the Jobs' runner.
             runner_image=manager.ref,
             ptah_version=PTAH_VERSION,
+            log_level=self.log_level,
         )
         package = install.package_chart(work / "chart")
         source = install.push_chart(package, registry)

@@ -143,9 +143,13 @@ class ChartInstall:
     # One manager: a single node gains nothing from the second replica's spread, and
     # the machine is shared. Leader election stays on, as the chart requires it.
     replicas: int = 1
+    # debug: the manager logs each watch event, pass start and API request too, which
+    # the approval benchmark's trace reads (benchmarks/approvaltrace.py).
+    log_level: str = "info"
 
     def values(self) -> list[str]:
         return [
+            f"logLevel={self.log_level}",
             f"image.repository={self.manager_repository}",
             f"image.digest={self.manager_digest}",
             f"execution.executorImage={self.executor_image}",

@@ -29,7 +29,7 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.pieces.events import EventRecord, EventType
-from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
+from controller.pieces.faultpoints import FaultPoints, crossed
 from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
 from controller.pieces.operationidentity import ClaimFields
@@ -421,11 +421,6 @@ class PassContext(Generic[S_co]):
             after = self.subject.status.active_operation if self.subject.status else None
             for boundary, operation in crossed(before, after):
                 self.env.faults.after(boundary, self.subject, operation)
-
-    def crossed_create(self) -> None:
-        """The one Job create was answered: tell the fault points, if any."""
-        if self.env.faults is not None:
-            self.env.faults.after(Boundary.CREATE, self.subject, self.operation)
 
     def write_operation(self, **update: Any) -> None:
         """Write the claim with ``update`` applied, nothing else in status changed."""

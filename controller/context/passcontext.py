@@ -30,6 +30,7 @@ from controller.mutationlifecycle import (
 )
 from controller.pieces.events import EventRecord, EventType
 from controller.pieces.faultpoints import FaultPoints, crossed
+from controller.pieces.freshness import digest_pinned
 from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
 from controller.pieces.operationidentity import ClaimFields
@@ -37,7 +38,7 @@ from controller.pieces.phasemachine import Facts
 from controller.pieces.statusconditions import aligned
 from controller.pieces.targetlock import TargetLock
 from controller.pieces.vocabulary import EventReason
-from jobclaim import OperationInfo, lease_holder, operation_info
+from jobclaim import OperationInfo, lease_holder, operation_info, requested_reference
 from jobclaim.api import (
     ActiveOperationStatus,
     BindingRetirementStatus,
@@ -407,7 +408,11 @@ class PassContext(Generic[S_co]):
         """Replace the status at the version this pass decided from."""
         before = self.subject.status.active_operation if self.subject.status else None
         # The conditions describe the status written with them, in the same write.
-        conditions = aligned(self.subject, status, now=timestamp(self.now()))
+        # Its facts read here, the clock and whether the reference is pinned by
+        # digest: the derivation itself is pure.
+        now = timestamp(self.now())
+        pinned = digest_pinned(requested_reference(self.subject))
+        conditions = aligned(self.subject, status, now=now, pinned=pinned)
         status = status.model_copy(update={"conditions": conditions})
         stored = self.api.patch_status(
             self.family.resource,

@@ -311,6 +311,10 @@ class PassContext(Generic[S_co]):
     binding_retirement: BindingRetirementStatus | None = field(init=False)
     # Whether an Apply still owes its proof (its record holds the realm).
     proof_outstanding: bool = field(init=False)
+    # -- read once per pass ---------------------------------------------------------
+    # Whether the reference names its bytes by digest (``freshness.digest_pinned``): a
+    # fact of the spec, which no status or metadata write of the pass changes.
+    pinned: bool = field(init=False)
 
     # What the family's records on ``subject`` owe, when the loader read them with it
     # (``Family.read``); a copy made with ``dataclasses.replace`` reads them again.
@@ -321,6 +325,7 @@ class PassContext(Generic[S_co]):
         self._gather(
             self.subject, records if records is not None else self.family.records(self.subject)
         )
+        self.pinned = digest_pinned(requested_reference(self.subject))
 
     def _gather(self, subject: Subject, records: FamilyRecords) -> None:
         """Take ``subject`` as the resource this pass decides from, and what every
@@ -410,11 +415,10 @@ class PassContext(Generic[S_co]):
         the claim alone); otherwise the family reads them from the stored object."""
         before = self.subject.status.active_operation if self.subject.status else None
         # The conditions describe the status written with them, in the same write.
-        # Its facts read here, the clock and whether the reference is pinned by
-        # digest: the derivation itself is pure.
+        # Its facts handed in, the clock read here and the pinned reference as the pass
+        # read it: the derivation itself is pure.
         now = timestamp(self.now())
-        pinned = digest_pinned(requested_reference(self.subject))
-        conditions = aligned(self.subject, status, now=now, pinned=pinned)
+        conditions = aligned(self.subject, status, now=now, pinned=self.pinned)
         status = status.model_copy(update={"conditions": conditions})
         stored = self.api.patch_status(
             self.family.resource,

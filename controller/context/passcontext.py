@@ -29,7 +29,8 @@ from controller.mutationlifecycle import (
     realm_held_by,
 )
 from controller.pieces.events import EventRecord, EventType
-from controller.pieces.faultpoints import Boundary, FaultPoints, crossed
+from controller.pieces.faultpoints import FaultPoints, crossed
+from controller.pieces.freshness import digest_pinned
 from controller.pieces.harvested import Harvest
 from controller.pieces.managerconfig import ManagerConfig
 from controller.pieces.operationidentity import ClaimFields
@@ -37,7 +38,7 @@ from controller.pieces.phasemachine import Facts
 from controller.pieces.statusconditions import aligned
 from controller.pieces.targetlock import TargetLock
 from controller.pieces.vocabulary import EventReason
-from jobclaim import OperationInfo, lease_holder, operation_info
+from jobclaim import OperationInfo, lease_holder, operation_info, requested_reference
 from jobclaim.api import (
     ActiveOperationStatus,
     BindingRetirementStatus,
@@ -310,6 +311,10 @@ class PassContext(Generic[S_co]):
     binding_retirement: BindingRetirementStatus | None = field(init=False)
     # Whether an Apply still owes its proof (its record holds the realm).
     proof_outstanding: bool = field(init=False)
+    # -- read once per pass ---------------------------------------------------------
+    # Whether the reference names its bytes by digest (``freshness.digest_pinned``): a
+    # fact of the spec, which no status or metadata write of the pass changes.
+    pinned: bool = field(init=False)
 
     # What the family's records on ``subject`` owe, when the loader read them with it
     # (``Family.read``); a copy made with ``dataclasses.replace`` reads them again.
@@ -320,6 +325,7 @@ class PassContext(Generic[S_co]):
         self._gather(
             self.subject, records if records is not None else self.family.records(self.subject)
         )
+        self.pinned = digest_pinned(requested_reference(self.subject))
 
     def _gather(self, subject: Subject, records: FamilyRecords) -> None:
         """Take ``subject`` as the resource this pass decides from, and what every
@@ -403,11 +409,16 @@ class PassContext(Generic[S_co]):
         """The Events this pass owes, in the order its boundaries were crossed."""
         return [EventRecord(reason, note, kind) for reason, note, kind in self.crossings]
 
-    def write_status(self, status: Status) -> None:
-        """Replace the status at the version this pass decided from."""
+    def write_status(self, status: Status, *, records: FamilyRecords | None = None) -> None:
+        """Replace the status at the version this pass decided from. ``records``: what
+        the family's records owe in ``status``, when the writer knows them (a write of
+        the claim alone); otherwise the family reads them from the stored object."""
         before = self.subject.status.active_operation if self.subject.status else None
         # The conditions describe the status written with them, in the same write.
-        conditions = aligned(self.subject, status, now=timestamp(self.now()))
+        # Its facts handed in, the clock read here and the pinned reference as the pass
+        # read it: the derivation itself is pure.
+        now = timestamp(self.now())
+        conditions = aligned(self.subject, status, now=now, pinned=self.pinned)
         status = status.model_copy(update={"conditions": conditions})
         stored = self.api.patch_status(
             self.family.resource,
@@ -416,23 +427,28 @@ class PassContext(Generic[S_co]):
             status.to_wire(),
             resource_version=self.subject.metadata.resource_version or "",
         )
-        self._gather(*self.family.read(stored))
+        if records is None:
+            self._gather(*self.family.read(stored))
+        else:
+            self._gather(type(self.subject).model_validate(stored), records)
         if self.env.faults is not None:
             after = self.subject.status.active_operation if self.subject.status else None
             for boundary, operation in crossed(before, after):
                 self.env.faults.after(boundary, self.subject, operation)
-
-    def crossed_create(self) -> None:
-        """The one Job create was answered: tell the fault points, if any."""
-        if self.env.faults is not None:
-            self.env.faults.after(Boundary.CREATE, self.subject, self.operation)
 
     def write_operation(self, **update: Any) -> None:
         """Write the claim with ``update`` applied, nothing else in status changed."""
         status = self.subject.status
         assert status is not None
         operation = self.operation.model_copy(update=update)
-        self.write_status(status.model_copy(update={"active_operation": operation}))
+        # Only the claim changes, at the version the records were read from (a Conflict
+        # otherwise), and no family keeps a record in its claim
+        # (tests/controller/test_claim_write_records.py): the stored version's records
+        # are the ones gathered, so the family is not asked to read them again.
+        kept = FamilyRecords(
+            pending_proof=self.pending_proof, binding_retirement=self.binding_retirement
+        )
+        self.write_status(status.model_copy(update={"active_operation": operation}), records=kept)
 
     def write_metadata(self, metadata: Mapping[str, Any]) -> None:
         stored = self.api.patch_metadata(

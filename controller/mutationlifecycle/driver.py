@@ -160,6 +160,9 @@ class Driver:
         """
         if not claim.info.known:
             return Stop("the claim names an operation this operator does not define")
+        # Both decisions are made before any step runs: which steps the claim takes,
+        # and whether it may be dispatched at all (pure, so their order is free).
+        wanted = set(steps_for(claim))
         if claim.info.mutating and may_have_dispatched(
             dispatch_started=claim.dispatch_started, job_uid=claim.job_uid
         ):
@@ -169,7 +172,6 @@ class Driver:
                     "a mutating claim that may have dispatched is never dispatched again"
                 ),
             )
-        wanted = set(steps_for(claim))
         for step in self._order:
             if step not in wanted:
                 continue

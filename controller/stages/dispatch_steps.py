@@ -32,9 +32,11 @@ from controller.mutationlifecycle import (
     classify_create,
 )
 from controller.pieces.approvals import ApprovalGone, consume_approval
+from controller.pieces.faultpoints import Boundary
 from controller.pieces.planstore import PlanUnverified, ProjectionConflict, project
 from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot, snapshot_verdict
 from controller.pieces.targetlock import MalformedLease
+from controller.pieces.vocabulary import EventReason
 from controller.stages.claimsupervision import settle_drift
 from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched
 from controller.stages.realmgate import gate_lease
@@ -87,6 +89,12 @@ class DispatchPass:
             # Whatever the step had made durable stays; the next pass re-reads it.
             return Stop(f"the {step.value} step could not finish", error=error)
 
+    def crossed(self, reason: EventReason, note: str, *, warning: bool = False) -> None:
+        """Note a boundary crossed, in the pass's own list (``PassContext.crossings``,
+        made Events after the pass): a note is data the step appends where it stands,
+        not a trip out of the step to the context and back."""
+        self.ctx.crossings.append((reason, note, "Warning" if warning else "Normal"))
+
     # -- the steps -------------------------------------------------------------------
 
     def authorize(self) -> Stop | None:
@@ -133,10 +141,10 @@ class DispatchPass:
             )
         except MalformedLease as error:
             # Fail closed: a Lease nobody can read is never waited out or taken.
-            ctx.crossed("LeaseMalformed", str(error), warning=True)
+            self.crossed("LeaseMalformed", str(error), warning=True)
             return Stop("the realm's Lease cannot be read", error=error)
         if not state.held:
-            ctx.crossed("RealmBusy", "another claim holds the database realm")
+            self.crossed("RealmBusy", "another claim holds the database realm")
             return Stop(
                 "another claim holds the database realm",
                 requeue_after=contention_retry(state.retry_after),
@@ -144,7 +152,7 @@ class DispatchPass:
         update = epoch_update(operation, state, dispatched=False)
         if update is not None:
             ctx.write_operation(**update)
-            ctx.crossed("RealmLocked", f"the database realm is held under {state.epoch}")
+            self.crossed("RealmLocked", f"the database realm is held under {state.epoch}")
         return None
 
     def stage(self) -> Stop | None:
@@ -162,7 +170,7 @@ class DispatchPass:
             project(ctx.api, plan, ctx.name, list(authorized.chunks))
         except (ProjectionConflict, PlanUnverified) as error:
             return retire_undispatched(ctx, f"a projection name is taken: {error}", drop_plan=True)
-        ctx.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
+        self.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
         return None
 
     def snapshot(self) -> Stop | None:
@@ -194,11 +202,11 @@ class DispatchPass:
                 )
             except AdmissionUnresolvable as error:
                 # Nothing was written: a missing ServiceAccount may yet be created.
-                ctx.crossed("AdmissionUnresolvable", str(error), warning=True)
+                self.crossed("AdmissionUnresolvable", str(error), warning=True)
                 return Stop("admission cannot be pinned", error=error)
             refreshed = operation.admission_snapshot_refreshed or verdict == "refresh"
             ctx.write_operation(admission_snapshot=resolved, admission_snapshot_refreshed=refreshed)
-            ctx.crossed("AdmissionResolved", f"admission snapshot {resolved.digest} is durable")
+            self.crossed("AdmissionResolved", f"admission snapshot {resolved.digest} is durable")
             # The pass that writes the snapshot returns: no Job may carry its digest in
             # the same pass that made it durable.
             return Stop("the admission snapshot is durable; the pass returns", requeue_after=AGAIN)
@@ -221,19 +229,19 @@ class DispatchPass:
                 ctx.namespace,
                 approval.name,
                 approval.uid,
-                now=timestamp(ctx.now()),
+                now=timestamp(ctx.env.wall()),
                 claim=ctx.operation.id,
             )
         except ApprovalGone as error:
             return retire_undispatched(ctx, f"its approval is gone: {error}", drop_plan=False)
         if spent:
             # Said by the write: a mark withdrawn and made again passes here twice.
-            ctx.crossed("ApprovalConsumed", f"approval {approval.name} is spent")
+            self.crossed("ApprovalConsumed", f"approval {approval.name} is spent")
         return None
 
     def mark(self) -> Stop | None:
         self.ctx.write_operation(dispatch_started=True)
-        self.ctx.crossed("DispatchMarked", "a Job may exist from here on")
+        self.crossed("DispatchMarked", "a Job may exist from here on")
         return None
 
     def create(self) -> Stop | None:
@@ -252,8 +260,9 @@ class DispatchPass:
             self.created = ctx.api.create(JOBS, ctx.namespace, self.built)
         except Exception as error:  # every answer, and none, is classified
             return self._create_failed(error)
-        ctx.crossed("JobCreated", f"Job {ctx.operation.job_name} was created")
-        ctx.crossed_create()
+        self.crossed("JobCreated", f"Job {ctx.operation.job_name} was created")
+        if ctx.env.faults is not None:  # only a lab manager has fault points
+            ctx.env.faults.after(Boundary.CREATE, ctx.subject, ctx.operation)
         return None
 
     def _create_failed(self, error: Exception) -> Stop:
@@ -264,11 +273,11 @@ class DispatchPass:
             # withdrawal itself fails the mark stays, and the outcome stays unknown.
             if ctx.operation.dispatch_started:
                 ctx.write_operation(dispatch_started=False)
-                ctx.crossed("DispatchWithdrawn", f"the create was refused: {error}", warning=True)
+                self.crossed("DispatchWithdrawn", f"the create was refused: {error}", warning=True)
             return Stop(
                 "the create was refused before storing", requeue_after=REFUSED_RETRY, error=error
             )
-        ctx.crossed("CreateUncertain", f"the create's outcome is unknown: {error}", warning=True)
+        self.crossed("CreateUncertain", f"the create's outcome is unknown: {error}", warning=True)
         return Stop(
             "the create's outcome is unknown; the next pass adopts the Job or records it",
             requeue_after=AGAIN,
@@ -290,7 +299,7 @@ class DispatchPass:
         assert job is not None
         uid = job["metadata"]["uid"]
         ctx.write_operation(job_uid=uid)
-        ctx.crossed("OperationStarted", f"Job {ctx.operation.job_name} ({uid}) is this claim's")
+        self.crossed("OperationStarted", f"Job {ctx.operation.job_name} ({uid}) is this claim's")
         return None
 
 

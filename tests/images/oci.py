@@ -13,6 +13,7 @@ import json
 import posixpath
 import shutil
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,18 @@ def unpack(archive: Archive, root: Path) -> None:
                             _remove(target)
                         # Our own archive, unpacked as root with its owners and modes.
                         tar.extract(member, root, numeric_owner=True, filter="fully_trusted")
+
+
+# Where `make images` writes its archives.
+BUILT = Path(__file__).resolve().parents[2] / "build" / "images"
+
+
+def read_built(names: Iterable[str]) -> dict[str, Archive]:
+    """The archives ``make images`` wrote for ``names``, each read and checked; a missing
+    one fails with the command that builds it (never a skip)."""
+    found = {}
+    for name in names:
+        path = BUILT / f"{name}.oci.tar"
+        assert path.is_file(), f"{path} is missing: run `make images`"
+        found[name] = read_archive(path)
+    return found

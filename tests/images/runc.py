@@ -12,13 +12,17 @@ up), as a Pod's: a scratch database there listens on its fixed port beside nothi
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.images.oci import Archive
 
@@ -119,3 +123,15 @@ def left_running(work: Path) -> list[str]:
         timeout=60,
     )
     return listed.stdout.split()
+
+
+@contextlib.contextmanager
+def workdir(tmp_path_factory: pytest.TempPathFactory, label: str) -> Iterator[Path]:
+    """A directory for unpacked images and their containers; on exit it is removed
+    (unpacked images are hundreds of MB: not left for pytest's retention of old temp
+    dirs) and no container may still be running from it."""
+    path = tmp_path_factory.mktemp(label)
+    yield path
+    running = left_running(path)
+    shutil.rmtree(path)
+    assert running == [], f"containers outlived their tests: {running}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -33,14 +32,13 @@ from lab.executor import IDENTITY
 from runner import config, result
 from runner.summary import parse_summary_for
 from tests.images import runc
-from tests.images.oci import Archive, read_archive, unpack
+from tests.images.oci import BUILT, Archive, read_built, unpack
 from tests.images.runc import Mount
 from tests.support.registry import CRANE
 
 pytestmark = pytest.mark.images
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "build" / "images"
 MANAGER, EXECUTOR = "ptah-operator", "ptah-lab-executor"
 SHELLS = ("bin/sh", "bin/bash", "bin/dash", "usr/bin/sh", "usr/bin/bash", "usr/bin/dash")
 PROBE = """
@@ -56,22 +54,13 @@ print(os.getuid(), os.getgid(), refused)
 
 @pytest.fixture(scope="module")
 def archives() -> dict[str, Archive]:
-    found = {}
-    for name in (MANAGER, EXECUTOR):
-        path = OUT / f"{name}.oci.tar"
-        assert path.is_file(), f"{path} is missing: run `make images`"
-        found[name] = read_archive(path)
-    return found
+    return read_built((MANAGER, EXECUTOR))
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("images")
-    yield path
-    running = runc.left_running(path)
-    # Two unpacked images are ~650 MB: not left for pytest's retention of old temp dirs.
-    shutil.rmtree(path)
-    assert running == [], f"containers outlived their tests: {running}"
+    with runc.workdir(tmp_path_factory, "images") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +86,7 @@ def owned_by_runner(path: Path, *, directory: bool) -> Path:
 def test_the_digest_file_names_the_archives_manifest(
     name: str, archives: dict[str, Archive]
 ) -> None:
-    written = (OUT / f"{name}.digest").read_text().strip()
+    written = (BUILT / f"{name}.digest").read_text().strip()
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", written), written
     # read_archive checked every blob against its digest; this is the manifest's.
     assert written == archives[name].manifest_digest

@@ -12,7 +12,6 @@ same check ``make images`` runs) starts the image's entry point, connects as
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,13 +19,12 @@ import pytest
 
 from jobclaim.builder import RUNNER_USER
 from tests.images import runc
-from tests.images.oci import Archive, read_archive, unpack
+from tests.images.oci import BUILT, Archive, read_built, unpack
 from tests.images.runc import Mount
 
 pytestmark = pytest.mark.images
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "build" / "images"
 SMOKE = (ROOT / "images" / "scratch" / "smoke.py").read_text()
 # archive name -> the engine its entry point serves, and what its server says it is
 ENGINES = {
@@ -38,21 +36,13 @@ DATA = "/var/lib/scratch"
 
 @pytest.fixture(scope="module")
 def archives() -> dict[str, Archive]:
-    found = {}
-    for name in ENGINES:
-        path = OUT / f"{name}.oci.tar"
-        assert path.is_file(), f"{path} is missing: run `make images`"
-        found[name] = read_archive(path)
-    return found
+    return read_built(ENGINES)
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("scratch-images")
-    yield path
-    running = runc.left_running(path)
-    shutil.rmtree(path)  # two unpacked servers: not left for pytest's retention
-    assert running == [], f"containers outlived their tests: {running}"
+    with runc.workdir(tmp_path_factory, "scratch-images") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +58,7 @@ def roots(archives: dict[str, Archive], work: Path) -> dict[str, Path]:
 def test_the_digest_file_names_the_archives_manifest(
     name: str, archives: dict[str, Archive]
 ) -> None:
-    written = (OUT / f"{name}.digest").read_text().strip()
+    written = (BUILT / f"{name}.digest").read_text().strip()
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", written), written
     assert written == archives[name].manifest_digest
 

@@ -65,6 +65,7 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaPlan,
     PtahSchemaStatus,
+    ScratchImages,
 )
 from jobclaim.apiserver import (
     JOBS,
@@ -166,6 +167,11 @@ LOCAL_BINDING: Final = BindingInputs(
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
     runner_protocol_version=RUNNER_PROTOCOL_VERSION,
+    # The examples' schemas say spec.dev provided; no Pod runs, so never pulled either.
+    scratch_images=ScratchImages(
+        postgresql="registry.example.com/ptah/scratch-postgresql@sha256:" + "4" * 64,
+        mysql="registry.example.com/ptah/scratch-mariadb@sha256:" + "5" * 64,
+    ),
 )
 LOCAL_MANAGER: Final = ManagerRecord(
     controller_image="registry.example.com/ptah/ptah-operator@sha256:" + "2" * 64,
@@ -180,6 +186,7 @@ LOCAL_SETTINGS: Final = Settings(
         runner_image=LOCAL_MANAGER.runner_image,
         manager_image=LOCAL_MANAGER.controller_image,
         ptah_version=LOCAL_BINDING.ptah_version,
+        scratch_images=LOCAL_BINDING.scratch_images,
     ),
     coordination_namespace=MANAGER_NAMESPACE,
 )

@@ -56,7 +56,13 @@ from controller import (
     input_fingerprint,
     schema_operation,
 )
-from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
+from jobclaim import (
+    SchemaPlanContent,
+    build_plan_chunk,
+    build_schema_plan,
+    scratch_images_of,
+    sha256_digest,
+)
 from jobclaim.api import (
     SPEC_WRITER_ANNOTATION,
     CurrentPlanStatus,
@@ -65,7 +71,6 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaPlan,
     PtahSchemaStatus,
-    ScratchImages,
 )
 from jobclaim.apiserver import (
     JOBS,
@@ -88,7 +93,12 @@ from jobclaim.apiserver import (
 from jobclaim.stamps import STAMPED
 from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
-from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
+from lab.localmanager import (
+    CHART_DEFAULTS,
+    LOCAL_SCRATCH_IMAGES,
+    ManagerProcess,
+    local_environment,
+)
 from lab.localplane import LocalControlPlane
 from lab.polling import DEADLINE, until
 from lab.standin import ON_NODE, resolve_and_verify
@@ -168,9 +178,9 @@ LOCAL_BINDING: Final = BindingInputs(
     executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
     runner_protocol_version=RUNNER_PROTOCOL_VERSION,
     # The examples' schemas say spec.dev provided; no Pod runs, so never pulled either.
-    scratch_images=ScratchImages(
-        postgresql="registry.example.com/ptah/scratch-postgresql@sha256:" + "4" * 64,
-        mysql="registry.example.com/ptah/scratch-mariadb@sha256:" + "5" * 64,
+    scratch_images=scratch_images_of(
+        LOCAL_SCRATCH_IMAGES["PTAH_SCRATCH_IMAGE_POSTGRESQL"],
+        LOCAL_SCRATCH_IMAGES["PTAH_SCRATCH_IMAGE_MYSQL"],
     ),
 )
 LOCAL_MANAGER: Final = ManagerRecord(

@@ -41,6 +41,7 @@ from runner.result import (
     RUNNER_OPERATIONS,
     RUNNER_PROTOCOL_VERSION,
 )
+from runner.scratchdb import ENV_DEV_PROVIDED, READY_SECONDS, DevServer, provided_problem
 from runner.summary import TERMINATION_LOG
 
 # ptah's own variables: they stay in the child's environment.
@@ -87,6 +88,7 @@ ENV_EXPECTED_CA_DIGEST: Final = "PTAH_EXPECTED_OCI_CA_DIGEST"
 ENV_TERMINATION_LOG: Final = "PTAH_TERMINATION_LOG"
 ENV_KILL_GRACE: Final = "PTAH_KILL_GRACE_SECONDS"
 ENV_DRAIN: Final = "PTAH_DRAIN_SECONDS"
+ENV_DEV_READY: Final = "PTAH_DEV_READY_SECONDS"
 
 RUNNER_KEYS: Final = frozenset(
     {
@@ -116,6 +118,10 @@ RUNNER_KEYS: Final = frozenset(
         ENV_TERMINATION_LOG,
         ENV_KILL_GRACE,
         ENV_DRAIN,
+        ENV_DEV_READY,
+        # Whether PTAH_DEV_URL is the operator's scratch sidecar (runner.scratchdb):
+        # ptah would read it as a --dev-provided flag nobody gave.
+        ENV_DEV_PROVIDED,
         # The Pod's own identity, for its result record (jobclaim.recordpod).
         *RECORD_IDENTITY_ENV,
     }
@@ -283,6 +289,9 @@ class RunConfig:
     protected_tables: tuple[str, ...] = ()
     # Whether the Job named a scratch database (PTAH_DEV_URL) for ptah to compare in.
     dev_database: bool = False
+    # The operator-provided scratch database the runner waits for before ptah starts.
+    dev_server: DevServer | None = None
+    dev_ready_seconds: float = READY_SECONDS
     kill_grace_seconds: float = DEFAULT_KILL_GRACE
     drain_seconds: float = DEFAULT_DRAIN
     redactor: Redactor = field(default_factory=lambda: Redactor(()))
@@ -552,7 +561,7 @@ def _database(
     if operation in ("resolve", "verify"):
         # Resolve and Verify talk to a registry; a Job that holds a database
         # credential for them holds one nobody needs.
-        for name in (ENV_DB_URL, ENV_DEV_URL):
+        for name in (ENV_DB_URL, ENV_DEV_URL, ENV_DEV_PROVIDED):
             if env.get(name, ""):
                 return _invalid(f"{operation} reads an artifact and must not hold {name}")
         return {"redactor": Redactor(_registry_secrets(env))}
@@ -591,12 +600,16 @@ def _database(
         if refusal is not None:
             return refusal
         secrets.extend(secrets_of(dev_url))
+    provided = provided_problem(env, engine, DEFAULT_PORTS)
+    if isinstance(provided, str):
+        return _invalid(provided)
     return {
         "target_identity_digest": identity,
         "coordination_digest": coordination,
         "expected_target_identity_digest": expected,
         "redactor": Redactor(secrets),
         "dev_database": bool(dev_url),
+        "dev_server": provided,
     }
 
 
@@ -668,6 +681,9 @@ def prepare(
     drain = _seconds(env, ENV_DRAIN, DEFAULT_DRAIN)
     if isinstance(drain, StartRefusal):
         return drain
+    dev_ready = _seconds(env, ENV_DEV_READY, READY_SECONDS)
+    if isinstance(dev_ready, StartRefusal):
+        return dev_ready
     work_dir = env.get(ENV_WORK_DIR, DEFAULT_WORK_DIR)
     if not work_dir.startswith("/") or not _clean(work_dir):
         return _invalid(f"{ENV_WORK_DIR} must be an absolute path")
@@ -680,6 +696,7 @@ def prepare(
         execution_not_after=deadline,
         kill_grace_seconds=grace,
         drain_seconds=drain,
+        dev_ready_seconds=dev_ready,
         **database,  # type: ignore[arg-type]
         **inputs,  # type: ignore[arg-type]
     )

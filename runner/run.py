@@ -77,6 +77,7 @@ from runner.protocol import (
 )
 from runner.recorder import Recorder, api_recorder
 from runner.result import RunnerResult
+from runner.scratchdb import STOPPED, wait_until_ready
 from runner.summary import encode_summary, summary_of, write_summary
 from runner.supervise import Limits, Relay, stop_signals, supervise, write_all
 
@@ -115,6 +116,7 @@ class _Session:
 
     def __init__(self, config: RunConfig, stderr_fd: int, stop: tuple[Callable[[], bool], int]):
         self.config = config
+        self.stderr_fd = stderr_fd
         self.relay = Relay(lambda data: write_all(stderr_fd, data), config.redactor)
         self.stop_requested, self.stop_fd = stop
         self.limits = Limits(kill_grace=config.kill_grace_seconds, drain=config.drain_seconds)
@@ -211,7 +213,24 @@ def _stage_registry_ca(config: RunConfig, env: Mapping[str, str]) -> Mapping[str
     return {**env, ENV_OCI_CA_FILE: snapshot}
 
 
+def _await_dev_server(config: RunConfig, session: _Session, say: Callable[[str], None]) -> None:
+    """Wait until the operator-provided scratch database answers (runner.scratchdb), at
+    most until the claim's deadline; refuse the run (nothing started) if it never does."""
+    server = config.dev_server
+    if server is None:
+        return
+    seconds = config.dev_ready_seconds
+    if config.execution_not_after is not None:
+        remaining = (config.execution_not_after - datetime.now(UTC)).total_seconds()
+        seconds = min(seconds, remaining)
+    problem = wait_until_ready(server, seconds, stopped=session.stop_requested, say=say)
+    if problem is not None:
+        code = "runner_terminated" if problem == STOPPED else "dev_database_unready"
+        raise _Refused(StartRefusal(code, problem))
+
+
 def _operate(config: RunConfig, env: Mapping[str, str], session: _Session) -> RunnerResult:
+    _await_dev_server(config, session, _say(session.stderr_fd))
     env = _stage_registry_ca(config, env)
     steps = ptahcli.steps(config, env)
     operation = config.operation

@@ -43,7 +43,7 @@ run: setup controlplane helm crane node-packages mariadb images
 # checked against a throw-away registry (crane); a warm run says "cached" and builds
 # nothing (images/build.sh).
 images: setup image-tools crane
-	@$(PHASE) images "building the manager and lab executor images (cold: ~8 min; cached: seconds)" \
+	@$(PHASE) images "building the manager, lab executor and scratch database images (cold: ~10 min; cached: seconds)" \
 		--show '^# [0-9][0-9]:' -- bash images/build.sh
 
 # Debian's buildah and debootstrap, installed when missing (root, apt).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make images: the manager image, the lab's manager image (the manager image plus the
-# lab layer: lab.manager and its fault hooks) and the lab executor image, built here
-# with no Docker daemon.
+# lab layer: lab.manager and its fault hooks), the lab executor image and the two
+# scratch database images (PostgreSQL 15, MariaDB 10.11: the database the operator
+# provides to a PtahSchema that names none), built here with no Docker daemon.
 #
 #   1. a base image from Debian's packages: debootstrap (minbase + python3) into a
 #      directory, trimmed, the non-root user 65532 added, committed by buildah
@@ -10,10 +11,12 @@
 #      image whose archive is there with the same fingerprint is "cached" and skipped;
 #   3. the wheels the images install, built by pip on the host at the versions this
 #      checkout's .venv runs (its `pip freeze` as constraints), plus lab/executor;
-#   4. images/manager/Containerfile and images/lab-executor/Containerfile built by
-#      buildah (chroot isolation, vfs storage: no daemon, no overlay mounts, no user
-#      namespaces needed);
-#   5. a smoke check per image, as uid 65532, in an image with no shell left in it;
+#   4. images/<image>/Containerfile built by buildah (chroot isolation, vfs storage:
+#      no daemon, no overlay mounts, no user namespaces needed); the scratch images
+#      install Debian's server packages from the base's own Debian source;
+#   5. a smoke check per image, as uid 65532, in an image with no shell left in it
+#      (the scratch images keep /bin/sh, which initdb and mariadb-install-db run; their
+#      check starts the server on loopback and creates and drops a table as `scratch`);
 #   6. each image written as an OCI archive, its digest beside it, and the digest
 #      checked by pushing the archive to a throw-away registry on loopback
 #      (`crane registry serve`) and reading back the digest the registry kept.
@@ -22,6 +25,8 @@
 #   build/images/ptah-operator.oci.tar       build/images/ptah-operator.digest
 #   build/images/ptah-lab-executor.oci.tar   build/images/ptah-lab-executor.digest
 #   build/images/ptah-lab-manager.oci.tar    build/images/ptah-lab-manager.digest
+#   build/images/ptah-scratch-postgresql.oci.tar  build/images/ptah-scratch-postgresql.digest
+#   build/images/ptah-scratch-mariadb.oci.tar     build/images/ptah-scratch-mariadb.digest
 # each digest `sha256:<hex>` of the image manifest a registry push keeps.
 # Everything lives under build/ (storage, archives); `make clean-images` removes it.
 set -euo pipefail
@@ -34,9 +39,10 @@ OUT="$ROOT/build/images"
 STORE="$ROOT/build/containers"
 BASE="localhost/ptah-base:$SUITE"
 # image (its directory under images/) -> the name of its archive and local tag
-declare -A ARCHIVE=([manager]=ptah-operator [lab-executor]=ptah-lab-executor [lab-manager]=ptah-lab-manager)
+declare -A ARCHIVE=([manager]=ptah-operator [lab-executor]=ptah-lab-executor [lab-manager]=ptah-lab-manager
+    [scratch-postgresql]=ptah-scratch-postgresql [scratch-mariadb]=ptah-scratch-mariadb)
 # lab-manager is built FROM the manager image, so after it.
-ORDER=(manager lab-executor lab-manager)
+ORDER=(manager lab-executor lab-manager scratch-postgresql scratch-mariadb)
 
 bah() {
     buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"
@@ -144,6 +150,8 @@ mkdir -p "$context/lab-manager/lab"
 for file in $("$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); import inputs; print(" ".join(inputs.LAB_MANAGER_FILES))' "$ROOT/images"); do
     cp "$ROOT/$file" "$context/lab-manager/lab/"
 done
+# The scratch images' entry point and MariaDB's init file (images/scratch).
+cp -r "$ROOT/images/scratch" "$context/scratch"
 
 # -- 4 and 5. build and smoke-check -----------------------------------------------------
 # Each check runs an exec-form argv in a container of the image, whose shells are gone
@@ -199,6 +207,29 @@ smoke_lab_manager() {
     no_shell "$ctr" python
 }
 
+# The scratch server listens on the contract's fixed port on 127.0.0.1, so its check
+# runs in a network namespace of its own (loopback only): a database on this machine's
+# 5432 or 3306, or another build's check, is neither reached nor in the way.
+in_own_net() { # container, argv...
+    unshare --net -- bash -c 'ip link set lo up && exec "$@"' in_own_net \
+        buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs \
+        run --isolation chroot "$1" -- "${@:2}"
+}
+
+smoke_scratch() { # container engine
+    local ctr=$1 engine=$2 log
+    uid_of "$ctr" python3
+    # The check's own lines on stdout; the server's log kept aside for a failure.
+    log=$(mktemp /var/tmp/ptah-smoke-XXXXXX)
+    TEMPS+=("$log")
+    in_own_net "$ctr" python3 -c "$(cat "$ROOT/images/scratch/smoke.py")" \
+        "$engine" /usr/local/bin/ptah-scratch "$engine" 2>"$log" \
+        || { tail -20 "$log" >&2; fail "the $engine scratch image failed its smoke check"; }
+}
+
+smoke_scratch_postgresql() { smoke_scratch "$1" postgresql; }
+smoke_scratch_mariadb() { smoke_scratch "$1" mariadb; }
+
 smoke_lab_executor() {
     local ctr=$1 spelling said
     for spelling in version --version; do
@@ -222,7 +253,10 @@ for image in "${stale[@]}"; do
     fi
     bah bud --quiet --isolation chroot "${args[@]}" \
         -f "$ROOT/images/$image/Containerfile" -t "$tag" "$context" >/dev/null
-    stamp "smoke $name: as uid 65532, no shell in the image"
+    case "$image" in
+        scratch-*) stamp "smoke $name: as uid 65532, serving scratch on loopback, stopped by SIGTERM" ;;
+        *) stamp "smoke $name: as uid 65532, no shell in the image" ;;
+    esac
     ctr=$(bah from --quiet "$tag")
     CONTAINERS+=("$ctr")
     "smoke_${image//-/_}" "$ctr"

@@ -27,7 +27,11 @@ from pathlib import Path
 from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
-IMAGES: Final = ("manager", "lab-executor", "lab-manager")
+IMAGES: Final = ("manager", "lab-executor", "lab-manager", "scratch-postgresql", "scratch-mariadb")
+# The scratch database images hold no Python package of this project: Debian's server,
+# and the entry point and init file of images/scratch. The pinned Python versions and
+# pyproject.toml's packaging do not shape them, so a change there rebuilds neither.
+SCRATCH_IMAGES: Final = ("scratch-postgresql", "scratch-mariadb")
 # The lab layer the lab's manager image adds to the manager image.
 LAB_MANAGER_FILES: Final = ("lab/__init__.py", "lab/manager.py", "lab/labfaults.py")
 # What `python -m lab.executor` imports beyond the standard library and psycopg.
@@ -83,6 +87,8 @@ def input_paths(image: str) -> list[str]:
         return [*input_paths("manager"), *own, *LAB_MANAGER_FILES]
     if image == "lab-executor":
         return [*COMMON_INPUTS, *own, "lab/__init__.py", "lab/executor"]
+    if image in SCRATCH_IMAGES:
+        return [*COMMON_INPUTS, *own, "images/scratch"]
     raise SystemExit(f"images: no image named {image!r} (known: {', '.join(IMAGES)})")
 
 
@@ -112,8 +118,9 @@ def packaging() -> bytes:
 def fingerprint(image: str, base_id: str, constraints: Path) -> str:
     digest = hashlib.sha256()
     digest.update(f"image {image}\nbase {base_id}\n".encode())
-    digest.update(packaging())
-    digest.update(constraints.read_bytes())
+    if image not in SCRATCH_IMAGES:
+        digest.update(packaging())
+        digest.update(constraints.read_bytes())
     for name in input_files(input_paths(image)):
         digest.update(f"\0{name}\0".encode())
         digest.update((ROOT / name).read_bytes())

@@ -5,7 +5,9 @@ it is given a bundle directly: the image's root filesystem **read-only**, the
 image's user and environment, no capabilities, no new privileges, and only the
 mounts the Job gives its containers (an emptyDir at /tmp, the runner's volume, a
 termination-log file). The network namespace is the host's, so a registry on
-127.0.0.1 is reachable, as it is from the lab's Pods through their gateway.
+127.0.0.1 is reachable, as it is from the lab's Pods through their gateway; or, with
+``own_network``, one of the container's own holding only loopback (runc brings it
+up), as a Pod's: a scratch database there listens on its fixed port beside nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def run(
     mounts: tuple[Mount, ...] = (),
     cwd: str = "/",
     timeout: float = 300,
+    own_network: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     """argv in a container of the unpacked image; runc removes it when argv exits."""
     name = f"ptah-images-{next(_ids)}"
@@ -90,9 +93,10 @@ def run(
         capabilities={kind: [] for kind in spec["process"]["capabilities"]},
     )
     spec["mounts"].extend(m.spec() for m in mounts)
-    spec["linux"]["namespaces"] = [
-        ns for ns in spec["linux"]["namespaces"] if ns["type"] != "network"
-    ]
+    if not own_network:
+        spec["linux"]["namespaces"] = [
+            ns for ns in spec["linux"]["namespaces"] if ns["type"] != "network"
+        ]
     (bundle / "config.json").write_text(json.dumps(spec))
     command = [runc(), "--root", str(state), "run", "--bundle", str(bundle), name]
     try:

@@ -82,8 +82,15 @@ typecheck: $(STAMP)
 
 # images: CI builds everything from a clean clone, and tests/images checks the two
 # archives (runc, from node-packages, starts them); a warm `make images` takes seconds.
+# The suite runs in TEST_WORKERS pytest-xdist workers (default 2): every test under
+# tests/cluster/ is one unit of work (tests/support/xdistrun.py), which one worker starts on
+# at once while the other runs everything else beside it. The cluster part is mostly
+# waiting on a real node, so the two overlap instead of adding up. TEST_WORKERS=0 runs the
+# suite serially in one process, as before (`make test TEST_WORKERS=0`, or in the environment).
+TEST_WORKERS ?= 2
+
 unit: setup helm promtool prometheus kube-score controlplane kstatus crane node-packages mariadb images wheelhouse lua
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: lint typecheck unit
 
@@ -98,8 +105,8 @@ test: lint typecheck unit
 # manager process, uvicorn over TLS under load, the built zipapp, `python -m` runs),
 # and most Hypothesis examples: `--hypothesis-profile=check` runs a tenth of each
 # property test's examples (tests/support/examples.py); the full profile is the default.
-STRUCTURE_TESTS := tests/test_layers.py tests/test_error_tree.py tests/test_architecture_doc.py \
-	tests/test_security_doc.py tests/test_wheel.py
+STRUCTURE_TESTS := tests/test_layers.py tests/test_test_imports.py tests/test_error_tree.py \
+	tests/test_architecture_doc.py tests/test_security_doc.py tests/test_wheel.py
 CHECK_MARKERS = not controlplane and not cluster and not postgres and not mariadb and not registry and not pythons \
 	and not images and not integration$(if $(wildcard $(HELM_BUILD)),, and not helm)$(if $(wildcard $(PROMTOOL_BUILD)),, and not promtool) \
 	$(if $(wildcard $(KUBE_SCORE_BUILD)),, and not kube_score)$(if $(wildcard $(LUA)),, and not lua)$(if $(wildcard $(KSTATUS_BIN)),, and not kstatus)

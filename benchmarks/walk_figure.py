@@ -6,8 +6,10 @@ interpreter enters or returns to whose module is under ``controller.`` is noted 
 order, consecutive notes of the same module collapse into one *stay*, and a stay in a
 module the walk already left earlier is a *return* (so returns = stays - modules).
 Frames outside the controller (``jobclaim``, ``kube.fake``, pydantic) are skipped:
-a detour through them does not end a stay. Properties count: ``ctx.status`` read in a
-stage is a trip to ``passcontext`` for a reader too.
+a detour through them does not end a stay. Properties count (a property read is a
+trip to the module that defines it, for a reader too), and so does a dataclass built
+in another controller module (its generated ``__init__`` runs there); a plain field
+read is no trip at all, which is why the pass gathers its facts into fields once.
 
 Two counts are printed for each pass: *frames* notes every frame entered and every
 caller returned to (the reader's eye: after ``f()`` they are back in the caller);
@@ -50,7 +52,7 @@ TARGET_STAYS, TARGET_RETURNS = 60, 30
 # What the walks are held to (tests/controller/test_walk_figure.py): the figures
 # reached so far, in stays by entries. A change that makes a pass harder to follow
 # fails there; one that makes it easier lowers these.
-CEILINGS: dict[str, int] = {"dispatch": 86, "quiet": 69}
+CEILINGS: dict[str, int] = {"dispatch": 49, "quiet": 66}
 
 
 @dataclass(frozen=True, slots=True)

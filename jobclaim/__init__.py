@@ -104,7 +104,14 @@ from jobclaim.operations import (
     operation_info,
     schema_operation,
 )
-from jobclaim.owners import MigrationOwner, OwnerFamily, SchemaOwner, owner_family
+from jobclaim.owners import (
+    MigrationOwner,
+    OwnerFamily,
+    SchemaOwner,
+    active_job_inputs,
+    owner_family,
+    stored_claim,
+)
 from jobclaim.plans import (
     PLAN_CONTRACT_VERSION,
     SchemaPlanContent,
@@ -238,6 +245,7 @@ __all__ = [
     "StampedKind",
     "Statement",
     "Verdict",
+    "active_job_inputs",
     "annotations_for",
     "apply_approval_of",
     "approval_required",
@@ -315,6 +323,7 @@ __all__ = [
     "stamp_problem",
     "stamp_time",
     "statements_of",
+    "stored_claim",
     "template_digest",
     "verification",
     "verification_policy",

@@ -13,6 +13,7 @@ the controller may hand a database back and whether a harvest may still be writt
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -53,10 +54,21 @@ def manager_record_of(job: Mapping[str, Any]) -> ManagerRecord:
     ]
     if len(runners) != 1 or not is_pinned_image(runners[0].get("image")):
         raise InvalidInput("the Job's runner image is not pinned by a lowercase SHA-256 digest")
+    return _record(
+        annotations[ANN_CONTROLLER_IMAGE], annotations[ANN_CONTROLLER_REVISION], runners[0]["image"]
+    )
+
+
+# Every Job one manager dispatches carries the same record, and building the model
+# validates its pinned images again: a frozen model is a pure function of its three
+# strings (all checked as text above), so one build answers every Job that carries them.
+# A value the model refuses raises and is not remembered.
+@functools.lru_cache(maxsize=64, typed=True)
+def _record(controller_image: str, controller_revision: str, runner_image: str) -> ManagerRecord:
     return ManagerRecord(
-        controller_image=annotations[ANN_CONTROLLER_IMAGE],
-        controller_revision=annotations[ANN_CONTROLLER_REVISION],
-        runner_image=runners[0]["image"],
+        controller_image=controller_image,
+        controller_revision=controller_revision,
+        runner_image=runner_image,
     )
 
 

@@ -133,6 +133,10 @@ class Expected:
     # comparison then takes the node-by-node path it always took.
     spec_json: bytes | None = None
     template_digest: str | None = None
+    # The canonical JSON of ``{"metadata": ..., "spec": ...}`` of the rebuild: all a
+    # submitted Job's client may write, so one comparison settles a Job that is its
+    # rebuild to the byte (``_against_rebuild``). None when ``spec_json`` is.
+    submitted_json: bytes | None = None
 
 
 def expected(claim: Claim) -> Expected:
@@ -145,9 +149,17 @@ def expected(claim: Claim) -> Expected:
     try:
         spec_json = canonical_json(spec)
         digest = template_digest(_map(spec.get("template")))
+        submitted = canonical_json(_submitted(_map(built.get("metadata")), spec))
     except ValueError:
-        spec_json, digest = None, None
-    return Expected(claim, problem, built, spec_json, digest)
+        spec_json, digest, submitted = None, None, None
+    return Expected(claim, problem, built, spec_json, digest, submitted)
+
+
+def _submitted(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a submitted Job's client writes, as one value: its canonical JSON is the
+    metadata's then the spec's, each a complete JSON value, so two are equal exactly
+    when both parts are."""
+    return {"metadata": metadata, "spec": spec}
 
 
 def match(job: Mapping[str, Any] | None, claim: Claim, prepared: Expected | None = None) -> Verdict:
@@ -216,18 +228,28 @@ def _against_rebuild(
     built = prepared.built
     assert built is not None
     metadata, built_metadata = _map(job.get("metadata")), _map(built.get("metadata"))
+    # A submitted Job's metadata as its client wrote it (a stored Job's is not compared).
+    scrubbed = (
+        {k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED and k != "managedFields"}
+        if not claim.stored
+        else {}
+    )
+    if not claim.stored and prepared.submitted_json is not None:
+        # The Job the webhook admits is its rebuild to the byte: one canonical dump
+        # settles every check below at once (equal metadata has equal labels and
+        # annotations), and a Job that differs anywhere takes them one by one, so its
+        # sentence names the first difference exactly as before.
+        written = _canonical_or_none(_submitted(scrubbed, _map(job.get("spec"))))
+        if written == prepared.submitted_json:
+            return MATCH, True
     if not json_equal(metadata.get("labels"), built_metadata.get("labels")) or not json_equal(
         metadata.get("annotations"), built_metadata.get("annotations")
     ):
         return _refuse("the Job's labels or annotations are not the ones its claim builds"), False
-    if not claim.stored:
-        # A submitted Job carries nothing its claim did not build: a finalizer or an
-        # extra owner on create would change how the Job dies, which nobody reviewed.
-        scrubbed = {
-            k: v for k, v in metadata.items() if k not in _SERVER_ASSIGNED and k != "managedFields"
-        }
-        if not json_equal(scrubbed, built_metadata):
-            return _refuse("the Job's metadata is not the metadata its claim builds"), False
+    # A submitted Job carries nothing its claim did not build: a finalizer or an extra
+    # owner on create would change how the Job dies, which nobody reviewed.
+    if not claim.stored and not json_equal(scrubbed, built_metadata):
+        return _refuse("the Job's metadata is not the metadata its claim builds"), False
     spec = dict(_map(job.get("spec")))
     built_spec = _map(built.get("spec"))
     ttl = spec.get("ttlSecondsAfterFinished")

@@ -9,6 +9,7 @@ created from one it has not. Inputs that cannot form a name are refused, never c
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 import unicodedata
@@ -101,10 +102,24 @@ def _coordination_key(key: str) -> str:
     return unicodedata.normalize("NFKC", key).strip().casefold()
 
 
+# A pure function of four strings that every Job create's authority check and every
+# pass of the controller asks again for the same target: remembered, bounded. An input
+# it refuses raises and is not remembered.
 def coordination_digest(
     *, engine: str, namespace: str, coordination_key: str | None, realm: str | None
 ) -> str:
     """The digest one Lease serializes on: per database realm, not per resource."""
+    # A typed front for the remembered function: lru_cache's wrapper takes any
+    # Hashable, so without it mypy would stop checking the callers' argument types.
+    return _coordination_digest(
+        engine=engine, namespace=namespace, coordination_key=coordination_key, realm=realm
+    )
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _coordination_digest(
+    *, engine: str, namespace: str, coordination_key: str | None, realm: str | None
+) -> str:
     if (coordination_key is None) == (realm is None):
         raise InvalidInput("exactly one of a coordination key and a realm names the target")
     engine_name = engine.lower()

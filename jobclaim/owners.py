@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol
 from jobclaim.api import ExecutionBindingStatus, ManagerRecord, PtahMigration, PtahSchema
 from jobclaim.builder import JobInputs, migration_job_inputs, schema_job_inputs
 from jobclaim.claim import Claim, migration_claim, schema_claim
+from jobclaim.errors import BuildRefused, InvalidInput
 from jobclaim.operations import Family
 
 
@@ -111,3 +112,32 @@ def owner_family(owner: PtahSchema | PtahMigration) -> OwnerFamily:
     if isinstance(owner, PtahSchema):
         return SchemaOwner(owner)
     return MigrationOwner(owner)
+
+
+def active_job_inputs(
+    owner: PtahSchema | PtahMigration,
+    *,
+    binding: ExecutionBindingStatus | None,
+    manager: ManagerRecord,
+    expected_sequence: tuple[str, ...] = (),
+) -> JobInputs:
+    """What ``owner``'s active claim builds its Job from under ``binding``, refused
+    without one; the snapshot digest is the caller's to set (``_replace``)."""
+    family = owner_family(owner)
+    if binding is None:
+        raise BuildRefused(f"the {family.family} records no execution binding")
+    return family.job_inputs(binding=binding, manager=manager, expected_sequence=expected_sequence)
+
+
+def stored_claim(
+    owner: PtahSchema | PtahMigration,
+    *,
+    built: Mapping[str, Any] | None,
+    binding: ExecutionBindingStatus | None,
+) -> Claim:
+    """The claim ``owner``'s stored ``status.activeOperation`` makes, for ``match``
+    (with ``built``, the Job it was rebuilt as); refused when it holds none."""
+    made = owner_family(owner).claim(built=built, stored=True, binding=binding)
+    if made is None:
+        raise InvalidInput(f"{owner.kind} {owner.metadata.name} holds no claim to match a Job to")
+    return made

@@ -211,6 +211,7 @@ class LabRun:
     chart_source: install.ChartSource | None = None
     pinned: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    log_level: str = "info"  # the manager's (ChartInstall.log_level)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # -- lifecycle ----------------------------------------------------------
@@ -298,6 +299,7 @@ class LabRun:
             scratch_images=tuple(
                 (key, self.images[name].ref) for key, name in SCRATCH_IMAGES.items()
             ),
+            log_level=self.log_level,
         )
         package = install.package_chart(work / "chart")
         source = install.push_chart(package, registry)

@@ -146,9 +146,13 @@ class ChartInstall:
     # execution.scratchImages: (engine key, image pinned by digest), what a schema whose
     # spec.dev is provided runs beside ptah.
     scratch_images: tuple[tuple[str, str], ...] = ()
+    # debug: the manager logs each watch event, pass start and API request too, which
+    # the approval benchmark's trace reads (benchmarks/approvaltrace.py).
+    log_level: str = "info"
 
     def values(self) -> list[str]:
         return [
+            f"logLevel={self.log_level}",
             f"image.repository={self.manager_repository}",
             f"image.digest={self.manager_digest}",
             f"execution.executorImage={self.executor_image}",

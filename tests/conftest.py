@@ -17,6 +17,8 @@ pytest_plugins = [
     "tests.support.tools",
     "tests.support.registry",
     "tests.support.kubestub",
+    # make unit's parallel run: the lab cluster's tests in one xdist worker, first.
+    "tests.support.xdistrun",
 ]
 
 

@@ -1,5 +1,7 @@
 """What the wheel ships: the packages the layer table calls shipping, and nothing
-checkout-only (``lab``, ``tests``, ``benchmarks``, the in-memory double ``kube.fake``).
+checkout-only (``lab``, ``tests``, ``benchmarks``, the in-memory double ``kube.fake``);
+and what the runner image's copy of the runner needs beside it: nothing but jobclaim,
+pydantic and the standard library.
 
 The package list is computed by setuptools' own finder from pyproject.toml's include
 and exclude patterns, the rule the wheel build applies, so the check costs no build.
@@ -10,17 +12,16 @@ out.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import tomllib
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 from setuptools import find_packages  # type: ignore[import-untyped]
 
-from tests.test_layers import ALLOWED
+from tests.support.layertable import ALLOWED, ROOT, imports_of
 
-ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT_ONLY = ("lab", "tests", "benchmarks", "kube.fake")
 
 
@@ -92,3 +93,19 @@ def fault_injection_in(top: str) -> list[str]:
 )
 def test_the_fault_hooks_are_the_labs_and_ship_nowhere(top: str, holds: bool) -> None:
     assert bool(fault_injection_in(top)) is holds, fault_injection_in(top)
+
+
+def test_the_runner_imports_only_jobclaim_pydantic_and_the_standard_library() -> None:
+    # The runner is copied into the executor's container as one directory; whatever
+    # it imports must be in that directory (runner.install.PACKAGES).
+    allowed = {"jobclaim", "pydantic", "pydantic_core"} | set(sys.stdlib_module_names)
+    runner = ROOT / "runner"
+    found = {
+        str(f.relative_to(ROOT)): sorted(
+            m
+            for m in {i.module for i in imports_of(f, ROOT)}
+            if m.split(".")[0] not in allowed and not m.startswith("runner")
+        )
+        for f in sorted(runner.rglob("*.py"))
+    }
+    assert {k: v for k, v in found.items() if v} == {}

@@ -96,7 +96,9 @@ OUTSIDE_INTENT: Final = JOB_CREATE.refuses(
 OWNERS: Final = {"PtahSchema": PtahSchema, "PtahMigration": PtahMigration}
 # How many rebuilt claims ``Rebuilds`` keeps: one per claim being dispatched at once.
 REBUILT_CLAIMS: Final = 64
-RebuildKey = tuple[int, ManagerRecord, tuple[str, ...], str | None]
+# The record enters the key as its field values: a frozen model hashes and compares
+# through Python-level methods, twice per review, where a tuple of strings is C work.
+RebuildKey = tuple[int, tuple[tuple[str, object], ...], tuple[str, ...], str | None]
 
 
 class Rebuilds:
@@ -133,7 +135,7 @@ class Rebuilds:
         sequence: tuple[str, ...],
         digest: str | None,
     ) -> Expected:
-        key: RebuildKey = (id(owner), record, sequence, digest)
+        key: RebuildKey = (id(owner), tuple(record.__dict__.items()), sequence, digest)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] is owner:

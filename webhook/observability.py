@@ -94,11 +94,24 @@ class Metrics:
             buckets=tuple(buckets),
             registry=self.registry,
         )
+        self._counters: dict[tuple[str, str, str], Counter] = {}
+        self._histograms: dict[str, Histogram] = {}
 
     def observe(self, endpoint: Endpoint, outcome: Outcome, seconds: float) -> None:
         decision = outcome.decision
-        self._decisions.labels(endpoint, decision.rule, decision.verdict).inc()
-        self._latency.labels(endpoint).observe(seconds)
+        key = (endpoint, decision.rule, decision.verdict)
+        # ``labels()`` checks and looks up its values under a lock on every call; the
+        # series of one (endpoint, rule, verdict) is the same object for the registry's
+        # life, so each is looked up once. Rules and verdicts are a closed set (the
+        # registry's), so this holds at most a few hundred entries.
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters.setdefault(key, self._decisions.labels(*key))
+        histogram = self._histograms.get(endpoint)
+        if histogram is None:
+            histogram = self._histograms.setdefault(endpoint, self._latency.labels(endpoint))
+        counter.inc()
+        histogram.observe(seconds)
 
     def series(self) -> tuple[Counter, Histogram]:
         """Its collectors, for a registry that re-exports them from elsewhere."""

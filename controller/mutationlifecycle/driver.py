@@ -44,6 +44,19 @@ class Stop:
     error: BaseException | None = None
 
 
+class ClaimFields(Protocol):
+    """The fields of a stored claim (either family's) the driver reads."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def dispatch_started(self) -> bool: ...
+
+    @property
+    def job_uid(self) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimView:
     """What the driver itself reads of a claim: enough to guard and to pick steps."""
@@ -53,6 +66,21 @@ class ClaimView:
     job_uid: str | None
     proof_outstanding: bool = False
     stages_plan: bool = False
+
+    @classmethod
+    def of(
+        cls, family: str, claim: ClaimFields, info: OperationInfo, *, proof_outstanding: bool
+    ) -> ClaimView:
+        """The view of ``claim`` (of ``family``, whose operation table says ``info``):
+        made where the driver is asked, once per dispatch, not per stored version."""
+        return cls(
+            info=info,
+            dispatch_started=claim.dispatch_started,
+            job_uid=claim.job_uid,
+            proof_outstanding=proof_outstanding,
+            # Only a schema's Apply runs a plan the Pod reads from projections.
+            stages_plan=family == "schema" and claim.type == "Apply",
+        )
 
 
 class DispatchSteps(Protocol):
@@ -132,6 +160,9 @@ class Driver:
         """
         if not claim.info.known:
             return Stop("the claim names an operation this operator does not define")
+        # Both decisions are made before any step runs: which steps the claim takes,
+        # and whether it may be dispatched at all (pure, so their order is free).
+        wanted = set(steps_for(claim))
         if claim.info.mutating and may_have_dispatched(
             dispatch_started=claim.dispatch_started, job_uid=claim.job_uid
         ):
@@ -141,7 +172,6 @@ class Driver:
                     "a mutating claim that may have dispatched is never dispatched again"
                 ),
             )
-        wanted = set(steps_for(claim))
         for step in self._order:
             if step not in wanted:
                 continue

@@ -12,10 +12,27 @@ from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 from jobclaim import digest_of, job_name, resolved_source
 from jobclaim.api import (
     ActiveOperationStatus,
+    ExecutionBindingStatus,
     MigrationOperationStatus,
     PtahMigration,
     PtahSchema,
 )
+
+
+def claim_inputs(
+    family: str, operation: str, generation: int | None, binding: ExecutionBindingStatus | None
+) -> dict[str, Any] | None:
+    """What every family's claim is decided from: the family, the operation, the
+    resource's generation (a spec edit, suspending included, moves it) and the
+    execution binding's epoch; None without a binding. A family adds what only it has."""
+    if binding is None:
+        return None
+    return {
+        "family": family,
+        "operation": operation,
+        "generation": generation,
+        "epoch": binding.epoch,
+    }
 
 
 def input_fingerprint(inputs: Mapping[str, Any]) -> str:

@@ -21,10 +21,8 @@ from typing import Final
 from controller.pieces.freshness import (
     DATABASE_READINGS,
     SOURCE_READING,
-    digest_pinned,
     history_refusal,
 )
-from jobclaim import requested_reference
 from jobclaim.api import (
     Condition,
     PtahMigration,
@@ -80,9 +78,13 @@ def _blocked_reason(status: Status) -> str:
     return "Blocked"
 
 
-def derived(subject: Subject, status: Status, message: str | None) -> list[Condition]:
+def derived(
+    subject: Subject, status: Status, message: str | None, *, pinned: bool
+) -> list[Condition]:
     """The conditions the status itself says, in their order. ``message`` is the
-    phase machine's word for the phase-tied ones; without it, the phase's."""
+    phase machine's word for the phase-tied ones; without it, the phase's. ``pinned``
+    (the reference names its bytes by digest, ``freshness.digest_pinned``) is read by
+    the writer with the clock, so the derivation reaches for nothing."""
     phase = status.phase or "Pending"
     failure = status.reading_failure
     said = message or f"phase {phase}"
@@ -95,7 +97,6 @@ def derived(subject: Subject, status: Status, message: str | None) -> list[Condi
         status.source if isinstance(status, PtahSchemaStatus) else status.artifact
     ) is not None
     refresh = failure is not None and resolved and operation in _REFRESHES
-    pinned = digest_pinned(requested_reference(subject))
     engine = subject.spec.target.engine
     unsupported = failure is not None and failure.code == "dialect_mismatch"
     database_failed = failure is not None and operation in DATABASE_READINGS
@@ -199,13 +200,13 @@ def stamped(
     return out + [c for c in old if c.type not in named and c.type not in OWNED]
 
 
-def aligned(subject: Subject, status: Status, *, now: str) -> list[Condition]:
+def aligned(subject: Subject, status: Status, *, now: str, pinned: bool) -> list[Condition]:
     """The conditions ``status`` must carry when it is written: every derived one made
     to describe it, the words of one that already does kept (they are the phase
     machine's). Pure; what ``PassContext.write_status`` writes."""
     old = {c.type: c for c in status.conditions}
     found: list[Condition] = []
-    for one in derived(subject, status, None):
+    for one in derived(subject, status, None, pinned=pinned):
         was = old.get(one.type)
         if was is not None and (was.status, was.reason) == (one.status, one.reason):
             one = one.model_copy(update={"message": was.message})  # noqa: PLW2901

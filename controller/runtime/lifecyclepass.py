@@ -25,13 +25,13 @@ only say that something may have changed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from controller.context import passlog
-from controller.context.passcontext import Environment, Family, PassContext, claim_view
+from controller.context.passcontext import Environment, Family, PassContext
 from controller.families.migration.dispatch import MIGRATION
 from controller.families.schema.dispatch import SCHEMA
-from controller.mutationlifecycle import Stop, may_have_dispatched
+from controller.mutationlifecycle import ClaimView, Stop, may_have_dispatched
 from controller.pieces.events import Regarding
 from controller.pieces.managerconfig import random_epoch
 from controller.stages.binding_rotation import rotate
@@ -50,7 +50,7 @@ from jobclaim.api import API_VERSION
 from jobclaim.apiserver import ApiError, NotFound
 from jobclaim.errors import PtahError
 
-FAMILIES: Final[dict[str, Family]] = {SCHEMA.kind: SCHEMA, MIGRATION.kind: MIGRATION}
+FAMILIES: Final[dict[str, Family[Any]]] = {SCHEMA.kind: SCHEMA, MIGRATION.kind: MIGRATION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +186,14 @@ def _active(ctx: PassContext) -> Stop:
     )
     if ctx.subject.metadata.deletion_timestamp and not dispatched:
         return retire_undispatched(ctx, "the resource is being deleted")
-    stop = supervise(ctx)
+    stop = supervise(ctx, dispatched=dispatched)
     if stop is not None:
         return stop
     binding = ctx.binding
     if binding is None or not ctx.env.config.binding.matches(binding):
         return Stop("the execution binding changed; the claim waits for its rotation")
-    return ctx.env.driver.dispatch(claim_view(ctx), DispatchPass(ctx))
+    steps = DispatchPass(ctx)
+    view = ClaimView.of(
+        ctx.family.name, operation, ctx.info, proof_outstanding=ctx.proof_outstanding
+    )
+    return ctx.env.driver.dispatch(view, steps)

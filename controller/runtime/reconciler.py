@@ -280,6 +280,19 @@ def resume_from(current: str | None, seen: object) -> str | None:
     return text
 
 
+def watch_pause_after(lasted: float, timeout: float, pause: float) -> float:
+    """The pause before a watch that ended cleanly after ``lasted`` seconds is opened
+    again. Pure.
+
+    One the server ended at its timeout is opened again at once, from the newest
+    version seen: pausing there too left a window, every ``timeout``, in which a change
+    (a person's approval among them) waited up to ``pause`` unheard (issue 34's
+    trace). One that ended early still pauses, so a server closing every watch at once
+    is not asked again in a tight loop. A broken watch always pauses (``_watch``).
+    """
+    return 0.0 if lasted >= timeout / 2 else pause
+
+
 def keys_for(resource: Resource, obj: Object) -> list[Key]:
     """The resources a watch event about ``obj`` may concern. Pure."""
     meta = obj.get("metadata") or {}
@@ -386,6 +399,7 @@ class Reconciler:
                 self.queue.forget(key)
             return Stop(outside.reason)
         self.observer.pass_started(key)
+        log.debug("pass starts")  # the dequeue, for a trace; the end is the "pass:" line
         started = time.monotonic()
         self._reasons.reasons = []
         self._reasons.subject = None
@@ -492,6 +506,7 @@ class Reconciler:
     def _watch(self, resource: Resource, namespace: str | None, stop: threading.Event) -> None:
         version: str | None = None
         while not stop.is_set():
+            opened = time.monotonic()
             try:
                 events = self.env.api.watch(
                     resource,
@@ -505,8 +520,19 @@ class Reconciler:
                         return
                     obj = event.object
                     version = resume_from(version, obj.get("metadata", {}).get("resourceVersion"))
+                    # When the manager heard of a change: the first mark of a trace of
+                    # the approval path (benchmarks/approvaltrace.py); debug only.
+                    log.debug(
+                        "watch: %s %s %s",
+                        resource.kind,
+                        event.type,
+                        obj.get("metadata", {}).get("name"),
+                    )
                     for key in keys_for(resource, obj):
                         self.queue.add(key)
+                lasted = time.monotonic() - opened
+                if not watch_pause_after(lasted, self.watch_timeout, self.watch_pause):
+                    continue
             except ApiError as error:  # the server's answer: said in a line, no traceback
                 log.warning("the %s watch broke (%s); watching afresh", resource.plural, error)
                 version = None

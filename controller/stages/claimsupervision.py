@@ -25,16 +25,29 @@ recorded unknown and a read-only one is discarded, without reading either result
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from controller.context.passcontext import PassContext
-from controller.mutationlifecycle import Stop, may_have_dispatched
+from controller.mutationlifecycle import Stop
 from controller.pieces.operationidentity import input_fingerprint
 from controller.pieces.targetlock import MalformedLease
-from controller.stages.claimwrites import AGAIN, epoch_update, retire_undispatched, write_retry
+from controller.stages.claimwrites import (
+    AGAIN,
+    epoch_update,
+    retire_undispatched,
+    write_retry,
+)
 from controller.stages.jobaccount import harvest, set_cleanup_ttl
 from controller.stages.readings import record_reading
-from jobclaim import Verdict, finished, manager_record_of, match
+from jobclaim import (
+    Verdict,
+    active_job_inputs,
+    build_job,
+    finished,
+    manager_record_of,
+    match,
+    stored_claim,
+)
 from jobclaim.apiserver import JOBS, ApiError, NotFound, Object
 from jobclaim.errors import InvalidInput
 from runner.harvest import Outcome
@@ -113,21 +126,6 @@ def renew(ctx: PassContext) -> Stop | None:
     return None
 
 
-def claim_inputs(ctx: PassContext, operation: str, generation: int | None) -> dict[str, Any] | None:
-    """What every family's claim is decided from: the family, the operation, the
-    resource's generation (a spec edit, suspending included, moves it) and the
-    execution binding's epoch; None without a binding. A family adds what only it has."""
-    binding = ctx.binding
-    if binding is None:
-        return None
-    return {
-        "family": ctx.family.name,
-        "operation": operation,
-        "generation": generation,
-        "epoch": binding.epoch,
-    }
-
-
 def retire_moved(ctx: PassContext, suspended: str | None) -> Stop | None:
     """Retire a claim before dispatch when its resource is suspended (``suspended``
     says why, in the family's words) or its inputs moved; None while neither holds.
@@ -161,20 +159,25 @@ def hold(ctx: PassContext, job: Object) -> Verdict:
     operation = ctx.operation
     snapshot = operation.admission_snapshot
     if not inputs_hold(ctx):
-        return match(job, ctx.family.claim(ctx, None))
+        return match(job, stored_claim(ctx.subject, built=None, binding=ctx.binding))
     try:
-        manager = manager_record_of(job)
-        built = ctx.family.build(
-            ctx, snapshot_digest=snapshot.digest if snapshot else None, manager=manager
+        inputs = active_job_inputs(
+            ctx.subject,
+            binding=ctx.binding,
+            manager=manager_record_of(job),
+            expected_sequence=ctx.family.sequence(ctx),
         )
+        built = build_job(inputs._replace(snapshot_digest=snapshot.digest if snapshot else None))
     except InvalidInput as error:
         return Verdict(False, f"the claim cannot rebuild its Job: {error}")
-    return match(job, ctx.family.claim(ctx, built))
+    return match(job, stored_claim(ctx.subject, built=built, binding=ctx.binding))
 
 
-def supervise(ctx: PassContext) -> Stop | None:
+def supervise(ctx: PassContext, *, dispatched: bool) -> Stop | None:
     """One supervision pass. None means no Job stands under the reserved name and the
-    claim has not dispatched: the caller may take it through the dispatch sequence."""
+    claim has not dispatched: the caller may take it through the dispatch sequence.
+    ``dispatched``: whether the claim may have dispatched (``may_have_dispatched``),
+    which the pass decided once from the claim it read."""
     operation = ctx.operation
     info = ctx.info
     try:
@@ -183,9 +186,6 @@ def supervise(ctx: PassContext) -> Stop | None:
         job = None
     except ApiError as error:
         return Stop("the claim's Job cannot be read", error=error)
-    dispatched = may_have_dispatched(
-        dispatch_started=operation.dispatch_started, job_uid=operation.job_uid
-    )
     if job is None:
         if info.mutating and dispatched:
             return record_unaccounted(ctx, "the Job a marked claim may have created is missing")

@@ -39,11 +39,11 @@ from controller.context.passcontext import (
     Operation,
     PassContext,
     Status,
-    claim_view,
     migration_of,
     schema_of,
 )
 from controller.mutationlifecycle import (
+    ClaimView,
     Disposition,
     MayHaveDispatched,
     RealmHolder,
@@ -56,6 +56,8 @@ from controller.pieces.operationidentity import input_fingerprint
 from controller.pieces.podintent import AdmissionUnresolvable, resolve_snapshot
 from controller.pieces.targetlock import LeaseState
 from jobclaim import (
+    active_job_inputs,
+    build_job,
     coordination_digest,
     job_name,
     lease_holder,
@@ -280,10 +282,17 @@ def _with_admission_snapshot(ctx: PassContext, claimed: Status) -> Status:
     step, which retries it and says why.
     """
     view = replace(ctx, subject=ctx.subject.model_copy(update={"status": claimed}))
-    if not snapshot_is_first_write(claim_view(view)):
+    claim = view.operation
+    first = ClaimView.of(
+        ctx.family.name, claim, view.info, proof_outstanding=view.proof_outstanding
+    )
+    if not snapshot_is_first_write(first):
         return claimed
     try:
-        template = ctx.family.build(view, snapshot_digest=None, manager=None)["spec"]["template"]
+        inputs = active_job_inputs(
+            view.subject, binding=view.binding, manager=ctx.env.config.manager
+        )
+        template = build_job(inputs)["spec"]["template"]
         snapshot = resolve_snapshot(ctx.api, ctx.namespace, template, ctx.env.config.admission)
     except (InvalidInput, AdmissionUnresolvable, ApiError):
         return claimed

@@ -18,10 +18,11 @@ publication adds the phase machine's words and the family's own conditions.
 from __future__ import annotations
 
 from controller.context.passcontext import Family, Status, Subject
+from controller.pieces.freshness import digest_pinned
 from controller.pieces.phasemachine import Decision, Event
 from controller.pieces.statusconditions import condition, derived, stamped
 from controller.pieces.vocabulary import event_reason
-from jobclaim import verification_policy, verified_as_asked
+from jobclaim import requested_reference, verification_policy, verified_as_asked
 from jobclaim.api import Condition, PtahSchemaStatus
 
 
@@ -40,7 +41,9 @@ def conditions_for(
     family: Family, subject: Subject, status: Status, decision: Decision, *, now: str
 ) -> list[Condition]:
     """The conditions ``status`` (as this decision leaves it) publishes."""
-    found = derived(subject, status, decision.event.value)
+    found = derived(
+        subject, status, decision.event.value, pinned=digest_pinned(requested_reference(subject))
+    )
     if decision.event in (Event.AWAITING_APPROVAL, Event.APPLY_NEVER):
         found = [
             c.model_copy(update={"reason": event_reason(decision.event)})

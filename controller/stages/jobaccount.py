@@ -31,7 +31,7 @@ from typing import Any
 from controller.context.passcontext import PassContext
 from controller.pieces.approvals import witness_apply_job
 from controller.pieces.harvested import Harvest
-from jobclaim import CLEANUP_TTL_SECONDS, manager_record_of
+from jobclaim import CLEANUP_TTL_SECONDS, manager_record_of, stored_claim
 from jobclaim.api import ManagerRecord, PtahResultRecord
 from jobclaim.apiserver import JOBS, PODS, PTAHRESULTRECORDS, NotFound, Object
 from jobclaim.errors import InvalidInput
@@ -103,7 +103,7 @@ def harvest(ctx: PassContext, job: Object) -> Harvest:
     """Read the claim's terminal Job. Raises ApiError when the Pods or the record
     cannot be read."""
     operation = ctx.operation
-    claim = ctx.family.claim(ctx, None)
+    claim = stored_claim(ctx.subject, built=None, binding=ctx.binding)
     pods = ctx.api.list(PODS, ctx.namespace)
     record = _read_record(ctx, job)
     found = record if isinstance(record, PtahResultRecord) else None

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from controller.context.passcontext import PassContext, Status
-from controller.pieces.freshness import digest_pinned, source_due
+from controller.pieces.freshness import source_due
 from controller.pieces.phasemachine import Decision, Event, Facts, Wait, decide
 from controller.stages.conditions import conditions_for
 from jobclaim import requested_reference, resolved_artifact
@@ -55,7 +55,7 @@ def _source_checked(ctx: PassContext) -> datetime | None:
 
 def _source_due_at(ctx: PassContext) -> datetime | None:
     """When a resolved tag is next resolved; None for a digest-pinned reference."""
-    if digest_pinned(requested_reference(ctx.subject)) or resolved_artifact(ctx.subject) is None:
+    if ctx.pinned or resolved_artifact(ctx.subject) is None:
         return None
     checked = _source_checked(ctx)
     return checked + timedelta(seconds=interval_seconds(ctx)) if checked else None

@@ -12,6 +12,7 @@ start the API server with etcd and the controller manager (advertised on the
 bridge), then the scheduler, the kubelet and kube-proxy, and wait until the
 node is Ready. Stop undoes all of it in reverse and then checks that nothing of
 the lab is left (``host.leftovers``); anything left is an error, not a warning.
+What each node component is given and when it counts as up is ``lab.cluster.node``'s.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import fcntl
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -30,12 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-import httpx
-
-from lab.cluster import configs, host, images, netfilter
-from lab.cluster.pki import ClientIdentity, LabPKI, write_kubeconfig
+from lab.cluster import host, images, netfilter, node
+from lab.cluster.pki import LabPKI
 from lab.cluster.processes import Child, run_checked, wait_until
-from lab.cluster.registry import Registry, free_port
+from lab.cluster.registry import Registry
 from lab.cluster.topology import Layout, Topology
 from lab.localplane import (
     DEFAULT_CONTROLLERS,
@@ -74,19 +71,6 @@ CLUSTER_CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
 )
-
-# The identities the node's components authenticate as (client certificates
-# from the lab's CA). The scheduler's and kube-proxy's users are the ones the
-# API server's bootstrap RBAC binds to their roles; the API server itself, when
-# it asks the kubelet for logs, is in system:masters so the kubelet's
-# SubjectAccessReview allows it.
-NODE_CLIENTS = {
-    "scheduler": ClientIdentity("scheduler", "system:kube-scheduler"),
-    "proxy": ClientIdentity("proxy", "system:kube-proxy"),
-    "kubelet-client": ClientIdentity(
-        "kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
-    ),
-}
 
 IMAGE_TAG = "lab"
 _MAX_SOCKET_PATH = 107
@@ -206,7 +190,7 @@ class LocalCluster:
             child = self._children.pop(name, None)
             if child is not None and (problem := child.stop(grace=15.0)):
                 problems.append(problem)
-        problems += self._stop_runtime()
+        problems += node.stop_runtime(self.layout, self._children.pop("containerd", None))
         if self._plane is not None:
             try:
                 self._plane.stop()
@@ -404,10 +388,16 @@ class LocalCluster:
         self._push_images()
         t = self._step("registry and images", t)
 
-        self._start_containerd()
+        node.start_containerd(
+            self.topology,
+            self.layout,
+            registry=self.registry,
+            pause_ref=self.image("pause").tag_ref,
+            children=self._children,
+        )
         t = self._step("containerd", t)
 
-        kubelet_client = pki.client(NODE_CLIENTS["kubelet-client"])
+        kubelet_client = pki.client(node.NODE_CLIENTS["kubelet-client"])
         self._plane = LocalControlPlane(
             self.layout.controlplane,
             identities=DEFAULT_IDENTITIES,
@@ -432,7 +422,11 @@ class LocalCluster:
         self._plane.start()
         t = self._step("control plane", t)
 
-        self._start_node(pki)
+        self._kubeconfigs.update(
+            node.start_node(
+                self.topology, self.layout, self.control_plane, pki, children=self._children
+            )
+        )
         self._wait_node_ready()
         self._step("node ready", t)
 
@@ -448,167 +442,15 @@ class LocalCluster:
                 CRANE, layout_dir, f"{registry}/ptah-lab/{name}:{IMAGE_TAG}", digest
             )
 
-    def _start_containerd(self) -> None:
-        layout = self.layout
-        layout.containerd.mkdir(parents=True, exist_ok=True)
-        hosts = layout.registry_hosts / self.registry
-        hosts.mkdir(parents=True, exist_ok=True)
-        (hosts / "hosts.toml").write_text(configs.registry_hosts_toml(self.registry))
-        layout.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-        (layout.cni_conf_dir / "10-ptah-lab.conflist").write_text(
-            configs.cni_conflist(self.topology, layout)
-        )
-        layout.containerd_config.write_text(
-            configs.containerd_config(layout, self.image("pause").tag_ref)
-        )
-        child = Child(
-            "containerd",
-            ["containerd", "--config", str(layout.containerd_config)],
-            layout.logs / "containerd.log",
-        )
-        self._children["containerd"] = child
-        child.start()
-
-        def ready() -> str:
-            with socket.socket(socket.AF_UNIX) as s:
-                try:
-                    s.connect(str(layout.containerd_socket))
-                except OSError as exc:
-                    return f"its socket does not answer: {exc}"
-            return ""
-
-        wait_until("containerd", ready, timeout=60.0, children=[child])
-
-    def _start_node(self, pki: LabPKI) -> None:
-        topology, layout = self.topology, self.layout
-        plane = self.control_plane
-        binary = str(ensure_binary())
-        for name in ("scheduler", "proxy"):
-            cert, key = pki.client(NODE_CLIENTS[name])
-            self._kubeconfigs[name] = write_kubeconfig(
-                layout.kubeconfigs / f"{name}.yaml",
-                server=plane.server_url,
-                server_ca=plane.ca_path,
-                user=NODE_CLIENTS[name].user,
-                cert=cert,
-                key=key,
-            )
-        node = ClientIdentity("node", f"system:node:{topology.node_name}", ("system:nodes",))
-        cert, key = pki.client(node)
-        self._kubeconfigs["node"] = write_kubeconfig(
-            layout.kubeconfigs / "node.yaml",
-            server=plane.server_url,
-            server_ca=plane.ca_path,
-            user=node.user,
-            cert=cert,
-            key=key,
-        )
-        serving_cert, serving_key = pki.serving("kubelet-serving", [topology.node_ip])
-        layout.kubelet_root.mkdir(parents=True, exist_ok=True)
-        layout.kubelet_config.write_text(
-            configs.kubelet_config(
-                topology,
-                layout,
-                port=free_port(str(topology.node_ip)),
-                client_ca=pki.ca_cert,
-                serving_cert=serving_cert,
-                serving_key=serving_key,
-            )
-        )
-        layout.kube_proxy_config.parent.mkdir(parents=True, exist_ok=True)
-        layout.kube_proxy_config.write_text(
-            configs.kube_proxy_config(
-                topology,
-                kubeconfig=self._kubeconfigs["proxy"],
-                healthz_port=free_port(),
-                metrics_port=free_port(),
-            )
-        )
-        commands = {
-            "kube-scheduler": [
-                f"--kubeconfig={self._kubeconfigs['scheduler']}",
-                # One scheduler, no competitor, and nothing scrapes it.
-                "--leader-elect=false",
-                "--secure-port=0",
-            ],
-            "kubelet": [
-                f"--config={layout.kubelet_config}",
-                f"--kubeconfig={self._kubeconfigs['node']}",
-                f"--root-dir={layout.kubelet_root}",
-                f"--hostname-override={topology.node_name}",
-                # A loopback node IP is refused; the bridge's address is the node's.
-                f"--node-ip={topology.node_ip}",
-            ],
-            "kube-proxy": [f"--config={layout.kube_proxy_config}"],
-        }
-        for name, args in commands.items():
-            child = Child(name, [binary, name, *args], layout.logs / f"{name}.log")
-            self._children[name] = child
-            child.start()
-
     def _wait_node_ready(self) -> None:
-        plane = self.control_plane
-        headers = {"Authorization": f"Bearer {plane.token('admin')}"}
-        url = f"{plane.server_url}/api/v1/nodes/{self.topology.node_name}"
-        with httpx.Client(verify=plane.ssl_context(), timeout=5.0, headers=headers) as http:
-
-            def ready() -> str:
-                try:
-                    response = http.get(url)
-                except httpx.HTTPError as exc:
-                    return f"GET node: {exc!r}"
-                if response.status_code == 404:
-                    return "the kubelet has not registered the node yet"
-                node = response.json()
-                ready = [
-                    c
-                    for c in node.get("status", {}).get("conditions", [])
-                    if c.get("type") == "Ready"
-                ]
-                if not ready or ready[0].get("status") != "True":
-                    return f"node not Ready: {ready[0].get('message') if ready else 'no condition'}"
-                if taints := node.get("spec", {}).get("taints"):
-                    return f"the node is still tainted: {taints}"
-                return ""
-
-            # The kubelet registers the node and reports Ready on its own time
-            # (its runtime and network checks run every few seconds).
-            wait_until(
-                "the node", ready, timeout=self._timeout, children=list(self._children.values())
-            )
+        node.wait_node_ready(
+            self.control_plane,
+            self.topology.node_name,
+            timeout=self._timeout,
+            children=list(self._children.values()),
+        )
 
     # -- stop ----------------------------------------------------------------
-
-    def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                "ctr",
-                "--address",
-                str(self.layout.containerd_socket),
-                "--namespace",
-                "k8s.io",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-
-    def _stop_runtime(self) -> list[str]:
-        problems: list[str] = []
-        containerd = self._children.pop("containerd", None)
-        if containerd is not None and containerd.running():
-            # Kill every container's task through containerd, so its shim
-            # reaps it and records the exit, then stop containerd.
-            listed = self._ctr("tasks", "list", "--quiet")
-            for task in listed.stdout.split():
-                self._ctr("tasks", "kill", "--signal", "SIGKILL", task)
-            for task in listed.stdout.split():
-                self._ctr("tasks", "delete", "--force", task)
-        if containerd is not None and (problem := containerd.stop(grace=15.0)):
-            problems.append(problem)
-        return problems
 
     def _kill_the_rest(self) -> list[str]:
         """Kill what outlives its starter: shims, containers, anything naming the work directory."""

@@ -10,6 +10,7 @@ does not parse, could not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import orjson
@@ -66,10 +67,20 @@ def test_the_text_decodes_to_what_get_returns(
     carried: object,
 ) -> None:
     make(api, namespace)
-    text = _text_reader(api).get_text(resource, namespace, "w")
-    assert isinstance(text, bytes)
-    decoded = orjson.loads(text)
-    assert decoded == api.get(resource, namespace, "w")
+    # The Job controller writes a new Job's status on its own time (startTime, active), so
+    # the two reads can straddle a write (seen under load): compare them at one
+    # resourceVersion, reading both again while a write fell between them, up to a deadline.
+    deadline = time.monotonic() + 30.0
+    while True:
+        text = _text_reader(api).get_text(resource, namespace, "w")
+        assert isinstance(text, bytes)
+        decoded = orjson.loads(text)
+        got = api.get(resource, namespace, "w")
+        same = decoded["metadata"]["resourceVersion"] == got["metadata"]["resourceVersion"]
+        if same or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # the pause between polls, not a synchronization
+    assert decoded == got
     assert part(decoded) == carried
     assert (decoded["apiVersion"], decoded["kind"]) == (resource.api_version, resource.kind)
 

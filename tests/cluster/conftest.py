@@ -26,14 +26,20 @@ import pytest
 from lab.cluster import ClusterError, LocalCluster, ensure_tools
 from lab.clusterrun import RUN_ERRORS, LabRun
 from tests.cluster.clusterkit import RECOVERIES, RUNS, Api, close_lab_runs, poll, short_workdir
+from tests.support.xdistrun import WORKER_SUMMARY
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the cluster tests after all others, make run's after the node's, teardown last.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run make run's tests after the node's and the fault scenarios, teardown last; the
+    cluster tests after all others in one process, before them under xdist.
 
-    The session's cluster then runs only while its own tests do, not beside
-    the rest of the suite; the teardown tests stop it. The fault scenarios share
-    make run's chart and run before its tests, which approve every pending plan.
+    The session's cluster then runs only while its own tests do; the teardown tests
+    stop it. The fault scenarios share make run's chart and run before its tests, which
+    approve every pending plan. Under xdist (``make unit``: ``-n 2 --dist loadgroup``;
+    tests/support/xdistrun.py makes them one unit of work) the cluster's tests are the
+    longest unit, mostly waiting on a real node, so they go first: one worker starts on
+    them at once and the other runs the rest of the suite beside them. Last, they would
+    start only when the other worker was nearly done, and run alone.
     """
     cluster = [item for item in items if item.get_closest_marker("cluster")]
     teardown = [item for item in cluster if item.path.name == "test_teardown.py"]
@@ -48,19 +54,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
     rest = [item for item in items if item not in cluster]
     node = [item for item in cluster if item not in teardown + chart + faults]
-    items[:] = rest + node + faults + chart + teardown
+    ordered = node + faults + chart + teardown
+    # A worker process has workerinput (xdist's), the controller and a serial run do not.
+    items[:] = ordered + rest if hasattr(config, "workerinput") else rest + ordered
 
 
 # The session's cluster, for what it cost in the terminal summary (CI's log keeps it).
 _SESSION: list[LocalCluster] = []
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def _summary_lines() -> list[str]:
+    lines = []
     for lab in _SESSION:
         steps = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in lab.timings.items())
-        terminalreporter.write_line(f"lab cluster: {steps}")
-    for line in RECOVERIES:
-        terminalreporter.write_line(f"recovery: {line}")
+        lines.append(f"lab cluster: {steps}")
+    return lines + [f"recovery: {line}" for line in RECOVERIES]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker, hand the lines to the controller, which prints them
+    (tests/support/xdistrun.py; a worker's own terminal is not shown)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output.setdefault(WORKER_SUMMARY, []).extend(_summary_lines())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _summary_lines():
+        terminalreporter.write_line(line)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -13,6 +13,8 @@ PostgreSQL, with resources of its own pointing at artifacts it pushed itself:
 - ``TIMED_AUDIT``: an event trigger pair that records, in the target database, when
   each executor session began and ended each DDL command, and holds every executor
   DDL command for a while, so two executions that overlapped in time would show it.
+- ``AUDIT``: an event trigger that counts every DDL command a database finishes, so a
+  scenario can say its migrations reached the database once.
 """
 
 from __future__ import annotations
@@ -109,6 +111,22 @@ BEGIN
 END $$;
 CREATE EVENT TRIGGER realm_started ON ddl_command_start EXECUTE FUNCTION realm_audit.started();
 CREATE EVENT TRIGGER realm_ended ON ddl_command_end EXECUTE FUNCTION realm_audit.ended();
+"""
+
+# Every DDL command PostgreSQL finishes in the migration's database, counted by the
+# server itself: an event trigger owned by the superuser writes one row per command.
+AUDIT: Final = """
+CREATE SCHEMA fault_audit;
+CREATE TABLE fault_audit.ddl (n bigserial PRIMARY KEY, tag text NOT NULL, object text);
+CREATE FUNCTION fault_audit.record() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE c record;
+BEGIN
+  FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
+    INSERT INTO fault_audit.ddl (tag, object) VALUES (c.command_tag, c.object_identity);
+  END LOOP;
+END $$;
+CREATE EVENT TRIGGER fault_audit ON ddl_command_end EXECUTE FUNCTION fault_audit.record();
 """
 
 

@@ -40,22 +40,22 @@ from lab import install
 from lab.clusterrun import MANAGER_NAMESPACE, NAMESPACE, LabRun
 from manager.metrics import GAUGE_HELP
 from tests.cluster.clusterkit import Api, poll, recovery
-from tests.cluster.managers import READY_DEADLINE
-from tests.cluster.test_faults_kill import (
-    PLAN_DEADLINE,
+from tests.cluster.faultcases import (
     RECOVERY_DEADLINE,
     Case,
-    _approve,
-    _awaiting,
-    _create,
-    _get,
-    _lab_env,
-    _outcome,
-    _parked,
-    _remove,
-    _sigkill,
-    _upgrade,
+    approve,
+    awaiting_plan,
+    create_case,
+    get_case,
+    lab_env,
+    parked,
+    promised_outcome,
+    remove_case,
+    sigkill,
+    upgrade_chart,
 )
+from tests.cluster.managers import READY_DEADLINE
+from tests.cluster.tenants import PLAN_DEADLINE
 from tests.support.alertfile import rules_file
 from tests.support.chartrender import VALUES, ToolUnavailable, build_prometheus_tool
 
@@ -220,25 +220,25 @@ def prometheus(lab_run: LabRun) -> Iterator[Prometheus]:
 @pytest.fixture
 def alerting_case(lab_run: LabRun) -> Iterator[LabRun]:
     run = lab_run
-    _upgrade(run, fault_points=True)
-    assert _lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
+    upgrade_chart(run, fault_points=True)
+    assert lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
     try:
-        _create(run, CASE)
+        create_case(run, CASE)
         yield run
     finally:
-        _remove(run, CASE)
-        _upgrade(run, fault_points=False)
-        assert _lab_env(run) == {}, "the chart's manager is back, with no lab variable"
+        remove_case(run, CASE)
+        upgrade_chart(run, fault_points=False)
+        assert lab_env(run) == {}, "the chart's manager is back, with no lab variable"
 
 
-def _manager_pods(run: LabRun) -> list[Object]:
+def manager_pods(run: LabRun) -> list[Object]:
     selector = {"app.kubernetes.io/name": install.RELEASE, "app.kubernetes.io/component": "manager"}
     return run.admin.list(PODS, MANAGER_NAMESPACE, label_selector=selector)
 
 
 def _gauges(run: LabRun) -> dict[str, float] | None:
     """The outcome gauges of the manager that leads, read from its /metrics."""
-    for pod in _manager_pods(run):
+    for pod in manager_pods(run):
         address = (pod.get("status") or {}).get("podIP")
         if not address or pod["metadata"].get("deletionTimestamp"):
             continue
@@ -284,13 +284,13 @@ def test_an_unknown_outcome_fires_its_alert_survives_a_restart_and_resolves(
     )
     assert _firing(prometheus, "PtahMigration") is None, "the control: nothing is unknown yet"
 
-    poll(f"{CASE.name}'s plan awaiting approval", lambda: _awaiting(run, CASE),
+    poll(f"{CASE.name}'s plan awaiting approval", lambda: awaiting_plan(run, CASE),
          timeout=PLAN_DEADLINE)  # fmt: skip
-    print(f"# {CASE.name}: {_approve(run, CASE)}")
-    pod = _parked(run, api, CASE)
-    killed = _sigkill(pod)
+    print(f"# {CASE.name}: {approve(run, CASE)}")
+    pod = parked(run, api, CASE)
+    killed = sigkill(pod)
     api.delete(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{pod}", gracePeriodSeconds="0")
-    final = poll(f"{CASE.name}'s run recorded unresolved", lambda: _outcome(run, CASE),
+    final = poll(f"{CASE.name}'s run recorded unresolved", lambda: promised_outcome(run, CASE),
                  timeout=RECOVERY_DEADLINE)  # fmt: skip
     assert final["status"]["unresolvedRun"]["outcome"] == "Unknown"
     alert = poll("PtahUnknownOutcome firing in Prometheus",
@@ -312,14 +312,14 @@ def test_an_unknown_outcome_fires_its_alert_survives_a_restart_and_resolves(
     assert before[key] >= 1.0, before
     (old,) = [
         p["metadata"]["name"]
-        for p in _manager_pods(run)
+        for p in manager_pods(run)
         if not p["metadata"].get("deletionTimestamp")
     ]
     api.delete(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{old}")
     restarted = time.monotonic()
 
     def same() -> dict[str, float] | None:
-        names = [p["metadata"]["name"] for p in _manager_pods(run)]
+        names = [p["metadata"]["name"] for p in manager_pods(run)]
         if old in names:
             return None
         after = _gauges(run)
@@ -344,7 +344,7 @@ def test_an_unknown_outcome_fires_its_alert_survives_a_restart_and_resolves(
     run.admin.patch_spec(PTAHMIGRATIONS, NAMESPACE, CASE.name, {"interval": "20s"})
     poll(
         "the run settled by the acknowledgment",
-        lambda: None if (_get(run, CASE).get("status") or {}).get("unresolvedRun") else True,
+        lambda: None if (get_case(run, CASE).get("status") or {}).get("unresolvedRun") else True,
         timeout=RECOVERY_DEADLINE,
     )
     poll(

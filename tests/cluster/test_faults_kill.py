@@ -51,63 +51,49 @@ depends on and are left to the crash simulation. Each recovery time
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import re
-import secrets
-import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-import psycopg
 import pytest
 
 from jobclaim import coordination_digest, lease_name
 from jobclaim.apiserver import (
-    CONFIGMAPS,
     JOBS,
     LEASES,
     PODS,
-    PTAHMIGRATIONS,
-    PTAHSCHEMAS,
     NotFound,
     Object,
-    Resource,
 )
 from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
-from kubectl_ptah import cli as kubectl_ptah
-from lab import install
 from lab.clusterrun import (
-    EXAMPLES,
-    LAB_MANAGER_IMAGE,
-    MANAGER_IMAGE,
     MANAGER_NAMESPACE,
     NAMESPACE,
-    POLICY,
-    SECRETS,
     LabRun,
 )
-from lab.labfaults import ANNOTATION, PARKED
-from lab.progress import DONE, FAILED, failure_of, phase_of
 from tests.cluster.clusterkit import Api, poll, recovery
-from tests.cluster.managers import chart_upgraded
-from tests.cluster.tenants import Recorder, everything
-from tests.cluster.test_faults_webhook import AUDIT
+from tests.cluster.faultcases import (
+    RECOVERY_DEADLINE,
+    Case,
+    approve,
+    awaiting_plan,
+    create_case,
+    get_case,
+    lab_env,
+    manager_pods,
+    parked,
+    promised_outcome,
+    remove_case,
+    sigkill,
+    upgrade_chart,
+)
+from tests.cluster.tenants import PLAN_DEADLINE, Recorder, everything
 
 pytestmark = pytest.mark.cluster
 
 # The PostgreSQL examples: these rows count DDL with PostgreSQL's event trigger.
-EXAMPLE: Final = {(e.cli_kind, e.engine): e for e in EXAMPLES}
-RESOURCE: Final[dict[str, Resource]] = {"migration": PTAHMIGRATIONS, "schema": PTAHSCHEMAS}
-PREFIX: Final = "kill"
-# Resolve, Verify, Read and Plan Jobs of every case at once on a shared 2-core node.
-PLAN_DEADLINE: Final = 900.0
-RECOVERY_DEADLINE: Final = 600.0
 SWAPPED_DEADLINE: Final = 180.0
 # 0001's CREATE TABLE (and its primary key's index), 0002's ALTER TABLE.
 DDL: Final = [
@@ -125,39 +111,6 @@ MYSQL_STATEMENT: Final = re.compile(
 # (indexes, constraints), each of which must reach the database once.
 SCHEMA_TABLES: Final = [("CREATE TABLE", "public.customers"), ("CREATE TABLE", "public.orders")]
 UNMARKED: Final = "a Job stands under a claim that is not marked"
-
-
-@dataclass(frozen=True)
-class Case:
-    boundary: str
-    # What the next pass makes of it, as the spec's table says: "run" (the one Job
-    # runs to InSync) or "unknown" (no Job; the run is recorded as unresolved).
-    outcome: str
-    label: str = ""
-    family: str = "migration"
-    engine: str = "PostgreSQL"
-
-    @property
-    def id(self) -> str:
-        mysql = "mysql-" if self.engine == "MySQL" else ""
-        return f"{mysql}{self.family}-{self.label or self.boundary}"
-
-    @property
-    def name(self) -> str:
-        family = "my" if self.engine == "MySQL" else self.family[0]
-        return f"{PREFIX}-{family}-{self.label or self.boundary}"
-
-    @property
-    def database(self) -> str:
-        return self.name.replace("-", "_")
-
-    @property
-    def resource(self) -> Resource:
-        return RESOURCE[self.family]
-
-    @property
-    def path(self) -> str:
-        return f"/apis/operator.ptah.run/v1alpha1/namespaces/{NAMESPACE}/{self.resource.plural}"
 
 
 CASES: Final = [
@@ -180,141 +133,23 @@ SWAPPED: Final = Case("", "run", label="swapped")
 _SWAPPED_TEST: Final = "test_a_build_that_creates_before_it_marks_fails_the_scenario"
 
 
-# -- the chart's lab values ------------------------------------------------------------
-
-
-def _upgrade(run: LabRun, *, fault_points: bool, swap: str = "") -> None:
-    """The chart upgraded with the lab values, until the new manager alone runs: with
-    any of them on, the lab's manager image (the shipped one holds no fault hook)."""
-    image = run.images[LAB_MANAGER_IMAGE if fault_points or swap else MANAGER_IMAGE]
-    chart_upgraded(
-        run,
-        {
-            "image": {"repository": image.repository, "digest": image.digest},
-            "lab": {"faultPoints": fault_points, "swapSteps": swap},
-        },
-    )
-
-
-def _lab_env(run: LabRun) -> dict[str, str]:
-    deployment = run.admin.get(install.DEPLOYMENTS, MANAGER_NAMESPACE, install.RELEASE)
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e.get("value", "") for e in container["env"] if "PTAH_LAB" in e["name"]}
-
-
-# -- this file's own migrations ----------------------------------------------------------
-
-
-def _database(run: LabRun, name: str, audit: bool, engine: str = "PostgreSQL") -> str:
-    """A role and its database (with the DDL audit when ``audit``); the URL Pods use.
-
-    On MariaDB the general log is the audit, always on.
-    """
-    if engine == "MySQL":
-        assert run.mariadb is not None
-        password = secrets.token_urlsafe(18)
-        run.mariadb.create_user(name, password)
-        run.mariadb.create_database_named(name, owner=name)
-        node_ip = str(run.lab.topology.node_ip)
-        return run.mariadb.url(name, user=name, password=password, host=node_ip)
-    assert run.postgres is not None
-    pg = run.postgres
-    password = secrets.token_urlsafe(18)
-    pg.create_role(name, password)
-    pg.create_database_named(name, owner=name)
-    if audit:
-        with psycopg.connect(pg.url(name), autocommit=True) as conn:
-            conn.execute(AUDIT.encode())
-    return pg.url(name, user=name, password=password, host=str(run.lab.topology.node_ip))
-
-
-def _secret(run: LabRun, name: str, url: str) -> dict[str, str]:
-    run.admin.create(
-        SECRETS,
-        NAMESPACE,
-        {"metadata": {"name": name}, "stringData": {"url": url}, "type": "Opaque"},
-    )
-    return {"name": name, "key": "url"}
-
-
-def _create(run: LabRun, case: Case) -> None:
-    """The case's database with the DDL audit, its Secret and policy, and the resource."""
-    example = EXAMPLE[case.family, case.engine]
-    url = _database(run, case.database, audit=True, engine=case.engine)
-    target = _secret(run, f"{case.name}-db", url)
-    policy = f"{case.name}-policy"
-    run.admin.create(
-        CONFIGMAPS, NAMESPACE, {"metadata": {"name": policy}, "data": {"policy.json": POLICY}}
-    )
-    obj = example.load()
-    annotations = {ANNOTATION: case.boundary} if case.boundary else {}
-    obj["metadata"] = {"name": case.name, "annotations": annotations}
-    spec = obj["spec"]
-    spec["target"].pop("realmRef", None)
-    spec["target"]["coordinationKey"] = f"{case.name}-primary"
-    spec["target"]["urlFrom"] = target
-    source = spec["desired" if case.family == "schema" else "artifact"]
-    source["ociRef"] = run.pinned[example.artifact]
-    source["verificationPolicyFrom"] = {"name": policy, "key": "policy.json"}
-    if case.family == "schema":
-        dev = _database(run, f"{case.database}_dev", audit=False)
-        spec["dev"]["urlFrom"] = _secret(run, f"{case.name}-dev-db", dev)
-    run.admin.create(case.resource, NAMESPACE, obj)
-
-
-def _remove(run: LabRun, case: Case) -> None:
-    """The migration (its Jobs go with it: they are owned), its Secret and policy."""
-    for resource, name in (
-        (case.resource, case.name),
-        (SECRETS, f"{case.name}-db"),
-        (SECRETS, f"{case.name}-dev-db"),
-        (CONFIGMAPS, f"{case.name}-policy"),
-    ):
-        with contextlib.suppress(NotFound):
-            run.admin.delete(resource, NAMESPACE, name)
-
-
-def _get(run: LabRun, case: Case) -> Object:
-    obj = run.admin.get(case.resource, NAMESPACE, case.name)
-    # An unknown outcome is published as a failure of the run; a run that was to
-    # succeed must not fail.
-    if phase_of(obj) in FAILED and case.outcome == "run":
-        pytest.fail(f"{case.name} failed: {failure_of(obj)}")
-    return obj
-
-
-def _awaiting(run: LabRun, case: Case) -> Object | None:
-    obj = _get(run, case)
-    plan = ((obj.get("status") or {}).get("plan") or {}).get("name")
-    return obj if phase_of(obj) == "AwaitingApproval" and plan else None
-
-
-def _approve(run: LabRun, case: Case) -> str:
-    out = io.StringIO()
-    argv = ["--kubeconfig", str(run.lab.kubeconfig("admin")), "-n", NAMESPACE]
-    argv += ["approve", case.family, case.name, "--yes", "-o", "json"]
-    assert kubectl_ptah.main(argv, stdin=io.StringIO(), stdout=out) == 0
-    made = json.loads(out.getvalue())
-    return f"{made['kind']} {made['name']} stamped by {made['stampedBy']}"
-
-
 @pytest.fixture(scope="module")
 def lab_faults(lab_run: LabRun, api: Api, request: pytest.FixtureRequest) -> Iterator[LabRun]:
     """The chart's manager with the lab's fault points, and every selected case's
     migration planned; afterwards the migrations are gone and the chart's manager is back."""
     run = lab_run
     cases = _selected(request)
-    _upgrade(run, fault_points=True)
-    assert _lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
+    upgrade_chart(run, fault_points=True)
+    assert lab_env(run) == {"PTAH_LAB_FAULT_POINTS": "true"}
     try:
         for case in cases:
-            _create(run, case)
+            create_case(run, case)
         yield run
     finally:
         for case in cases:
-            _remove(run, case)
-        _upgrade(run, fault_points=False)
-        assert _lab_env(run) == {}, "the chart's manager is back, with no lab variable"
+            remove_case(run, case)
+        upgrade_chart(run, fault_points=False)
+        assert lab_env(run) == {}, "the chart's manager is back, with no lab variable"
 
 
 def _selected(request: pytest.FixtureRequest) -> list[Case]:
@@ -335,64 +170,6 @@ def _selected(request: pytest.FixtureRequest) -> list[Case]:
 
 
 # -- the kill ----------------------------------------------------------------------------
-
-
-def _manager_pods(run: LabRun) -> list[Object]:
-    selector = {"app.kubernetes.io/name": install.RELEASE, "app.kubernetes.io/component": "manager"}
-    return run.admin.list(PODS, MANAGER_NAMESPACE, label_selector=selector)
-
-
-def _parked_pod(run: LabRun, api: Api, case: Case) -> str | None:
-    """The manager Pod whose log says it parked after the case's write (synchronization
-    only: what is asserted is read from the API server and the database)."""
-    line = PARKED.format(boundary=case.boundary) + f" of {NAMESPACE}/{case.name}"
-    for pod in _manager_pods(run):
-        name = pod["metadata"]["name"]
-        try:
-            log = api.text(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{name}/log")
-        except Exception:  # a Pod not started yet has no log
-            continue
-        if line in log:
-            return str(name)
-    return None
-
-
-def _host_pid(pod: str) -> int:
-    """The manager process of ``pod`` as the host sees it: its environment names the Pod."""
-    wanted = f"POD_NAME={pod}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile, or a kernel thread
-        # The lab's manager program (lab.manager, in the lab's manager image) runs the
-        # fault points; ptah-manager is the shipped one.
-        if wanted in environ and any(p in cmdline for p in (b"lab.manager", b"ptah-manager")):
-            found.append(int(entry.name))
-    assert len(found) == 1, f"the host sees {len(found)} manager processes of {pod}"
-    return found[0]
-
-
-def _parked(run: LabRun, api: Api, case: Case) -> str:
-    """The Pod whose manager parked after the case's write; the annotation is then taken
-    off, so the replacement does not stop at the same write again."""
-    pod = poll(f"the manager parked after {case.name}'s {case.boundary} write",
-               lambda: _parked_pod(run, api, case), timeout=300.0)  # fmt: skip
-    api.http.patch(
-        f"{case.path}/{case.name}",
-        json={"metadata": {"annotations": {ANNOTATION: None}}},
-        headers={"Content-Type": "application/merge-patch+json"},
-    ).raise_for_status()
-    return pod
-
-
-def _sigkill(pod: str) -> float:
-    os.kill(_host_pid(pod), signal.SIGKILL)
-    return time.monotonic()
 
 
 # -- what the API server and the database hold ------------------------------------------
@@ -451,7 +228,7 @@ class Stored:
 def _unmarked_job(run: LabRun, case: Case) -> str | None:
     """The invariant at the kill: a Job under the claim's reserved name means the claim
     is marked (``dispatchStarted``, or a recorded UID). Its problem, or None."""
-    operation = (_get(run, case).get("status") or {}).get("activeOperation") or {}
+    operation = (get_case(run, case).get("status") or {}).get("activeOperation") or {}
     if not operation.get("jobName"):
         return None
     try:
@@ -495,7 +272,7 @@ def _released(run: LabRun, case: Case) -> Object | None:
 
 def _state(run: LabRun, case: Case) -> str:
     """The durable state the kill left, on one line."""
-    status = _get(run, case).get("status") or {}
+    status = get_case(run, case).get("status") or {}
     operation = status.get("activeOperation") or {}
     claim = {k: operation.get(k) for k in ("type", "dispatchStarted", "jobUID")}
     held = (_lease(run, case) or {}).get("spec", {}).get("holderIdentity")
@@ -503,17 +280,6 @@ def _state(run: LabRun, case: Case) -> str:
         f"claim {claim if operation else None}, pendingLockRelease "
         f"{bool(status.get('pendingLockRelease'))}, realm held {bool(held)}"
     )
-
-
-def _outcome(run: LabRun, case: Case) -> Object | None:
-    obj = _get(run, case)
-    status = obj.get("status") or {}
-    if any(status.get(record) for record in ("activeOperation", "pendingLockRelease",
-                                              "pendingObservation")):  # fmt: skip
-        return None
-    if case.outcome == "run":
-        return obj if phase_of(obj) == DONE else None
-    return obj if status.get("unresolvedRun") else None
 
 
 def _explain(run: LabRun, api: Api, case: Case) -> None:
@@ -525,7 +291,7 @@ def _explain(run: LabRun, api: Api, case: Case) -> None:
             print(f"# job {job['metadata']['name']}: {(job.get('status') or {}).get('conditions')}")
     print(f"# lease: {(_lease(run, case) or {}).get('spec')}")
     print(f"# the database's DDL: {_ddl(run, case)}")
-    for pod in _manager_pods(run):
+    for pod in manager_pods(run):
         name = pod["metadata"]["name"]
         try:
             log = api.text(
@@ -551,7 +317,7 @@ def test_a_manager_killed_after_each_durable_write_leaves_what_the_table_promise
 
 
 def _scenario(run: LabRun, api: Api, case: Case) -> None:
-    awaiting = poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+    awaiting = poll(f"{case.name}'s plan awaiting approval", lambda: awaiting_plan(run, case),
                     timeout=PLAN_DEADLINE)  # fmt: skip
     stored = Stored(run, api)
     try:
@@ -563,16 +329,16 @@ def _scenario(run: LabRun, api: Api, case: Case) -> None:
 def _kill_and_recover(
     run: LabRun, api: Api, case: Case, stored: Stored, plan: dict[str, str]
 ) -> None:
-    print(f"# {case.name}: {_approve(run, case)}")
-    pod = _parked(run, api, case)
+    print(f"# {case.name}: {approve(run, case)}")
+    pod = parked(run, api, case)
     assert _unmarked_job(run, case) is None
     print(f"# {case.name}: parked after {case.boundary}: {_state(run, case)}")
-    killed = _sigkill(pod)
+    killed = sigkill(pod)
     api.delete(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/pods/{pod}", gracePeriodSeconds="0")
     print(f"# {case.name}: SIGKILLed the manager in {pod} and deleted the Pod")
 
     final = poll(f"{case.name}'s promised outcome ({case.outcome})",
-                 lambda: _outcome(run, case), timeout=RECOVERY_DEADLINE)  # fmt: skip
+                 lambda: promised_outcome(run, case), timeout=RECOVERY_DEADLINE)  # fmt: skip
     recovered = time.monotonic() - killed
     recovery(f"{case.name}, killed after {case.boundary} -> {case.outcome} "
           f"{recovered:.1f}s")  # fmt: skip
@@ -624,23 +390,23 @@ def test_a_build_that_creates_before_it_marks_fails_the_scenario(
     """
     run, case = lab_faults, SWAPPED
     try:
-        poll(f"{case.name}'s plan awaiting approval", lambda: _awaiting(run, case),
+        poll(f"{case.name}'s plan awaiting approval", lambda: awaiting_plan(run, case),
              timeout=PLAN_DEADLINE)  # fmt: skip
-        _upgrade(run, fault_points=True, swap="mark,create")
-        assert _lab_env(run) == {
+        upgrade_chart(run, fault_points=True, swap="mark,create")
+        assert lab_env(run) == {
             "PTAH_LAB_FAULT_POINTS": "true",
             "PTAH_LAB_SWAP_STEPS": "mark,create",
         }
         stored = Stored(run, api)
         try:
-            print(f"# {case.name}: {_approve(run, case)}")
+            print(f"# {case.name}: {approve(run, case)}")
             # A deadline for something that must not happen: the recoveries above took
             # well under a minute each; three minutes without the outcome is the check
             # failing.
             with pytest.raises(pytest.fail.Exception, match="did not happen within"):
                 poll(f"{case.name}'s outcome under the swapped build",
-                     lambda: _outcome(run, case), timeout=SWAPPED_DEADLINE)  # fmt: skip
-            operation = (_get(run, case).get("status") or {}).get("activeOperation") or {}
+                     lambda: promised_outcome(run, case), timeout=SWAPPED_DEADLINE)  # fmt: skip
+            operation = (get_case(run, case).get("status") or {}).get("activeOperation") or {}
         finally:
             stored.close()
         jobs = stored.apply_jobs(case)
@@ -657,4 +423,4 @@ def test_a_build_that_creates_before_it_marks_fails_the_scenario(
         raise
     finally:
         # The chart's order back before the module's end restores the rest.
-        _upgrade(run, fault_points=True)
+        upgrade_chart(run, fault_points=True)

@@ -52,15 +52,14 @@ from lab.artifacts import run_crane
 from lab.clusterrun import MANAGER_IMAGE, NAMESPACE, LabRun
 from tests.cluster.clusterkit import Api, poll, recovery
 from tests.cluster.managers import chart_upgraded, holder, leader_lease, managers
-from tests.cluster.tenants import Recorder
-from tests.cluster.test_faults_podloss import (
+from tests.cluster.subjects import (
     MIGRATED,
-    PLAN_DEADLINE,
     Subject,
     explained,
     gate_held,
     lease_of,
 )
+from tests.cluster.tenants import PLAN_DEADLINE, Recorder
 
 pytestmark = pytest.mark.cluster
 

@@ -47,6 +47,7 @@ from jobclaim.envelope import LABEL_OPERATION, OWNER_LABEL
 from lab.clusterrun import EXAMPLES, MANAGER_NAMESPACE, NAMESPACE, LabRun
 from lab.progress import DONE, FAILED, failure_of, phase_of
 from tests.cluster.clusterkit import Api, poll, probe_job, recovery
+from tests.cluster.tenants import AUDIT
 
 pytestmark = pytest.mark.cluster
 
@@ -58,22 +59,6 @@ UNREACHABLE = "ptah-fault-unreachable"
 MANAGER_USER = f"system:serviceaccount:{MANAGER_NAMESPACE}:ptah-operator"
 # Resolve, Verify, Read and Plan Jobs on a shared 2-core node before the plan waits.
 PLAN_DEADLINE = 900.0
-
-# Every DDL command PostgreSQL finishes in the migration's database, counted by the
-# server itself: an event trigger owned by the superuser writes one row per command.
-AUDIT = """
-CREATE SCHEMA fault_audit;
-CREATE TABLE fault_audit.ddl (n bigserial PRIMARY KEY, tag text NOT NULL, object text);
-CREATE FUNCTION fault_audit.record() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
-DECLARE c record;
-BEGIN
-  FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
-    INSERT INTO fault_audit.ddl (tag, object) VALUES (c.command_tag, c.object_identity);
-  END LOOP;
-END $$;
-CREATE EVENT TRIGGER fault_audit ON ddl_command_end EXECUTE FUNCTION fault_audit.record();
-"""
 
 
 def _execute(run: LabRun, sql: str) -> None:

@@ -81,7 +81,7 @@ def _converge(run: LabRun) -> dict[str, str]:
         time.sleep(0.5)
 
 
-def test_every_example_reaches_in_sync_and_the_databases_hold_them(lab_run: LabRun) -> None:
+def test_every_example_reaches_in_sync_and_the_databases_hold_it(lab_run: LabRun) -> None:
     assert _converge(lab_run) == {example.name: DONE for example in EXAMPLES}
 
     columns = lab_run.query(

@@ -21,6 +21,7 @@ from controller.pieces.freshness import (
 from controller.pieces.phasemachine import ROWS, Decision, Event, Wait
 from controller.pieces.statusconditions import aligned
 from controller.stages.conditions import conditions_for
+from jobclaim import requested_reference
 from jobclaim.api import DriftObservationStatus, MigrationHistoryStatus, PtahSchemaStatus
 from runner.decide import history_ahead
 from runner.documents import StatusDocument
@@ -140,6 +141,11 @@ def _schema() -> Any:
     return SCHEMA.parse(raw)
 
 
+def _pinned(schema: Any) -> bool:
+    """What the status write reads with the clock and hands to ``aligned``."""
+    return digest_pinned(requested_reference(schema))
+
+
 def _held(status: PtahSchemaStatus) -> dict[str, tuple[str, str | None]]:
     return {c.type: (c.status, c.reason) for c in status.conditions}
 
@@ -169,20 +175,23 @@ def test_a_write_that_moves_the_phase_moves_its_conditions() -> None:
     # phase left (a retirement sets a phase and copies the old conditions): the write
     # must carry conditions describing the phase it stores.
     schema = _schema()
+    pinned = _pinned(schema)
     phases = sorted(
         {row.after for row in ROWS if row.facts.family == "schema"}
         | {"VerifyingConvergence", "Applying", "ReadyToApply", "Pending", "Blocked"}
     )
     for before in phases:
         old = PtahSchemaStatus(phase=before)
-        old = old.model_copy(update={"conditions": aligned(schema, old, now="t0")})
+        old = old.model_copy(update={"conditions": aligned(schema, old, now="t0", pinned=pinned)})
         for after in phases:
             moved = old.model_copy(update={"phase": after})
-            written = moved.model_copy(update={"conditions": aligned(schema, moved, now="t1")})
+            written = moved.model_copy(
+                update={"conditions": aligned(schema, moved, now="t1", pinned=pinned)}
+            )
             assert _agrees(after, _held(written)) == [], (before, after)
     # The check bites: the conditions the old phase left do not describe the new one.
     stale = PtahSchemaStatus(phase="Applying")
-    stale = stale.model_copy(update={"conditions": aligned(schema, stale, now="t0")})
+    stale = stale.model_copy(update={"conditions": aligned(schema, stale, now="t0", pinned=pinned)})
     assert _agrees("VerifyingConvergence", _held(stale)) != []
 
 
@@ -215,7 +224,7 @@ def test_a_failed_refresh_says_freshness_is_unknown(
             else None,
         }
     )
-    held = {c.type: c.status for c in aligned(schema, status, now="t")}
+    held = {c.type: c.status for c in aligned(schema, status, now="t", pinned=_pinned(schema))}
     assert {kind: held[kind] for kind in expected} == expected
     reachable = held["DatabaseReachable"]
     assert reachable == ("False" if failure == "Observe" else "Unknown")
@@ -227,7 +236,9 @@ def test_the_realm_gates_refusal_is_kept_by_a_write_and_ended_by_a_publication()
     schema = _schema()
     realm = {"type": "RealmAdmitted", "status": "False", "reason": "RealmNotFound", "message": "x"}
     status = PtahSchemaStatus.model_validate({"phase": "Pending", "conditions": [realm]})
-    assert "RealmAdmitted" in {c.type for c in aligned(schema, status, now="t")}
+    assert "RealmAdmitted" in {
+        c.type for c in aligned(schema, status, now="t", pinned=_pinned(schema))
+    }
     decision = Decision(Event.NOT_RESOLVED, "Resolving", "Resolve", Wait.NONE)
     published = conditions_for(SCHEMA, schema, status, decision, now="t")
     assert "RealmAdmitted" not in {c.type for c in published}

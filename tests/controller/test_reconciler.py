@@ -24,6 +24,7 @@ from controller.runtime.reconciler import (
     WorkQueue,
     keys_for,
     resume_from,
+    watch_pause_after,
 )
 from controller.stages.dispatch_steps import REFUSED_RETRY
 from jobclaim.apiserver import (
@@ -121,6 +122,26 @@ TRIGGERS: list[tuple[str, Resource, Object, list[Key]]] = [
 )
 def test_what_a_watch_event_triggers(resource: Resource, obj: Object, keys: list[Key]) -> None:
     assert keys_for(resource, obj) == keys
+
+
+# (id, seconds the watch lasted before the server ended it cleanly, pause before the next)
+# with a 10 s watch timeout and a 1 s pause.
+WATCH_ENDS: list[tuple[str, float, float]] = [
+    ("control-ended-at-its-timeout", 10.0, 0.0),
+    ("ended-at-half-its-timeout", 5.0, 0.0),
+    ("ended-at-once", 0.0, 1.0),
+    ("ended-early", 4.9, 1.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("lasted", "pause"), [r[1:] for r in WATCH_ENDS], ids=[r[0] for r in WATCH_ENDS]
+)
+def test_a_watch_ended_at_its_timeout_is_opened_again_at_once(lasted: float, pause: float) -> None:
+    assert watch_pause_after(lasted, 10.0, 1.0) == pause, (
+        "a watch ended at its timeout must reopen at once (a change waits unheard in the "
+        "pause), and one ended early must pause (a tight loop against the server)"
+    )
 
 
 def test_one_leader_at_a_time_and_expiry_by_our_own_observation() -> None:

@@ -11,8 +11,6 @@ does not publish: no status yet, and a spec change the operator has not read.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,27 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.context.passcontext import Family, Status
-from controller.families.migration.dispatch import MIGRATION
-from controller.families.schema.dispatch import SCHEMA
-from controller.pieces.phasemachine import Decision, Event, Facts, decide
-from controller.stages.conditions import conditions_for
-from jobclaim.api import PtahMigrationStatus, PtahSchemaStatus
+from tests.support.publishedstatus import published_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 GITOPS = ROOT / "docs" / "gitops"
 SCRIPT = GITOPS / "ptah-health.lua"
 CONFIGMAP = GITOPS / "argocd-cm.yaml"
-EXAMPLES = ROOT / "examples"
 HEALTH_KEY = "resource.customizations.health."
-NOW = "2026-12-05T00:00:00Z"
-FAILURE = {
-    "operation": "Observe",
-    "message": "the database refused the connection",
-    "failures": 3,
-    "failedAt": NOW,
-    "retryNotBefore": NOW,
-}
 
 
 def health_checks() -> dict[str, str]:
@@ -103,43 +87,6 @@ def lua() -> Path:
     return binary
 
 
-# Facts only a PtahMigration has (Facts says so): a schema's are always false.
-MIGRATION_ONLY = frozenset({"run_unresolved", "refuses"})
-
-
-def reachable_decisions(family: str) -> list[Decision]:
-    """Every distinct decision ``decide`` makes over every combination of its facts."""
-    flags = [
-        f.name
-        for f in dataclasses.fields(Facts)
-        if f.name != "family" and (family == "migration" or f.name not in MIGRATION_ONLY)
-    ]
-    found: dict[tuple[Event, str], Decision] = {}
-    for values in itertools.product((False, True), repeat=len(flags)):
-        decision = decide(Facts(family, **dict(zip(flags, values, strict=True))))  # type: ignore[arg-type]
-        found.setdefault((decision.event, decision.phase), decision)
-    return list(found.values())
-
-
-def published(family: Family, example: str, decision: Decision) -> dict[str, Any]:
-    """The object as the operator leaves it after publishing ``decision``."""
-    obj: dict[str, Any] = yaml.safe_load((EXAMPLES / example).read_text())
-    obj["metadata"].update(generation=4, uid="00000000-0000-0000-0000-000000000004")
-    obj["spec"]["suspend"] = decision.event is Event.SUSPENDED
-    status_type = PtahSchemaStatus if family is SCHEMA else PtahMigrationStatus
-    failure = FAILURE if decision.event is Event.RETRY_NOT_DUE else None
-    status: Status = status_type.model_validate(
-        {"observedGeneration": 4, "phase": decision.phase, "readingFailure": failure}
-    )
-    subject = family.parse(obj)
-    conditions = conditions_for(family, subject, status, decision, now=NOW)
-    obj["status"] = {
-        **status.to_wire(),
-        "conditions": [condition.to_wire() for condition in conditions],
-    }
-    return obj
-
-
 def expected(obj: dict[str, Any]) -> str:
     status = obj["status"]
     holds = {c["type"] for c in status["conditions"] if c["status"] == "True"}
@@ -151,16 +98,8 @@ def expected(obj: dict[str, Any]) -> str:
 
 
 def cases() -> Iterator[Any]:
-    for family, example, kind in (
-        (SCHEMA, "ptahschema.yaml", "PtahSchema"),
-        (MIGRATION, "ptahmigration.yaml", "PtahMigration"),
-    ):
-        for decision in reachable_decisions(family.name):
-            yield pytest.param(
-                kind,
-                published(family, example, decision),
-                id=f"{kind}-{decision.phase}-{decision.event.name}",
-            )
+    for label, obj in published_objects():
+        yield pytest.param(obj["kind"], obj, id=label)
 
 
 CASES = list(cases())

@@ -14,15 +14,12 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controller.families.migration.dispatch import MIGRATION
-from controller.families.schema.dispatch import SCHEMA
-from tests.gitops.test_argocd_health import published, reachable_decisions
+from tests.support.publishedstatus import published_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "lab" / "kstatus" / "bin" / "kstatus"
@@ -68,16 +65,6 @@ def meant(obj: dict[str, Any]) -> str:
     if holds.get("Reconciling") == "True" or holds.get("Ready") == "False":
         return "InProgress"
     return "Current"
-
-
-def published_objects() -> Iterator[tuple[str, dict[str, Any]]]:
-    for family, example, kind in (
-        (SCHEMA, "ptahschema.yaml", "PtahSchema"),
-        (MIGRATION, "ptahmigration.yaml", "PtahMigration"),
-    ):
-        for decision in reachable_decisions(family.name):
-            label = f"{kind}-{decision.phase}-{decision.event.name}"
-            yield label, published(family, example, decision)
 
 
 def test_kstatus_reads_every_published_decision_as_its_conditions_mean(kstatus: Path) -> None:

@@ -35,8 +35,15 @@ from jobclaim import (
 from jobclaim.api import CurrentPlanStatus, PtahMigrationPlan, PtahSchemaPlan
 from jobclaim.api.meta import ObjectMeta, ObjectReference
 from runner.harvest import NoEvidence, select_pod
-from tests.jobclaim.test_plans_and_live_job import CONTENT, SEQUENCE, plan_schema, planned_migration
-from tests.support.claimworld import BINDING, MANAGER, schema_world
+from tests.support.claimworld import (
+    BINDING,
+    MANAGER,
+    PLAN_CONTENT,
+    PLAN_SEQUENCE,
+    plan_schema,
+    planned_migration,
+    schema_world,
+)
 from tests.support.harvestpods import pod_of, terminal
 
 Wire = dict[str, Any]
@@ -47,7 +54,9 @@ DELETED = "2026-12-02T12:00:00Z"
 
 
 def schema_plan_wire() -> Wire:
-    wire = build_schema_plan(plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT)
+    wire = build_schema_plan(
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT
+    )
     wire["metadata"]["uid"] = "plan-uid"
     return wire
 
@@ -127,7 +136,7 @@ def test_a_schema_plan_is_the_recorded_one_only_by_every_binding(
 
 
 def migration_plan_wire() -> Wire:
-    wire = build_migration_plan(planned_migration(), migrations=SEQUENCE)
+    wire = build_migration_plan(planned_migration(), migrations=PLAN_SEQUENCE)
     wire["metadata"]["uid"] = "mplan-uid"
     return wire
 

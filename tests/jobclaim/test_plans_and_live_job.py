@@ -21,24 +21,16 @@ from jobclaim import (
     published_plan_problem,
     sha256_digest,
 )
-from jobclaim.api import PtahMigration, PtahSchema, PtahSchemaPlan
-from jobclaim.api.common import OCIArtifactAccessBinding
-from jobclaim.api.migration import MigrationHistoryStatus, MigrationSequenceEntry
-from tests.support.claimworld import BINDING, MANAGER, migration_world, schema_world
-
-CONTENT = SchemaPlanContent(
-    content_digest=sha256_digest(b"plan"),
-    statement_count=2,
-    destructive=False,
-    privilege_changes=(),
-    chunks=((sha256_digest(b"a"), 1), (sha256_digest(b"b"), 1)),
+from jobclaim.api import PtahSchema, PtahSchemaPlan
+from tests.support.claimworld import (
+    BINDING,
+    MANAGER,
+    PLAN_CONTENT,
+    PLAN_SEQUENCE,
+    plan_schema,
+    planned_migration,
+    schema_world,
 )
-
-
-def plan_schema() -> PtahSchema:
-    schema = schema_world("Plan").resource
-    assert isinstance(schema, PtahSchema)
-    return schema
 
 
 def test_a_live_job_carries_the_manager_record_it_was_built_with() -> None:
@@ -93,7 +85,7 @@ def test_a_job_has_finished_only_by_a_true_terminal_condition(
 
 def test_a_schema_plan_is_named_by_its_fingerprint_and_matches_its_rebuild() -> None:
     built = build_schema_plan(
-        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT
     )
     spec = built["spec"]
     assert built["metadata"]["name"] == plan_name(spec["fingerprint"])
@@ -102,7 +94,7 @@ def test_a_schema_plan_is_named_by_its_fingerprint_and_matches_its_rebuild() -> 
         f"{built['metadata']['name']}-001",
     ]
     assert built == build_schema_plan(
-        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT
     )
     stored = copy.deepcopy(built)
     stored["metadata"].update(uid="u", resourceVersion="1", creationTimestamp="x")
@@ -114,7 +106,9 @@ def test_a_schema_plan_is_named_by_its_fingerprint_and_matches_its_rebuild() -> 
 
 
 def test_any_bound_field_changes_the_schema_plan_fingerprint() -> None:
-    base = build_schema_plan(plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT)
+    base = build_schema_plan(
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT
+    )
     other_binding = BINDING.model_copy(update={"ptah_version": "1.9.1"})
     schema = plan_schema()
     assert schema.status and schema.status.active_operation
@@ -133,13 +127,13 @@ def test_any_bound_field_changes_the_schema_plan_fingerprint() -> None:
             ),
             binding=other_binding,
             dispatched_by=MANAGER,
-            content=CONTENT,
+            content=PLAN_CONTENT,
         ),
         build_schema_plan(
             schema,
             binding=BINDING,
             dispatched_by=MANAGER,
-            content=SchemaPlanContent(**{**_fields(CONTENT), "statement_count": 3}),
+            content=SchemaPlanContent(**{**_fields(PLAN_CONTENT), "statement_count": 3}),
         ),
     ):
         assert variant["spec"]["fingerprint"] != base["spec"]["fingerprint"]
@@ -153,43 +147,21 @@ def test_a_schema_plan_is_only_published_from_an_active_plan_claim() -> None:
     apply = schema_world("Apply").resource
     assert isinstance(apply, PtahSchema)
     with pytest.raises(InvalidInput, match="no active Plan operation"):
-        build_schema_plan(apply, binding=BINDING, dispatched_by=MANAGER, content=CONTENT)
-
-
-def planned_migration(pending: int = 2) -> PtahMigration:
-    migration = migration_world("History").resource
-    assert isinstance(migration, PtahMigration) and migration.status
-    status = migration.status.model_copy(
-        update={
-            "history": MigrationHistoryStatus(
-                fingerprint=sha256_digest(b"history"), pending_count=pending
-            ),
-            "artifact": OCIArtifactAccessBinding(
-                reference="registry.example.com/m:1", digest=sha256_digest(b"artifact")
-            ),
-        }
-    )
-    return migration.model_copy(update={"status": status})
-
-
-SEQUENCE = (
-    MigrationSequenceEntry(version="1", digest=sha256_digest(b"1")),
-    MigrationSequenceEntry(version="2", digest=sha256_digest(b"2")),
-)
+        build_schema_plan(apply, binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT)
 
 
 def test_a_migration_plan_is_derived_from_the_recorded_reading() -> None:
-    built = build_migration_plan(planned_migration(), migrations=SEQUENCE)
+    built = build_migration_plan(planned_migration(), migrations=PLAN_SEQUENCE)
     assert built["metadata"]["name"] == migration_plan_name(built["spec"]["fingerprint"])
     assert built["spec"]["historyFingerprint"] == sha256_digest(b"history")
     assert published_plan_problem(built, built) is None
     with pytest.raises(InvalidInput, match="holds 1 migrations, the history reading found 2"):
-        build_migration_plan(planned_migration(), migrations=SEQUENCE[:1])
+        build_migration_plan(planned_migration(), migrations=PLAN_SEQUENCE[:1])
 
 
 def test_a_plan_chunk_is_stored_like_its_projection_and_holds_only_its_bytes() -> None:
     plan_wire = build_schema_plan(
-        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=CONTENT
+        plan_schema(), binding=BINDING, dispatched_by=MANAGER, content=PLAN_CONTENT
     )
     plan_wire["metadata"]["uid"] = "plan-uid"
     plan = PtahSchemaPlan.model_validate(plan_wire)

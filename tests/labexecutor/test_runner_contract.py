@@ -30,12 +30,13 @@ from runner.decide import NO_DEV_DATABASE
 from runner.result import RUNNER_OPERATIONS
 from runner.summary import account_for
 from tests.labexecutor.labkit import REPO, Lab
-from tests.runner.test_built_job_e2e import WORLDS, built_job, family_of, kubelet_env
-from tests.runner.test_built_job_e2e import (
-    test_any_executor_the_built_job_yields_a_record_the_harvest_accepts as built_job_row,
-)
-from tests.runner.test_runner_e2e import (
-    test_any_executor_every_operation_succeeds as operation_row,
+from tests.support.contractrows import (
+    WORLDS,
+    built_job,
+    built_job_row,
+    family_of,
+    kubelet_env,
+    operation_row,
 )
 from tests.support.mariadb import running_mariadb
 from tests.support.runnerrig import CONTRACT, JOB_UID, SCHEMA_SQL, finish, start_runner

@@ -3,7 +3,7 @@ of the operator's packages are installed: it imports only itself among ours."""
 
 from __future__ import annotations
 
-from tests.test_layers import ROOT, imports_of, unit_of
+from tests.support.layertable import ROOT, imports_of, unit_of
 
 
 def test_the_executor_imports_only_itself_among_our_packages() -> None:

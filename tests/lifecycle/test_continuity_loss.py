@@ -22,7 +22,7 @@ from controller.pieces.targetlock import ANN_LEASE_EPOCH
 from jobclaim import lease_name
 from jobclaim.apiserver import LEASES
 from tests.lifecycle.backends import Backend
-from tests.lifecycle.test_dispatch_order import MIGRATION, SCHEMA, Family, World
+from tests.lifecycle.worlds import MIGRATION, SCHEMA, Family, World
 
 OTHER_EPOCH: Final = "v1-" + "e" * 32
 PASSES: Final = 4

@@ -160,3 +160,49 @@ def test_the_snapshot_rides_with_the_claim_only_when_nothing_is_written_before_i
     claim: ClaimView, first: bool
 ) -> None:
     assert snapshot_is_first_write(claim) is first
+
+
+class _Claim:
+    """The fields of a stored claim ``ClaimView.of`` reads (``ClaimFields``)."""
+
+    def __init__(self, type: str, *, dispatch_started: bool = False, job_uid: str | None = None):
+        self.type = type
+        self.dispatch_started = dispatch_started
+        self.job_uid = job_uid
+
+
+@pytest.mark.parametrize(
+    ("family", "claim", "proof_outstanding", "expected"),
+    [
+        # control: a schema's Apply, as stored, stages its plan
+        ("schema", _Claim("Apply"), False, APPLY),
+        # only a schema's Apply stages a plan: a migration's Apply does not
+        (
+            "migration",
+            _Claim("Apply"),
+            False,
+            ClaimView(migration_operation("Apply"), False, None),
+        ),
+        # nor a schema's reading
+        ("schema", _Claim("Plan"), False, ClaimView(schema_operation("Plan"), False, None)),
+        # the mark and the Job UID are read off the claim as stored
+        (
+            "schema",
+            _Claim("Apply", dispatch_started=True, job_uid="u1"),
+            False,
+            ClaimView(schema_operation("Apply"), True, "u1", stages_plan=True),
+        ),
+        # the proof outstanding is the pass's, handed in
+        (
+            "schema",
+            _Claim("Observe"),
+            True,
+            ClaimView(schema_operation("Observe"), False, None, proof_outstanding=True),
+        ),
+    ],
+)
+def test_the_view_of_a_stored_claim(
+    family: str, claim: _Claim, proof_outstanding: bool, expected: ClaimView
+) -> None:
+    info = expected.info
+    assert ClaimView.of(family, claim, info, proof_outstanding=proof_outstanding) == expected

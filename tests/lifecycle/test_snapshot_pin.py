@@ -33,7 +33,7 @@ from jobclaim import template_digest
 from jobclaim.api import AdmissionSnapshot
 from jobclaim.envelope import ANN_SNAPSHOT_DIGEST
 from tests.lifecycle.backends import DOUBLE, Backend
-from tests.lifecycle.test_dispatch_order import MIGRATION, SCHEMA, Family, World
+from tests.lifecycle.worlds import MIGRATION, SCHEMA, Family, World
 from tests.support.examples import examples
 
 REFUSED: Final = "the Job's Pod template disagrees with its admission snapshot twice"

@@ -13,14 +13,13 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.outcomes.test_planning_life import (
+from tests.outcomes.lifekit import (
     apply_jobs,
     approvals,
     approve,
     drive,
     new_migration,
     new_schema,
-    no_requested_claims,
     phase,
 )
 from tests.support import scriptednode
@@ -28,7 +27,8 @@ from tests.support.dispatchworld import NS, Rig, conditions, make_rig
 from tests.support.outcomeworld import status_of
 from tests.support.scriptednode import ScriptedNode
 
-__all__ = ["no_requested_claims"]  # the autouse fixture: every claim is the machine's
+# Every claim here is the controller's own (tests/outcomes/conftest.py).
+pytestmark = pytest.mark.usefixtures("no_requested_claims")
 
 MOVED_ARTIFACT = "sha256:" + "8" * 64
 

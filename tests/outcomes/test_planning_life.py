@@ -8,138 +8,37 @@ approve a plan, change the spec; and what time does: an interval passing.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 
-from controller.runtime import lifecyclepass
-from controller.runtime.reconciler import Key, Reconciler
+from controller.runtime.reconciler import Key
 from jobclaim.api import Severity
 from jobclaim.apiserver import (
-    CONFIGMAPS,
     LEASES,
-    PTAHMIGRATIONAPPROVALS,
     PTAHMIGRATIONPLANS,
     PTAHMIGRATIONS,
-    PTAHREALMS,
     PTAHSCHEMAAPPROVALS,
     PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
-    AlreadyExists,
 )
 from jobclaim.projection import decode_chunk
-from lab.run import example_realms
-from tests.support.claimworld import example
+from tests.outcomes.lifekit import (
+    Status,
+    apply_jobs,
+    approve,
+    drive,
+    new_migration,
+    new_schema,
+    phase,
+)
 from tests.support.dispatchworld import LEASE_NS, NS, Rig, conditions, make_rig
 from tests.support.outcomeworld import status_of
-from tests.support.scriptednode import POLICY, ScriptedNode
+from tests.support.scriptednode import ScriptedNode
 
-Status = dict[str, Any]
-APPROVER = {
-    "approver": {"username": "alice", "uid": "alice-uid", "groups": ["dba"]},
-    "approvedAt": "2026-12-02T11:59:00Z",
-    "mutationRequestUID": "admission-request-1",
-}
-
-
-@pytest.fixture(autouse=True)
-def no_requested_claims(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every claim here is the controller's own: asking for one fails the test."""
-
-    def refuse(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("a test asked for a claim")
-
-    monkeypatch.setattr(lifecyclepass, "request_claim", refuse)
-    monkeypatch.setattr(Reconciler, "claim", refuse)
-    yield
-
-
-def realms(rig: Rig) -> None:
-    """The realms the examples name (examples/ptahrealm.yaml), each once per rig."""
-    for _, realm in example_realms():
-        with contextlib.suppress(AlreadyExists):
-            rig.api.create(PTAHREALMS, None, realm)
-
-
-def new_schema(rig: Rig) -> Key:
-    rig.api.create(
-        CONFIGMAPS,
-        NS,
-        {
-            "metadata": {"name": "orders-schema-policy", "namespace": NS},
-            "data": {"policy.json": POLICY},
-        },
-    )
-    realms(rig)
-    raw = example("ptahschema.yaml")
-    rig.api.create(PTAHSCHEMAS, NS, raw)
-    return Key("PtahSchema", NS, raw["metadata"]["name"])
-
-
-def new_migration(rig: Rig) -> Key:
-    realms(rig)
-    raw = example("ptahmigration.yaml")
-    rig.api.create(PTAHMIGRATIONS, NS, raw)
-    return Key("PtahMigration", NS, raw["metadata"]["name"])
-
-
-def drive(rig: Rig, node: ScriptedNode, key: Key, until: Callable[[Status], bool]) -> Status:
-    """Passes and node steps until ``until`` holds of the status (bounded)."""
-    for _ in range(40):
-        rig.settle(key, limit=40)
-        status = status_of(rig, key)
-        if until(status):
-            return status
-        if node.run_jobs() == 0:
-            rig.settle(key, limit=40)
-            if until(status_of(rig, key)):
-                return status_of(rig, key)
-            raise AssertionError(f"stuck at {status.get('phase')}: nothing runs, ran {node.ran}")
-    raise AssertionError(f"no progress to the wanted state; ran {node.ran}")
-
-
-def phase(name: str) -> Callable[[Status], bool]:
-    return lambda status: status.get("phase") == name and "activeOperation" not in status
-
-
-def approve(rig: Rig, key: Key) -> str:
-    resource = rig.resource(key)
-    status = resource["status"]
-    plan = status["plan"]
-    schema = key.kind == "PtahSchema"
-    ref = {"name": key.name, "uid": resource["metadata"]["uid"]}
-    fingerprint = (
-        plan["fingerprint"]
-        if schema
-        else rig.api.get(PTAHMIGRATIONPLANS, NS, plan["name"])["spec"]["fingerprint"]
-    )
-    name = f"{key.name}-approval-{len(rig.api.list(approvals(key), NS))}"
-    rig.api.create(
-        approvals(key),
-        NS,
-        {
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                ("schemaRef" if schema else "migrationRef"): ref,
-                "planRef": {"name": plan["name"], "uid": plan["uid"]},
-                "planFingerprint": fingerprint,
-                "executionBindingID": status["executionBinding"]["epoch"],
-                **APPROVER,
-            },
-        },
-    )
-    return name
-
-
-def approvals(key: Key) -> Any:
-    return PTAHSCHEMAAPPROVALS if key.kind == "PtahSchema" else PTAHMIGRATIONAPPROVALS
-
-
-def apply_jobs(rig: Rig) -> list[str]:
-    return [j["metadata"]["name"] for j in rig.jobs() if "-apply-" in j["metadata"]["name"]]
+# Every claim here is the controller's own (tests/outcomes/conftest.py).
+pytestmark = pytest.mark.usefixtures("no_requested_claims")
 
 
 def lease_free(rig: Rig) -> bool:

@@ -27,11 +27,11 @@ from controller.runtime.reconciler import Key, Reconciler
 from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAAPPROVALS, PTAHSCHEMAS
 from jobclaim.times import utc_now
 from lab import run as localrun
-from tests.realapi.test_planning_realapi import (  # noqa: F401
+from tests.realapi.publishstage import (  # noqa: F401  (the fixture)
     NodeLogs,
-    _run_on_stand_in_node,
-    _status,
     node_logs,
+    run_on_stand_in_node,
+    schema_status,
 )
 from tests.support import scriptednode
 from tests.support.realapioperator import (  # noqa: F401
@@ -69,7 +69,7 @@ def _drive(
     recorded: set[str] = set()
     for _ in range(120):
         stop = reconcile(key)
-        status = _status(operator, key.namespace)
+        status = schema_status(operator, key.namespace)
         claim = status.get("activeOperation") or {}
         # A pass that asks to run again at once has not decided yet.
         if done(status) and not claim and stop.requeue_after != 0.0:
@@ -78,8 +78,8 @@ def _drive(
             recorded.add(claim["jobName"])
             ran.append(claim["type"])
             if claim["type"] != "Apply":
-                _run_on_stand_in_node(operator, key.namespace, claim, db)
-    raise AssertionError(f"not reached; ran {ran}, status {_status(operator, key.namespace)}")
+                run_on_stand_in_node(operator, key.namespace, claim, db)
+    raise AssertionError(f"not reached; ran {ran}, status {schema_status(operator, key.namespace)}")
 
 
 def waiting(status: dict[str, Any]) -> bool:
@@ -141,7 +141,7 @@ def test_the_webhook_admits_a_refresh_and_the_plan_it_retires(
             "Observe",
             "Plan",
         ]
-        first = _status(operator, namespace)["plan"]
+        first = schema_status(operator, namespace)["plan"]
         approval = localrun.approve(operator.admin, namespace, "orders")["metadata"]["name"]
         change(db, monkeypatch)
         clock.offset = timedelta(seconds=601)
@@ -151,19 +151,19 @@ def test_the_webhook_admits_a_refresh_and_the_plan_it_retires(
             got: list[str] = []
             for _ in range(60):
                 reconcile(key)
-                status = _status(operator, namespace)
+                status = schema_status(operator, namespace)
                 claim = status.get("activeOperation") or {}
                 if claim.get("type") == "Apply" and claim.get("jobUID"):
                     got.append("Apply")
                     break
                 if claim.get("jobUID") and claim["type"] not in got:
                     got.append(claim["type"])
-                    _run_on_stand_in_node(operator, namespace, claim, db)
+                    run_on_stand_in_node(operator, namespace, claim, db)
             assert got == ran
             assert status["plan"]["uid"] == first["uid"]
             return
         assert _drive(operator, reconcile, key, db, waiting) == ran
-        status = _status(operator, namespace)
+        status = schema_status(operator, namespace)
         held = operator.admin.get(PTAHSCHEMAAPPROVALS, namespace, approval)
         found = {c["type"]: c for c in held["status"]["conditions"]}
         assert found["Stale"]["status"] == "True"

@@ -15,140 +15,34 @@ the processes do on their own time; no sleep stands in for an event.
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import ExitStack, closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from controller.pieces.events import REPORTING_CONTROLLER
 from jobclaim.apiserver import (
-    EVENTS,
-    JOBS,
-    LEASES,
     PTAHSCHEMAS,
-    VALIDATING_WEBHOOK_CONFIGURATIONS,
-    NotFound,
-    Object,
 )
-from kube.client import KubeApi
 from lab import run as localrun
-from lab.localmanager import ManagerProcess, local_environment
-from tests.support.chartrender import VALUES, Helm
-from tests.support.realapioperator import Operator, Webhooked, operator, webhooked_namespace  # noqa: F401
+from lab.localmanager import ManagerProcess
+from tests.realapi.managerrig import (  # noqa: F401  (the fixture)
+    DEADLINE,
+    DURATION,
+    LEASE_NAMESPACE,
+    RENEW_DEADLINE,
+    RETRY,
+    SHUTDOWN,
+    Rig,
+    chart_env,
+    create_and_bind,
+    rig,
+    until,
+)
+from tests.support.realapioperator import Operator, operator  # noqa: F401  (the fixture)
 from webhook.serving import local_certificates
 
 pytestmark = pytest.mark.controlplane
-
-LEASE_NAMESPACE = localrun.MANAGER_NAMESPACE
-DURATION, RENEW_DEADLINE, RETRY = 4, 3.0, 0.5
-SHUTDOWN = 10.0
-DEADLINE = 60.0
-
-
-def until(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> float:
-    """Poll until ``condition`` holds; the seconds it took."""
-    started = time.monotonic()
-    localrun.until(condition, what, deadline=deadline)
-    return time.monotonic() - started
-
-
-@pytest.fixture(scope="module")
-def chart_env(helm: Helm) -> dict[str, str]:
-    """The values the chart's Deployment sets (the Downward API ones are filled per replica)."""
-    objects = helm.render([VALUES / "required.yaml"])
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
-
-
-@dataclass
-class Rig:
-    staged: Webhooked
-    cert_dir: Path
-    names: tuple[str, ...]
-    lease: str
-    chart: dict[str, str]
-    tmp: Path
-
-    @property
-    def api(self) -> KubeApi:
-        return self.staged.operator.admin
-
-    @property
-    def namespace(self) -> str:
-        return self.staged.namespace
-
-    def manager(self, identity: str, **overrides: str) -> ManagerProcess:
-        plane = self.staged.operator.plane
-        env = local_environment(
-            self.chart,
-            identity=identity,
-            kubeconfig=plane.kubeconfig("manager"),
-            cert_dir=self.cert_dir,
-            configurations=self.names,
-            watch_namespace=self.namespace,
-            PTAH_LEADER_ELECTION_LEASE_NAME=self.lease,
-            PTAH_LEADER_ELECTION_LEASE_DURATION_SECONDS=str(DURATION),
-            PTAH_LEADER_ELECTION_RENEW_DEADLINE_SECONDS=str(RENEW_DEADLINE),
-            PTAH_LEADER_ELECTION_RETRY_PERIOD_SECONDS=str(RETRY),
-            PTAH_SHUTDOWN_SECONDS=str(SHUTDOWN),
-            **overrides,
-        )
-        return ManagerProcess(env, self.tmp / f"{identity}.log")
-
-    def register(self, process: ManagerProcess) -> None:
-        """The chart's configurations for this namespace, pointing at ``process``."""
-        configurations = localrun.webhook_configurations(
-            self.staged.prefix,
-            process.url,
-            process.ca_bundle,
-            namespace_selector={"matchLabels": self.staged.label},
-        )
-        localrun.register_webhooks(
-            self.staged.operator.plane, self.api, configurations, self.namespace
-        )
-
-    def holder(self) -> str:
-        try:
-            lease = self.api.get(LEASES, LEASE_NAMESPACE, self.lease)
-        except NotFound:
-            return ""
-        return str(lease["spec"].get("holderIdentity") or "")
-
-    def schema(self) -> Object:
-        found: Object = self.api.get(PTAHSCHEMAS, self.namespace, "orders")
-        return found
-
-    def jobs(self) -> list[Object]:
-        return list(self.api.list(JOBS, self.namespace))
-
-    def reporters(self) -> set[str]:
-        """Which managers sent the operator's Events here (other controllers' aside)."""
-        return {
-            str(e.get("reportingInstance"))
-            for e in self.api.list(EVENTS, self.namespace)
-            if e.get("reportingController") == REPORTING_CONTROLLER
-        }
-
-
-@contextmanager
-def rig(operator: Operator, tmp_path: Path, chart: dict[str, str]) -> Iterator[Rig]:  # noqa: F811
-    staged = webhooked_namespace(operator)
-    cert_dir = tmp_path / "certs"
-    local_certificates(cert_dir)
-    names = (f"{staged.prefix}-controller-write", f"{staged.prefix}-manager-state")
-    localrun.grant_webhook_configurations(operator.plane, names)
-    made = Rig(staged, cert_dir, names, f"leader-{uuid.uuid4().hex[:8]}", chart, tmp_path)
-    try:
-        yield made
-    finally:
-        for name in names:
-            with suppress(NotFound):
-                operator.admin.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, None, name)
 
 
 def gauge(process: ManagerProcess, name: str) -> float:
@@ -170,30 +64,13 @@ def leads(process: ManagerProcess) -> bool:
 
 def start_pair(made: Rig, stack: ExitStack) -> tuple[ManagerProcess, ManagerProcess]:
     """Two replicas: ``first`` leads, ``second`` follows and serves the webhook."""
-    first = stack.enter_context(_closing(made.manager("manager-a").start()))
+    first = stack.enter_context(closing(made.manager("manager-a").start()))
     first.wait_serving()
     until(lambda: leads(first), "the first manager to lead")
-    second = stack.enter_context(_closing(made.manager("manager-b").start()))
+    second = stack.enter_context(closing(made.manager("manager-b").start()))
     second.wait_serving()
     made.register(second)
     return first, second
-
-
-@contextmanager
-def _closing(process: ManagerProcess) -> Iterator[ManagerProcess]:
-    try:
-        yield process
-    finally:
-        process.close()
-
-
-def create_and_bind(made: Rig) -> None:
-    """The example schema, once the leader has installed its execution binding."""
-    made.api.create(PTAHSCHEMAS, made.namespace, localrun.example_schema(made.namespace))
-    until(
-        lambda: bool((made.schema().get("status") or {}).get("executionBinding")),
-        "the leader to install the execution binding",
-    )
 
 
 def seed_and_approve(made: Rig) -> None:
@@ -215,7 +92,7 @@ def recorded(made: Rig) -> bool:
 def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
     operator: Operator,  # noqa: F811
     tmp_path: Path,
-    chart_env: dict[str, str],
+    chart_env: dict[str, str],  # noqa: F811
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         leader, follower = start_pair(made, stack)
@@ -257,7 +134,7 @@ def test_one_leads_and_a_killed_leader_is_replaced_within_the_lease(
 def test_a_terminated_leader_hands_over_cleanly_mid_work(
     operator: Operator,  # noqa: F811
     tmp_path: Path,
-    chart_env: dict[str, str],
+    chart_env: dict[str, str],  # noqa: F811
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         leader, follower = start_pair(made, stack)
@@ -287,12 +164,12 @@ def test_a_terminated_leader_hands_over_cleanly_mid_work(
 def test_a_wedged_pass_turns_liveness_red_within_the_stall_period(
     operator: Operator,  # noqa: F811
     tmp_path: Path,
-    chart_env: dict[str, str],
+    chart_env: dict[str, str],  # noqa: F811
 ) -> None:
     stall = 2.0
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         process = stack.enter_context(
-            _closing(
+            closing(
                 made.manager(
                     "manager-w", PTAH_TEST_WEDGE_PASSES="true", PTAH_STALL_SECONDS=str(stall)
                 ).start()
@@ -316,22 +193,25 @@ def test_a_wedged_pass_turns_liveness_red_within_the_stall_period(
 def test_an_expired_certificate_turns_readiness_red(
     operator: Operator,  # noqa: F811
     tmp_path: Path,
-    chart_env: dict[str, str],
+    chart_env: dict[str, str],  # noqa: F811
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
-        # A certificate that expires a few seconds after the manager has started.
+        # A certificate that expires a little after the manager has started. 30 s,
+        # not less: the manager refuses to start on an already expired certificate, and
+        # at the full suite's load (two workers beside the lab cluster) its start has
+        # taken over 12 s.
         validity = timedelta(minutes=10)
         local_certificates(
             made.cert_dir,
-            now=datetime.now(UTC) - validity + timedelta(seconds=12),
+            now=datetime.now(UTC) - validity + timedelta(seconds=30),
             validity=validity,
         )
-        process = stack.enter_context(_closing(made.manager("manager-e").start()))
+        process = stack.enter_context(closing(made.manager("manager-e").start()))
         process.wait_serving()
         until(
             lambda: process.probe("/readyz", verify=False).status_code == 503,
             "readiness to turn red",
-            deadline=30.0,
+            deadline=60.0,
         )
         answer = process.probe("/readyz", verify=False)
         assert "the serving certificate has expired" in answer.text

@@ -20,11 +20,6 @@ Waiting on the Job controller is a bounded poll: it acts on its own time.
 
 from __future__ import annotations
 
-import base64
-import copy
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
 from controller.pieces.events import RecordingSink
@@ -34,81 +29,26 @@ from jobclaim.api import PtahSchema
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
-    PTAHSCHEMAPLANCHUNKS,
     PTAHSCHEMAPLANS,
     PTAHSCHEMAS,
     ApiError,
-    Object,
-    Resource,
 )
 from kube.client import KubeApi
 from lab import run as localrun
-from lab.standin import run_on_stand_in
+from tests.realapi.publishstage import (  # noqa: F401  (the fixture)
+    NodeLogs,
+    node_logs,
+    run_on_stand_in_node,
+    schema_status,
+)
 from tests.support.realapioperator import (  # noqa: F401
     Operator,
     operator,
     registered_webhook,
 )
-from tests.support.scriptednode import POLICY, Database, result_for_job
+from tests.support.scriptednode import POLICY, Database
 
 pytestmark = pytest.mark.controlplane
-
-OTHER_RECORD = {
-    "controllerImage": "registry.example.com/other@sha256:" + "9" * 64,
-    "controllerRevision": "someone-else",
-    "runnerImage": "registry.example.com/other-runner@sha256:" + "9" * 64,
-}
-
-
-class NodeLogs(KubeApi):
-    """The manager's adapter, with the publication of a plan shadowed by the attempts
-    the webhook must refuse."""
-
-    refused: list[str]
-    shadow: bool
-
-    def create(self, resource: Resource, namespace: str | None, obj: Object) -> Object:
-        if self.shadow and resource == PTAHSCHEMAPLANS:
-            forged = copy.deepcopy(obj)
-            forged["spec"]["dispatchedBy"] = OTHER_RECORD
-            self._must_refuse("a plan naming another Job's manager record", resource, forged)
-        if self.shadow and resource == PTAHSCHEMAPLANCHUNKS:
-            forged = copy.deepcopy(obj)
-            forged["spec"]["data"] = base64.b64encode(b"DROP TABLE orders;\n").decode()
-            self._must_refuse("a chunk whose bytes are not the plan's", resource, forged)
-        return super().create(resource, namespace, obj)
-
-    def _must_refuse(self, what: str, resource: Resource, forged: Object) -> None:
-        try:
-            super().create(resource, forged["metadata"]["namespace"], forged)
-        except ApiError as error:
-            self.refused.append(f"{what}: {error}")
-            return
-        raise AssertionError(f"the webhook admitted {what}")
-
-
-@pytest.fixture
-def node_logs(operator: Operator) -> Iterator[NodeLogs]:  # noqa: F811
-    api = NodeLogs.from_kubeconfig(operator.plane.kubeconfig("manager"))
-    api.refused, api.shadow = [], True
-    with api:
-        yield api
-
-
-def _status(operator: Operator, namespace: str) -> dict[str, Any]:  # noqa: F811
-    return dict(operator.admin.get(PTAHSCHEMAS, namespace, "orders").get("status") or {})
-
-
-def _run_on_stand_in_node(
-    operator: Operator,  # noqa: F811
-    namespace: str,
-    claim: dict[str, Any],
-    db: Database,
-) -> None:
-    """Run the claim's recorded Job: its Pod records its result, then succeeds."""
-    job = operator.admin.get(JOBS, namespace, claim["jobName"])
-    result = result_for_job(job, claim, db, policy=POLICY)
-    run_on_stand_in(operator.plane, operator.admin, namespace, claim["jobName"], result)
 
 
 def _unharvested_plan_is_refused(
@@ -147,7 +87,7 @@ def _unharvested_plan_is_refused(
 
 def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_approved(
     operator: Operator,  # noqa: F811
-    node_logs: NodeLogs,
+    node_logs: NodeLogs,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     db = Database()
@@ -165,13 +105,13 @@ def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_app
         ran: list[str] = []
         for _ in range(80):
             reconcile(key)
-            status = _status(operator, namespace)
+            status = schema_status(operator, namespace)
             claim = status.get("activeOperation") or {}
             if status.get("phase") == "AwaitingApproval" and not claim:
                 break
             if claim.get("jobUID") and claim["type"] not in ran[-1:]:
                 # The Job the controller created for its own claim was admitted.
-                _run_on_stand_in_node(operator, namespace, claim, db)
+                run_on_stand_in_node(operator, namespace, claim, db)
                 if claim["type"] == "Plan":
                     _unharvested_plan_is_refused(operator, node_logs, namespace, db)
                 ran.append(claim["type"])
@@ -196,12 +136,12 @@ def test_the_controller_reads_publishes_through_the_webhook_and_applies_once_app
         localrun.approve(operator.admin, namespace, "orders")
         for _ in range(20):
             reconcile(key)
-            claim = _status(operator, namespace).get("activeOperation") or {}
+            claim = schema_status(operator, namespace).get("activeOperation") or {}
             if claim.get("type") == "Apply" and claim.get("jobUID"):
                 break
         else:
             raise AssertionError(
-                f"the approval led to no Apply Job: {_status(operator, namespace)}"
+                f"the approval led to no Apply Job: {schema_status(operator, namespace)}"
             )
         jobs = [j["metadata"]["name"] for j in operator.admin.list(JOBS, namespace)]
         assert claim["jobName"] in jobs

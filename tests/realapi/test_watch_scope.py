@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,7 @@ import yaml
 from jobclaim.apiserver import EVENTS, PTAHSCHEMAS, Object
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
-from tests.realapi.test_manager_process import (  # noqa: F401  (fixture and rig reused)
-    _closing,
-    chart_env,
-    create_and_bind,
-    rig,
-)
+from tests.realapi.managerrig import chart_env, create_and_bind, rig  # noqa: F401  (the fixture)
 from tests.support import access
 from tests.support.chartrender import VALUES, Helm
 from tests.support.realapioperator import Operator, operator, webhooked_namespace  # noqa: F401
@@ -165,7 +160,7 @@ def test_a_manager_scoped_to_one_namespace_ignores_a_schema_in_another(
 ) -> None:
     with rig(operator, tmp_path, chart_env) as made, ExitStack() as stack:
         other = webhooked_namespace(operator).namespace
-        process = stack.enter_context(_closing(made.manager("manager-scoped").start()))
+        process = stack.enter_context(closing(made.manager("manager-scoped").start()))
         process.wait_serving()
         made.register(process)
         assert process.env["PTAH_WATCH_NAMESPACES"] == made.namespace

@@ -32,6 +32,7 @@ from jobclaim.apiserver import CONFIGMAPS, JOBS, PTAHSCHEMAS, Conflict, Object
 from kube.client import KubeApi
 from lab import run as localrun
 from lab.localplane import LocalControlPlane
+from tests.support.claimedschema import Cluster, claimed_schema, refusal
 from tests.support.realapioperator import (  # noqa: F401
     Operator,
     Webhooked,
@@ -39,7 +40,6 @@ from tests.support.realapioperator import (  # noqa: F401
     registered_webhook,
 )
 from tests.support.webhookscenes import SETTINGS
-from tests.webhook.test_real_apiserver import Cluster, claimed_schema, refusal
 
 pytestmark = pytest.mark.controlplane
 

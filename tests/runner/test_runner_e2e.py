@@ -30,20 +30,15 @@ from typing import Any
 
 import pytest
 
-from runner.config import RunConfig, prepare, target_identity_digest
+from runner.config import RunConfig, prepare
 from runner.planfile import decode_plan
-from runner.protocol import RECORD_MARKER, DigestedResult
-from runner.result import RUNNER_OPERATIONS, RUNNER_PROTOCOL_VERSION
+from runner.result import RUNNER_OPERATIONS
 from runner.run import run_child
 from runner.summary import parse_summary_for
+from tests.support.contractrows import operation_row, read_back
 from tests.support.runnerrig import (
-    CONTRACT,
     OP_ID,
-    SECRET_URL,
     RunnerRun,
-    approved_plan,
-    content_digest,
-    contract_db_url,
     deadline_in,
     finish,
     recorded_result,
@@ -58,25 +53,6 @@ from tests.support.runnerrig import (
 # Every row starts `python -m runner` and a ptah subprocess: integration, left to `make test`.
 pytestmark = pytest.mark.integration
 
-PASSWORD = "s3cret-Pa55word"
-
-
-def read_back(
-    run: RunnerRun, operation: str, protocol: int = RUNNER_PROTOCOL_VERSION
-) -> DigestedResult:
-    """The record and summary as the controller reads them; they must agree, and the
-    log names the record and its digest, and says nothing of the result."""
-    for text in (run.stdout, run.stderr, run.summary, json.dumps(run.record)):
-        assert SECRET_URL not in text and PASSWORD not in text
-    assert run.returncode == 0, run.stderr
-    recorded = recorded_result(run, operation, protocol_version=protocol)
-    summary = parse_summary_for(run.summary, operation, OP_ID, protocol_version=protocol)
-    assert summary.result_digest == recorded.digest
-    assert summary.error_code == recorded.result.error_code
-    assert summary.uncertain == recorded.result.uncertain
-    assert run.stdout == f"{RECORD_MARKER} shop/ptah-op-1 {recorded.digest}\n"
-    return recorded
-
 
 def scripted(
     tmp_path: Path, operation: str, script: dict[str, Any], **overrides: str | None
@@ -88,16 +64,7 @@ def scripted(
 
 @pytest.mark.parametrize("operation", RUNNER_OPERATIONS)
 def test_any_executor_every_operation_succeeds(tmp_path: Path, operation: str) -> None:
-    overrides: dict[str, str | None] = {}
-    if operation == "apply":
-        content = approved_plan(tmp_path)
-        write_plan_chunks(tmp_path / "plan", content)
-        overrides["PTAH_EXPECTED_PLAN_CONTENT_DIGEST"] = content_digest(content)
-    result = read_back(run_runner(tmp_path, operation, {}, **overrides), operation).result
-    assert result.succeeded, result.error
-    if operation not in ("resolve", "verify"):
-        url = contract_db_url()
-        assert result.target_identity_digest == target_identity_digest(CONTRACT.engine, url)
+    operation_row(tmp_path, operation)
 
 
 def test_the_standin_says_what_it_is(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from controller.pieces.operationidentity import (
 )
 from jobclaim import (
     Claim,
+    SchemaPlanContent,
     build_job,
     migration_claim,
     migration_job_inputs,
@@ -29,6 +30,7 @@ from jobclaim import (
     schema_claim,
     schema_job_inputs,
     seal,
+    sha256_digest,
     template_digest,
 )
 from jobclaim.api import (
@@ -41,6 +43,7 @@ from jobclaim.api import (
     PtahSchemaStatus,
 )
 from jobclaim.api.common import OCIArtifactAccessBinding, ScratchImages
+from jobclaim.api.migration import MigrationHistoryStatus, MigrationSequenceEntry
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
 from jobclaim.builder import JobInputs
 from runner import RUNNER_PROTOCOL_VERSION
@@ -290,3 +293,41 @@ EVERY_OPERATION: dict[str, Callable[[], World]] = {
     "migration History": lambda: migration_world("History"),
     "migration Apply": lambda: migration_world("Apply"),
 }
+
+
+# A schema's published plan and a migration's recorded reading, for the plan builders.
+PLAN_CONTENT = SchemaPlanContent(
+    content_digest=sha256_digest(b"plan"),
+    statement_count=2,
+    destructive=False,
+    privilege_changes=(),
+    chunks=((sha256_digest(b"a"), 1), (sha256_digest(b"b"), 1)),
+)
+
+
+def plan_schema() -> PtahSchema:
+    schema = schema_world("Plan").resource
+    assert isinstance(schema, PtahSchema)
+    return schema
+
+
+def planned_migration(pending: int = 2) -> PtahMigration:
+    migration = migration_world("History").resource
+    assert isinstance(migration, PtahMigration) and migration.status
+    status = migration.status.model_copy(
+        update={
+            "history": MigrationHistoryStatus(
+                fingerprint=sha256_digest(b"history"), pending_count=pending
+            ),
+            "artifact": OCIArtifactAccessBinding(
+                reference="registry.example.com/m:1", digest=sha256_digest(b"artifact")
+            ),
+        }
+    )
+    return migration.model_copy(update={"status": status})
+
+
+PLAN_SEQUENCE = (
+    MigrationSequenceEntry(version="1", digest=sha256_digest(b"1")),
+    MigrationSequenceEntry(version="2", digest=sha256_digest(b"2")),
+)

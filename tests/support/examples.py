@@ -26,8 +26,12 @@ CHECK_EXAMPLES: Final = 10
 def register() -> None:
     """Register both profiles and make ``full`` the default (tests/conftest.py calls
     this at import, before pytest's Hypothesis plugin loads ``--hypothesis-profile``)."""
-    settings.register_profile(FULL, max_examples=FULL_EXAMPLES)
-    settings.register_profile(CHECK, max_examples=CHECK_EXAMPLES)
+    # No per-example deadline (Hypothesis's default is 200 ms): with the suite's two
+    # workers beside the lab cluster on two cores, a wall-clock limit fails on the
+    # machine's load, not on the property (seen: two full-suite failures at load ~20).
+    # Speed has its own place, benchmarks/, where it is measured against a floor.
+    settings.register_profile(FULL, max_examples=FULL_EXAMPLES, deadline=None)
+    settings.register_profile(CHECK, max_examples=CHECK_EXAMPLES, deadline=None)
     settings.load_profile(FULL)
 
 

@@ -22,33 +22,27 @@ from hypothesis import strategies as st
 from jobclaim.api import SPEC_WRITER_ANNOTATION
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS
 from jobclaim.stamps import REQUEST_UID_FIELD, STAMPED, StampedKind, stamp_problem
-from tests.support.claimworld import example
 from tests.support.webhookscenes import Obj, Scene, decide
 from tests.webhook.tables import Row, expect, unchanged
+from tests.webhook.writerscene import (
+    NAMESPACE,
+    NOW,
+    PERSON,
+    PERSON_GROUPS,
+    STAMPED_AT,
+    TARGET_UIDS,
+    stamp_writer,
+    target,
+    writer_scene,
+)
 from webhook import Settings, objects
 from webhook import decisions as d
 from webhook.__main__ import main as cli
 from webhook.explain import endpoint_of, explain_files
 
-NOW: Final = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
-STAMPED_AT: Final = "2026-12-03T12:00:00Z"
-PERSON: Final = "jane@example.com"
 PERSON_UID: Final = "9a1e0f4c-0000-4000-8000-00000000000a"  # what Scene.review sends
-PERSON_GROUPS: Final = ("developers", "system:authenticated")
 REQUEST_UID: Final = "3f1c2b7a-0000-4000-8000-000000000001"
-NAMESPACE: Final = "shop"
-TARGET_UIDS: Final = {PTAHSCHEMAS.kind: "schema-uid-1", PTAHMIGRATIONS.kind: "migration-uid-1"}
 FORGED_IDENTITY: Final = {"username": "cto@example.com", "groups": ["system:masters"]}
-
-
-def target(kind: StampedKind, *, writer: str | None = "bob") -> Obj:
-    """The PtahSchema or PtahMigration a decision names, as stored."""
-    raw = example("ptahschema.yaml" if kind.target is PTAHSCHEMAS else "ptahmigration.yaml")
-    raw["metadata"].update(uid=TARGET_UIDS[kind.target.kind], resourceVersion="7")
-    raw["metadata"]["creationTimestamp"] = STAMPED_AT
-    if writer is not None:
-        raw["metadata"]["annotations"] = {SPEC_WRITER_ANNOTATION: writer}
-    return dict(raw)
 
 
 def decision(kind: StampedKind, *, stamped: bool = True) -> Obj:
@@ -224,18 +218,6 @@ STAMP_ROWS = [
 @pytest.mark.parametrize("row", STAMP_ROWS, ids=str)
 def test_stamp_rows(row: Row) -> None:
     expect(row, create(STAMPED["PtahSchemaApproval"]), "stamp")
-
-
-def writer_scene(kind: Any, operation: str, *, changed: bool) -> Scene:
-    """A PtahSchema or PtahMigration written by a person, recorded as bob's before."""
-    old = target(STAMPED["PtahSchemaApproval" if kind is PTAHSCHEMAS else "PtahMigrationApproval"])
-    new = copy.deepcopy(old)
-    if changed:
-        new["spec"]["interval"] = "5m"
-    if operation == "CREATE":
-        new["metadata"] = {"name": old["metadata"]["name"], "namespace": NAMESPACE}
-        return Scene(kind, "CREATE", new, [], username=PERSON, groups=PERSON_GROUPS, now=NOW)
-    return Scene(kind, "UPDATE", new, [], old=old, username=PERSON, groups=PERSON_GROUPS, now=NOW)
 
 
 @pytest.mark.parametrize("kind", [PTAHSCHEMAS, PTAHMIGRATIONS], ids=lambda r: r.kind)
@@ -554,24 +536,16 @@ def test_acknowledgments_and_settlements_read_nothing() -> None:
 
 
 SPEC_WRITER_ROWS = [
-    Row("a person changes the spec, stamped", lambda s: _stamp_writer(s, PERSON), None),
-    Row("the spec changed, recorded as bob's", lambda s: _stamp_writer(s, "bob"), d.WRITER_FORGED),
-    Row("the spec changed, no record", lambda s: _stamp_writer(s, None), d.WRITER_FORGED),
+    Row("a person changes the spec, stamped", lambda s: stamp_writer(s, PERSON), None),
+    Row("the spec changed, recorded as bob's", lambda s: stamp_writer(s, "bob"), d.WRITER_FORGED),
+    Row("the spec changed, no record", lambda s: stamp_writer(s, None), d.WRITER_FORGED),
     Row(
         "the spec left alone, the record rewritten",
-        lambda s: (_revert_spec(s), _stamp_writer(s, "mallory")),
+        lambda s: (_revert_spec(s), stamp_writer(s, "mallory")),
         d.WRITER_FORGED,
         '"bob", not "mallory"',
     ),
 ]
-
-
-def _stamp_writer(scene: Scene, name: str | None) -> None:
-    assert scene.obj is not None
-    if name is None:
-        scene.obj["metadata"].pop("annotations", None)
-    else:
-        scene.obj["metadata"]["annotations"] = {SPEC_WRITER_ANNOTATION: name}
 
 
 def _revert_spec(scene: Scene) -> None:
@@ -639,7 +613,7 @@ MOVED_ROWS = [
 @pytest.mark.parametrize("kind", [PTAHSCHEMAS, PTAHMIGRATIONS], ids=lambda r: r.kind)
 def test_moved_rows(row: Row, kind: Any) -> None:
     scene = writer_scene(kind, "UPDATE", changed=True)
-    _stamp_writer(scene, PERSON)
+    stamp_writer(scene, PERSON)
     outcome = expect(row, scene, "decisions")
     if row.refusal is d.MOVED:
         assert kind.kind in outcome.decision.message

@@ -12,12 +12,13 @@ webhook's strict decoding of them is tested on its own.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobclaim import match
+from jobclaim import expected, match
 from tests.support.examples import examples
 from tests.support.webhookscenes import Obj, decide, job_create, owner_world
 
@@ -134,3 +135,24 @@ def test_the_webhook_admits_a_job_create_exactly_when_the_controller_would(data:
     assert outcome.decision.allowed == verdict.matched, (
         f"webhook: {outcome.decision.message}; match: {verdict.reason or 'matched'}"
     )
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_one_dump_comparison_gives_the_ordered_checks_verdict(data: Any) -> None:
+    """``match`` settles a submitted Job that is its rebuild to the byte with one
+    canonical dump of its metadata and spec (``Expected.submitted_json``); every
+    other Job takes the checks one by one. For the exact Job and for any single
+    change, the verdict and its sentence are the ones the checks alone give."""
+    family = data.draw(st.sampled_from(sorted(OPERATIONS)), label="family")
+    operation = data.draw(st.sampled_from(OPERATIONS[family]), label="operation")
+    knobs = {"execution": data.draw(executions, label="execution")}
+    job = job_create(family, operation, **knobs).obj
+    claim = owner_world(family, operation, **knobs).claim("rebuild-submitted")
+    assert job is not None
+    if data.draw(st.integers(0, 3), label="mutate"):
+        job = data.draw(mutated_jobs(job), label="job")
+    prepared = expected(claim)
+    assert prepared.submitted_json is not None
+    one_by_one = dataclasses.replace(prepared, submitted_json=None)
+    assert match(job, claim, prepared) == match(job, claim, one_by_one)

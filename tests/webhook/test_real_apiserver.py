@@ -21,16 +21,12 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import pytest
 
 import certs
-from controller.pieces.operationidentity import input_fingerprint, schema_operation
-from controller.pieces.podintent import AdmissionSettings
-from jobclaim import CLEANUP_TTL_SECONDS, build_job, schema_job_inputs
-from jobclaim.api import PtahSchema, PtahSchemaStatus
+from jobclaim import CLEANUP_TTL_SECONDS
 from jobclaim.apiserver import (
     CONFIGMAPS,
     JOBS,
@@ -45,8 +41,7 @@ from jobclaim.crds import crd_for
 from kube.client import KubeApi
 from lab.localplane import LocalControlPlane
 from lab.run import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, until, until_granted
-from lab.standin import resolve_and_verify
-from tests.support.claimworld import BINDING, MANAGER, NOW, RESOLVED, example, snapshot_for
+from tests.support.claimedschema import Cluster, claimed_schema, refusal
 from tests.support.kinds import CRDS, WEBHOOKS
 from tests.support.webhookscenes import SETTINGS
 from webhook import Engine
@@ -58,13 +53,6 @@ pytestmark = pytest.mark.controlplane
 MANAGER_USER: Final = "system:serviceaccount:ptah-system:ptah-operator"
 RBAC: Final = "rbac.authorization.k8s.io"
 DEADLINE: Final = 60.0  # bounds a failure; never waited out when things work
-
-
-@dataclass
-class Cluster:
-    admin: KubeApi
-    manager: KubeApi
-    namespace: str
 
 
 def install_crd(admin: KubeApi) -> None:
@@ -218,88 +206,6 @@ def cluster(
         sock.close()
         admin.close()
         manager.close()
-
-
-def claimed_schema(
-    cluster: Cluster,
-    name: str,
-    *,
-    operation: str = "Resolve",
-    plane: LocalControlPlane | None = None,
-) -> tuple[PtahSchema, Object]:
-    """A PtahSchema stored by the admin, and its claim of ``operation`` written by the
-    manager: the claim is made around the UID the API server assigned.
-
-    A claim after Resolve reads the artifact a Resolve Pod recorded, verified by a
-    Verify Pod; both then run first, on the stand-in node of ``plane``, whose Job
-    controller makes their Pods."""
-    raw = example("ptahschema.yaml")
-    raw["metadata"] = {"name": name, "namespace": cluster.namespace}
-    stored = cluster.admin.create(PTAHSCHEMAS, cluster.namespace, raw)
-    if operation != "Resolve":
-        assert plane is not None, f"a {operation} claim needs its readings run on a plane"
-        stored = cluster.manager.patch_status(
-            PTAHSCHEMAS,
-            cluster.namespace,
-            name,
-            {"executionBinding": BINDING.to_wire()},
-            resource_version=stored["metadata"]["resourceVersion"],
-        )
-        resolve_and_verify(
-            plane,
-            cluster.admin,
-            cluster.manager,
-            cluster.namespace,
-            name,
-            digest=RESOLVED.digest,
-            record=MANAGER,
-            admission=AdmissionSettings(),
-            await_reading=False,
-        )
-        stored = cluster.admin.get(PTAHSCHEMAS, cluster.namespace, name)
-    schema = PtahSchema.model_validate(stored)
-    claim = schema_operation(
-        schema,
-        operation=operation,
-        fingerprint=input_fingerprint({"operation": operation, "name": name}),
-        epoch=BINDING.epoch,
-        nonce=uuid.uuid4().bytes,
-        started_at=NOW,
-    )
-    status = (schema.status or PtahSchemaStatus()).model_copy(
-        update={"execution_binding": BINDING, "active_operation": claim}
-    )
-    draft = build_job(
-        schema_job_inputs(
-            schema.model_copy(update={"status": status}), binding=BINDING, manager=MANAGER
-        )
-    )
-    claim = claim.model_copy(update={"admission_snapshot": snapshot_for(draft["spec"]["template"])})
-    status = status.model_copy(update={"active_operation": claim})
-    written = cluster.manager.patch_status(
-        PTAHSCHEMAS,
-        cluster.namespace,
-        name,
-        status.to_wire(),
-        resource_version=stored["metadata"]["resourceVersion"],
-    )
-    schema = PtahSchema.model_validate(written)
-    assert claim.admission_snapshot is not None
-    job = build_job(
-        schema_job_inputs(
-            schema,
-            binding=BINDING,
-            manager=MANAGER,
-            snapshot_digest=claim.admission_snapshot.digest,
-        )
-    )
-    return schema, job
-
-
-def refusal(call: Any) -> str:
-    with pytest.raises(Refused) as refused:
-        call()
-    return str(refused.value)
 
 
 def test_a_person_creating_a_job_is_refused_by_the_webhook(cluster: Cluster) -> None:

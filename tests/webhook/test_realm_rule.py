@@ -13,7 +13,7 @@ import pytest
 from jobclaim.apiserver import PTAHMIGRATIONS, PTAHSCHEMAS
 from tests.support.webhookscenes import Scene
 from tests.webhook.tables import Row, expect, unchanged
-from tests.webhook.test_decisions import NAMESPACE, PERSON, _stamp_writer, writer_scene
+from tests.webhook.writerscene import NAMESPACE, PERSON, stamp_writer, writer_scene
 from webhook import realms as r
 
 
@@ -100,5 +100,5 @@ def _on_realm(scene: Scene) -> Scene:
 @pytest.mark.parametrize("kind", [PTAHSCHEMAS, PTAHMIGRATIONS], ids=lambda k: k.kind)
 def test_realm_rows(row: Row, kind: Any) -> None:
     scene = _on_realm(writer_scene(kind, "UPDATE", changed=True))
-    _stamp_writer(scene, PERSON)
+    stamp_writer(scene, PERSON)
     expect(row, scene, "decisions")

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from tests.support.webhookscenes import Scene, change_owner, decide, job_create, with_claim
-from tests.webhook import test_job_create as job_create_tables
+from tests.webhook.jobcreaterows import MIGRATION_APPLY_ROWS, SCHEMA_APPLY_ROWS
 from tests.webhook.tables import Row, unchanged
 from webhook import jobs
 from webhook.engine import Outcome
 from webhook.rules import forget_decoded_texts
 
 # Every row of the Job-create tables, each with the scene it changes.
-CASES = [("schema", "Apply", row) for row in job_create_tables.SCHEMA_APPLY_ROWS] + [
-    ("migration", "Apply", row) for row in job_create_tables.MIGRATION_APPLY_ROWS
+CASES = [("schema", "Apply", row) for row in SCHEMA_APPLY_ROWS] + [
+    ("migration", "Apply", row) for row in MIGRATION_APPLY_ROWS
 ]
 READ_ONLY = [("schema", "Plan"), ("schema", "Observe"), ("migration", "History")]
 

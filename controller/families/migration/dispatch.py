@@ -7,25 +7,26 @@
   Apply reads its files from the verified artifact and is held to the plan's
   sequence by ``ptah migrations up --expect-sequence`` (versions, not files: hence
   the artifact).
-- Its Job: ``migration_job_inputs`` with the plan's sequence + ``build_job``; its
-  claim for ``match``: ``migration_claim``.
+- Its Job: the contract's per-family inputs (``jobclaim.owner_family``) held to the
+  plan's sequence, which authorize hands the later steps as data (``Authorized``)
+  with the approval the consume step spends; its claim for ``match``:
+  ``migration_claim``, through ``owner_family`` too.
 - An Apply is not claimed while ``status.unresolvedRun`` stands: a run nobody
   accounted for blocks the next one until a reading or a person settles it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    Authorized,
     FamilyRecords,
     PassContext,
     Status,
     Subject,
-    migration_of,
     migration_operation_of,
     migration_status_of,
     narrowed,
@@ -45,7 +46,7 @@ from controller.pieces.approvals import (
     skipped_migration_approvals,
 )
 from controller.pieces.harvested import Harvest
-from controller.pieces.operationidentity import ClaimFields, migration_operation
+from controller.pieces.operationidentity import ClaimFields, claim_inputs, migration_operation
 from controller.pieces.phasemachine import Facts
 from controller.stages.binding_rotation import (
     discarded,
@@ -53,22 +54,17 @@ from controller.stages.binding_rotation import (
     finish_rotation,
     new_binding,
 )
-from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.stages.claimsupervision import retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.planning import migration_facts
 from controller.stages.retirement import retire_migration_claim
 from jobclaim import (
-    Claim,
-    build_job,
-    migration_claim,
-    migration_job_inputs,
     migration_plan_problem,
 )
 from jobclaim.api import (
     MIGRATION_FINALIZER,
     Condition,
     ConfigMapKeySelector,
-    ManagerRecord,
     MigrationOperationStatus,
     ObjectReference,
     OCIArtifactAccessBinding,
@@ -113,8 +109,8 @@ class MigrationFamily:
     def read(self, obj: Object) -> tuple[PtahMigration, FamilyRecords]:
         return self.parse(obj), FamilyRecords()
 
-    def _plan_ref(self, ctx: PassContext, operation: str) -> ObjectReference | None:
-        status = migration_of(ctx).status
+    def _plan_ref(self, ctx: PassContext[PtahMigration], operation: str) -> ObjectReference | None:
+        status = ctx.subject.status
         if status is None:
             return None
         active = status.active_operation
@@ -122,8 +118,8 @@ class MigrationFamily:
             return active.plan_ref
         return status.plan
 
-    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        inputs = claim_inputs(ctx, operation, migration_of(ctx).metadata.generation)
+    def inputs(self, ctx: PassContext[PtahMigration], operation: str) -> dict[str, Any] | None:
+        inputs = claim_inputs(self.name, operation, ctx.subject.metadata.generation, ctx.binding)
         if inputs is not None and operation == _APPLY:
             ref = self._plan_ref(ctx, operation)
             if ref is None:
@@ -132,7 +128,10 @@ class MigrationFamily:
         return inputs
 
     def _read_plan(
-        self, ctx: PassContext, ref: ObjectReference, artifact: OCIArtifactAccessBinding | None
+        self,
+        ctx: PassContext[PtahMigration],
+        ref: ObjectReference,
+        artifact: OCIArtifactAccessBinding | None,
     ) -> PtahMigrationPlan | str:
         """The plan ``ref`` names, still that plan under the epoch in force and over
         ``artifact`` (the claim's, or for a claim not yet taken the one status records,
@@ -150,7 +149,7 @@ class MigrationFamily:
         problem = migration_plan_problem(
             plan,
             ref,
-            owner=migration_of(ctx).metadata,
+            owner=ctx.subject.metadata,
             epoch=epoch,
             artifact=artifact.digest if artifact else None,
         )
@@ -158,11 +157,13 @@ class MigrationFamily:
             return f"plan {ref.name} is not the plan the claim records: {problem}"
         return plan
 
-    def authorize(self, ctx: PassContext) -> Stop | None:
-        suspended = migration_of(ctx).spec.suspend
+    def authorize(self, ctx: PassContext[PtahMigration]) -> Stop | Authorized:
+        suspended = ctx.subject.spec.suspend
         stop = retire_moved(ctx, "the migration is suspended" if suspended else None)
-        if stop is not None or ctx.operation.type != _APPLY:
+        if stop is not None:
             return stop
+        if ctx.operation.type != _APPLY:
+            return Authorized(approval=migration_operation_of(ctx).approval_ref)
         if migration_status_of(ctx).unresolved_run is not None:
             # A record restored (or written) after this claim was taken: the run nobody
             # accounted for blocks this one as it blocks a new claim.
@@ -173,74 +174,48 @@ class MigrationFamily:
         found = self._read_plan(ctx, ref, claim.source)
         if isinstance(found, str):
             return retire_undispatched(ctx, found, drop_plan=True)
-        ctx.plan_object = found
         problem = self._approval_problem(ctx, found)
         if problem is not None:
             return retire_undispatched(ctx, problem, drop_plan=True)
-        return None
+        return Authorized(
+            approval=claim.approval_ref,
+            sequence=tuple(entry.version for entry in found.spec.migrations),
+        )
 
-    def _approval_problem(self, ctx: PassContext, plan: PtahMigrationPlan) -> str | None:
-        held = self.approval(ctx)
+    def _approval_problem(
+        self, ctx: PassContext[PtahMigration], plan: PtahMigrationPlan
+    ) -> str | None:
+        held = migration_operation_of(ctx).approval_ref
         if held is None:
-            policy = migration_of(ctx).spec.policy.apply
+            policy = ctx.subject.spec.policy.apply
             return None if policy == "Always" else "the Apply needs an approval it does not hold"
         ref = migration_operation_of(ctx).plan_ref
         assert ref is not None
-        found = held_migration_approval(
-            ctx.api, migration_of(ctx), ref, plan.spec.fingerprint, held
-        )
+        found = held_migration_approval(ctx.api, ctx.subject, ref, plan.spec.fingerprint, held)
         if found is None:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext) -> Stop | None:
-        return None  # a migration plan carries no SQL to project
-
-    # -- the Job and the claim ---------------------------------------------------------
-
-    def _sequence(self, ctx: PassContext) -> tuple[str, ...]:
+    def sequence(self, ctx: PassContext[PtahMigration]) -> tuple[str, ...]:
+        """An Apply's plan's sequence, re-read (a pass that supervises its Job rebuilds
+        it); authorize hands the dispatch steps the one it read."""
         if ctx.operation.type != _APPLY:
             return ()
-        plan = ctx.plan_object
-        if not isinstance(plan, PtahMigrationPlan):
-            claim = migration_operation_of(ctx)
-            ref = claim.plan_ref
-            if ref is None:
-                raise PlanGone("the Apply claim names no plan")
-            found = self._read_plan(ctx, ref, claim.source)
-            if isinstance(found, str):
-                raise PlanGone(f"the Apply cannot be rebuilt: {found}")
-            ctx.plan_object = plan = found
-        return tuple(entry.version for entry in plan.spec.migrations)
-
-    def build(
-        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
-    ) -> Object:
-        binding = ctx.binding
-        if binding is None:
-            raise BuildRefused("the migration records no execution binding")
-        return build_job(
-            migration_job_inputs(
-                migration_of(ctx),
-                binding=binding,
-                manager=manager or ctx.env.config.manager,
-                expected_sequence=self._sequence(ctx),
-                snapshot_digest=snapshot_digest,
-            )
-        )
-
-    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = migration_claim(migration_of(ctx), built=built, stored=True, binding=ctx.binding)
-        assert made is not None
-        return made
-
-    def approval(self, ctx: PassContext) -> ObjectReference | None:
-        return migration_operation_of(ctx).approval_ref
+        claim = migration_operation_of(ctx)
+        ref = claim.plan_ref
+        if ref is None:
+            raise PlanGone("the Apply claim names no plan")
+        found = self._read_plan(ctx, ref, claim.source)
+        if isinstance(found, str):
+            raise PlanGone(f"the Apply cannot be rebuilt: {found}")
+        return tuple(entry.version for entry in found.spec.migrations)
 
     # -- what to claim -----------------------------------------------------------------
 
-    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
-        migration = migration_of(ctx)
+    def next_claim(
+        self, ctx: PassContext[PtahMigration]
+    ) -> tuple[str, Approval | None] | Stop | None:
+        migration = ctx.subject
         status = migration.status
         binding = ctx.binding
         ref = status.plan if status else None
@@ -265,7 +240,7 @@ class MigrationFamily:
         return (_APPLY, approval)
 
     def new_claim(
-        self, ctx: PassContext, operation: str, approval: Approval | None
+        self, ctx: PassContext[PtahMigration], operation: str, approval: Approval | None
     ) -> PtahMigrationStatus:
         status = migration_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
@@ -289,22 +264,22 @@ class MigrationFamily:
         return PtahMigrationStatus()
 
     def operation(
-        self, ctx: PassContext, **fields: Unpack[ClaimFields]
+        self, ctx: PassContext[PtahMigration], **fields: Unpack[ClaimFields]
     ) -> MigrationOperationStatus:
-        return migration_operation(migration_of(ctx), **fields)
+        return migration_operation(ctx.subject, **fields)
 
-    def prelude(self, ctx: PassContext) -> Stop | None:
+    def prelude(self, ctx: PassContext[PtahMigration]) -> Stop | None:
         # The unresolved-run record and its annotation copy agree before anything else.
         warn_record_lost(ctx)
         return reconcile_unresolved_copy(ctx)
 
-    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+    def record_unknown(self, ctx: PassContext[PtahMigration], reason: str) -> Stop:
         return record_unresolved_run(ctx, reason)
 
-    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+    def outcome(self, ctx: PassContext[PtahMigration], harvested: Harvest) -> Stop:
         return migration_outcome(ctx, harvested)
 
-    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+    def retire_unread(self, ctx: PassContext[PtahMigration], reason: str) -> Stop:
         return retire_migration_claim(
             ctx, reason, disposition=Disposition.DISCARD, may_still_write=False
         )
@@ -317,10 +292,10 @@ class MigrationFamily:
     def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
         return {"artifact": source, "history": None}
 
-    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
-        return migration_of(ctx).spec.artifact.verification_policy_from
+    def policy_selector(self, ctx: PassContext[PtahMigration]) -> ConfigMapKeySelector | None:
+        return ctx.subject.spec.artifact.verification_policy_from
 
-    def last_reading(self, ctx: PassContext) -> datetime | None:
+    def last_reading(self, ctx: PassContext[PtahMigration]) -> datetime | None:
         # A History, or an unresolved run recorded: it is read an interval after it
         # was recorded, like a reading.
         status = migration_status_of(ctx)
@@ -330,20 +305,24 @@ class MigrationFamily:
         known = [t for t in times if t is not None]
         return max(known) if known else None
 
-    def facts(self, ctx: PassContext) -> Facts:
-        return migration_facts(migration_of(ctx), migration_status_of(ctx))
+    def facts(self, ctx: PassContext[PtahMigration]) -> Facts:
+        return migration_facts(ctx.subject, migration_status_of(ctx))
 
     def own_conditions(self, status: Status) -> list[Condition]:
         return []
 
     def retire_reading(
-        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+        self,
+        ctx: PassContext[PtahMigration],
+        reason: str,
+        disposition: Disposition,
+        update: dict[str, Any],
     ) -> Stop:
         return retire_migration_claim(
             ctx, reason, disposition=disposition, may_still_write=False, update=update
         )
 
-    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+    def keeps_reading(self, ctx: PassContext[PtahMigration], harvested: Harvest) -> bool:
         # A History while a run is unresolved: migration_outcome records it, and
         # settles the run when it shows nothing pending on the same database.
         account = harvested.account
@@ -356,19 +335,19 @@ class MigrationFamily:
             and recorded.result.migration_history is not None
         )
 
-    def settle_record(self, ctx: PassContext) -> Stop | None:
+    def settle_record(self, ctx: PassContext[PtahMigration]) -> Stop | None:
         return settle_by_acknowledgment(ctx)
 
-    def rotate_binding(self, ctx: PassContext) -> Stop:
+    def rotate_binding(self, ctx: PassContext[PtahMigration]) -> Stop:
         return rotate_migration_binding(ctx)
 
-    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+    def restart_proof(self, ctx: PassContext[PtahMigration], why: str) -> Stop:
         # A migration's record owes no proof (``records`` says none is outstanding),
         # so no claim of it serves one: asked anyway, the pass fails rather than guess.
         raise InvalidInput(f"a migration has no proof to restart ({why})")
 
 
-def rotate_migration_binding(ctx: PassContext) -> Stop:
+def rotate_migration_binding(ctx: PassContext[PtahMigration]) -> Stop:
     """A migration moves to the new binding with nothing left behind but a dispatched
     Apply's unresolved record (``MigrationFamily.rotate_binding``)."""
     status = migration_status_of(ctx)

@@ -44,6 +44,7 @@ from jobclaim.api import (
     MigrationHistoryStatus,
     MigrationRunStatus,
     ObjectReference,
+    PtahMigration,
     PtahMigrationRunAcknowledgment,
     PtahMigrationStatus,
     ResolvedMigrationRunStatus,
@@ -71,19 +72,21 @@ def decode_copy(text: str) -> UnresolvedMigrationRunStatus:
         raise UnreadableCopy(f"the unresolved-run annotation cannot be read: {error}") from None
 
 
-def _copy_of(ctx: PassContext) -> str | None:
+def _copy_of(ctx: PassContext[PtahMigration]) -> str | None:
     annotations = ctx.subject.metadata.annotations or {}
     value = annotations.get(UNRESOLVED_RUN_ANNOTATION)
     return value if isinstance(value, str) else None
 
 
-def _write_copy(ctx: PassContext, record: UnresolvedMigrationRunStatus | None) -> None:
+def _write_copy(
+    ctx: PassContext[PtahMigration], record: UnresolvedMigrationRunStatus | None
+) -> None:
     value = encode_copy(record) if record is not None else None
     ctx.write_metadata({"annotations": {UNRESOLVED_RUN_ANNOTATION: value}})
 
 
 def _last_run(
-    ctx: PassContext,
+    ctx: PassContext[PtahMigration],
     outcome: str,
     versions: list[str],
     message: str | None,
@@ -105,7 +108,7 @@ def _last_run(
 
 
 def record_unresolved_run(
-    ctx: PassContext,
+    ctx: PassContext[PtahMigration],
     reason: str,
     *,
     outcome: Literal["Partial", "Unknown"] = "Unknown",
@@ -167,7 +170,7 @@ def run_outcome(account: Account) -> tuple[str, list[str]]:
     return (run.outcome if run else "Failed"), versions
 
 
-def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
+def migration_outcome(ctx: PassContext[PtahMigration], harvest: Harvest) -> Stop:
     """What a migration claim's terminal Job accounts for."""
     account = harvest.account
     if ctx.info.mutating:
@@ -217,7 +220,7 @@ def migration_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
     )
 
 
-def settle_by_history(ctx: PassContext, result: Any) -> Stop:
+def settle_by_history(ctx: PassContext[PtahMigration], result: Any) -> Stop:
     """Record the reading; settle the unresolved record when it reads the same database
     with nothing pending and nothing refused. The copy goes after the patch."""
     status = migration_status_of(ctx)
@@ -257,7 +260,7 @@ def _settles(record: UnresolvedMigrationRunStatus, history: MigrationHistoryStat
     return same and clean and history.pending_count == 0
 
 
-def reconcile_unresolved_copy(ctx: PassContext) -> Stop | None:
+def reconcile_unresolved_copy(ctx: PassContext[PtahMigration]) -> Stop | None:
     """Keep the annotation copy and status agreeing; None when they already do."""
     status = ctx.status
     if not isinstance(status, PtahMigrationStatus):
@@ -300,7 +303,7 @@ def _created(ack: PtahMigrationRunAcknowledgment) -> datetime:
     return parse_time(stamp) or datetime.max
 
 
-def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:
+def settle_by_acknowledgment(ctx: PassContext[PtahMigration]) -> Stop | None:
     """Settle the unresolved record by the oldest stamped acknowledgment naming it.
 
     Settled in the name admission stamped on it (``acknowledgedBy``): an
@@ -367,7 +370,7 @@ def settle_by_acknowledgment(ctx: PassContext) -> Stop | None:
     return Stop("the unresolved run was settled by an acknowledgment", requeue_after=AGAIN)
 
 
-def _consume(ctx: PassContext, ack: PtahMigrationRunAcknowledgment) -> None:
+def _consume(ctx: PassContext[PtahMigration], ack: PtahMigrationRunAcknowledgment) -> None:
     status = ack.status.to_wire() if ack.status else {}
     conditions = [c for c in status.get("conditions", []) if c.get("type") != "Consumed"]
     conditions.append(
@@ -391,7 +394,7 @@ def _consume(ctx: PassContext, ack: PtahMigrationRunAcknowledgment) -> None:
         )
 
 
-def warn_record_lost(ctx: PassContext) -> None:
+def warn_record_lost(ctx: PassContext[PtahMigration]) -> None:
     """A migration being deleted with an unresolved record loses it: say so."""
     status = ctx.status
     if (

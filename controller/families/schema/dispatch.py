@@ -4,28 +4,27 @@
   under still holds, re-read uncached: the plan object (its chunks verified by
   ``planstore.load_plan``), the verification-policy ConfigMap, and the approval the
   claim holds by reference. Any of them having moved discards the plan, rather than
-  narrowing the claim to what still holds.
-- Stage: the verified chunks go into the plan's projection ConfigMaps on every pass
-  that can still create the Job, before the mark; a foreign object under a projection
-  name retires the plan, since no retry can clear a name derived from the plan.
-- Its Job: ``schema_job_inputs`` + ``build_job``; its claim for ``match``:
-  ``schema_claim``; where it keeps the approval: ``status.plan.approval``.
+  narrowing the claim to what still holds. What held (the verified plan and chunks,
+  the approval) is handed to the later steps as data (``Authorized``): the stage step
+  projects those chunks and the consume step spends that approval, without asking
+  the family again.
+- Its Job and its claim for ``match`` are the contract's per-family answers
+  (``jobclaim.owner_family``); where it keeps the approval: ``status.plan.approval``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Unpack
 
 from controller.context.passcontext import (
     Approval,
+    Authorized,
     FamilyRecords,
     PassContext,
     Status,
     Subject,
     narrowed,
-    schema_of,
     schema_status_of,
 )
 from controller.families.schema.records import (
@@ -43,21 +42,17 @@ from controller.pieces.approvals import (
     skipped_schema_approvals,
 )
 from controller.pieces.harvested import Harvest
-from controller.pieces.operationidentity import ClaimFields, schema_operation
+from controller.pieces.operationidentity import ClaimFields, claim_inputs, schema_operation
 from controller.pieces.phasemachine import Facts
 from controller.pieces.planpolicy import approval_required, policy_digest
-from controller.pieces.planstore import PlanUnverified, ProjectionConflict, load_plan, project
-from controller.stages.claimsupervision import claim_inputs, retire_moved
+from controller.pieces.planstore import PlanUnverified, load_plan
+from controller.stages.claimsupervision import retire_moved
 from controller.stages.claimwrites import form_claim, retire_undispatched
 from controller.stages.conditions import drift_condition
 from controller.stages.planning import schema_facts
 from controller.stages.retirement import retire_schema_claim
 from jobclaim import (
     DEFAULT_GRACE_SECONDS,
-    Claim,
-    build_job,
-    schema_claim,
-    schema_job_inputs,
     schema_plan_problem,
 )
 from jobclaim.api import (
@@ -67,7 +62,6 @@ from jobclaim.api import (
     ConfigMapKeySelector,
     ConsumedApprovalStatus,
     CurrentPlanStatus,
-    ManagerRecord,
     ObjectReference,
     OCIArtifactAccessBinding,
     PtahSchema,
@@ -83,7 +77,7 @@ from jobclaim.apiserver import (
     NotFound,
     Object,
 )
-from jobclaim.errors import BuildRefused, InvalidInput
+from jobclaim.errors import InvalidInput
 from jobclaim.times import parse_time
 
 _APPLY: Final = "Apply"
@@ -106,9 +100,9 @@ class SchemaFamily:
         schema = self.parse(obj)
         return schema, _records(schema)
 
-    def inputs(self, ctx: PassContext, operation: str) -> dict[str, Any] | None:
-        schema = schema_of(ctx)
-        inputs = claim_inputs(ctx, operation, schema.metadata.generation)
+    def inputs(self, ctx: PassContext[PtahSchema], operation: str) -> dict[str, Any] | None:
+        schema = ctx.subject
+        inputs = claim_inputs(self.name, operation, schema.metadata.generation, ctx.binding)
         if inputs is not None and operation == _APPLY:
             plan = schema.status.plan if schema.status else None
             if plan is None:
@@ -118,25 +112,34 @@ class SchemaFamily:
 
     # -- authorize and stage -----------------------------------------------------------
 
-    def authorize(self, ctx: PassContext) -> Stop | None:
-        schema = schema_of(ctx)
+    def authorize(self, ctx: PassContext[PtahSchema]) -> Stop | Authorized:
+        schema = ctx.subject
         # A proof runs before suspension: a suspended schema still owes its account.
         suspended = schema.spec.suspend and not (ctx.proof_outstanding and ctx.info.serves_proof)
         stop = retire_moved(ctx, "the schema is suspended" if suspended else None)
-        if stop is not None or ctx.operation.type != _APPLY:
+        if stop is not None:
             return stop
-        # Narrowed once: every check below reads the same schema and recorded plan.
-        plan = _status(schema).plan
+        if ctx.operation.type != _APPLY:
+            return Authorized()
+        # Read once: every check below reads the same schema and recorded plan.
+        plan = schema.status.plan if schema.status else None
         assert plan is not None  # inputs_hold needs it
-        problem = self._plan_problem(ctx, schema, plan) or _policy_problem(ctx, schema, plan)
-        problem = problem or self._approval_problem(ctx, schema, plan)
+        found = self._read_plan(ctx, schema, plan)
+        if isinstance(found, str):
+            return retire_undispatched(ctx, found, drop_plan=True)
+        held = _held_approval(ctx, plan)
+        problem = _policy_problem(ctx, schema, plan) or self._approval_problem(
+            ctx, schema, plan, held
+        )
         if problem is not None:
             return retire_undispatched(ctx, problem, drop_plan=True)
-        return None
+        plan_object, chunks = found
+        return Authorized(approval=held, plan=plan_object, chunks=tuple(chunks))
 
-    def _plan_problem(
-        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
-    ) -> str | None:
+    def _read_plan(
+        self, ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
+    ) -> tuple[PtahSchemaPlan, list[bytes]] | str:
+        """The plan the claim records and its verified chunks, or why not."""
         try:
             obj = PtahSchemaPlan.model_validate(
                 ctx.api.get(PTAHSCHEMAPLANS, ctx.namespace, plan.name)
@@ -147,16 +150,17 @@ class SchemaFamily:
         if problem is not None:
             return f"plan {plan.name} is not the plan the claim records: {problem}"
         try:
-            ctx.chunks = load_plan(ctx.api, ctx.namespace, obj)
+            return obj, load_plan(ctx.api, ctx.namespace, obj)
         except PlanUnverified as error:
             return f"plan {plan.name} cannot be verified: {error}"
-        ctx.plan_object = obj
-        return None
 
     def _approval_problem(
-        self, ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus
+        self,
+        ctx: PassContext[PtahSchema],
+        schema: PtahSchema,
+        plan: CurrentPlanStatus,
+        held: ObjectReference | None,
     ) -> str | None:
-        held = _held_approval(ctx, plan)
         if held is None:
             return (
                 "the plan needs an approval the claim does not hold"
@@ -167,56 +171,15 @@ class SchemaFamily:
             return f"approval {held.name} no longer authorizes this plan"
         return None
 
-    def stage(self, ctx: PassContext) -> Stop | None:
-        plan = ctx.plan_object
-        if not isinstance(plan, PtahSchemaPlan) or ctx.chunks is None:
-            # Only a driver with its steps exchanged stages before authorizing.
-            schema = schema_of(ctx)
-            recorded = _status(schema).plan
-            assert recorded is not None  # inputs_hold needs it
-            problem = self._plan_problem(ctx, schema, recorded)
-            if problem is not None:
-                return retire_undispatched(ctx, problem, drop_plan=True)
-            plan = ctx.plan_object
-            assert isinstance(plan, PtahSchemaPlan) and ctx.chunks is not None
-        try:
-            project(ctx.api, plan, ctx.name, ctx.chunks)
-        except (ProjectionConflict, PlanUnverified) as error:
-            return retire_undispatched(ctx, f"a projection name is taken: {error}", drop_plan=True)
-        ctx.crossed("PlanProjected", f"plan {plan.metadata.name} is projected for the Apply Pod")
-        return None
-
-    # -- the Job and the claim ---------------------------------------------------------
-
-    def build(
-        self, ctx: PassContext, *, snapshot_digest: str | None, manager: ManagerRecord | None
-    ) -> Object:
-        binding = ctx.binding
-        if binding is None:
-            raise BuildRefused("the schema records no execution binding")
-        return build_job(
-            schema_job_inputs(
-                schema_of(ctx),
-                binding=binding,
-                manager=manager or ctx.env.config.manager,
-                snapshot_digest=snapshot_digest,
-            )
-        )
-
-    def claim(self, ctx: PassContext, built: Mapping[str, Any] | None) -> Claim:
-        made = schema_claim(schema_of(ctx), built=built, stored=True, binding=ctx.binding)
-        assert made is not None
-        return made
-
-    def approval(self, ctx: PassContext) -> ObjectReference | None:
-        return _held_approval(ctx, schema_status_of(ctx).plan)
+    def sequence(self, ctx: PassContext[PtahSchema]) -> tuple[str, ...]:
+        return ()  # a schema Apply runs its projected plan, not a sequence
 
     # -- what to claim -----------------------------------------------------------------
 
-    def next_claim(self, ctx: PassContext) -> tuple[str, Approval | None] | Stop | None:
+    def next_claim(self, ctx: PassContext[PtahSchema]) -> tuple[str, Approval | None] | Stop | None:
         """An Apply, once the current plan is authorized. Read-only work is claimed when
         asked (issue 5 decides when from the readings)."""
-        schema = schema_of(ctx)
+        schema = ctx.subject
         status = schema.status
         binding = ctx.binding
         plan = status.plan if status else None
@@ -236,7 +199,7 @@ class SchemaFamily:
         return (_APPLY, approval)
 
     def new_claim(
-        self, ctx: PassContext, operation: str, approval: Approval | None
+        self, ctx: PassContext[PtahSchema], operation: str, approval: Approval | None
     ) -> PtahSchemaStatus:
         status = schema_status_of(ctx)
         claim = form_claim(ctx, operation, self.inputs(ctx, operation))
@@ -259,19 +222,21 @@ class SchemaFamily:
     def empty_status(self) -> PtahSchemaStatus:
         return PtahSchemaStatus()
 
-    def operation(self, ctx: PassContext, **fields: Unpack[ClaimFields]) -> ActiveOperationStatus:
-        return schema_operation(schema_of(ctx), **fields)
+    def operation(
+        self, ctx: PassContext[PtahSchema], **fields: Unpack[ClaimFields]
+    ) -> ActiveOperationStatus:
+        return schema_operation(ctx.subject, **fields)
 
-    def prelude(self, ctx: PassContext) -> Stop | None:
+    def prelude(self, ctx: PassContext[PtahSchema]) -> Stop | None:
         return None  # a schema's records are worked off by its claims and its rotation
 
-    def record_unknown(self, ctx: PassContext, reason: str) -> Stop:
+    def record_unknown(self, ctx: PassContext[PtahSchema], reason: str) -> Stop:
         return record_schema_apply(ctx, reason, succeeded=False, pod_uids=())
 
-    def outcome(self, ctx: PassContext, harvested: Harvest) -> Stop:
+    def outcome(self, ctx: PassContext[PtahSchema], harvested: Harvest) -> Stop:
         return schema_outcome(ctx, harvested)
 
-    def retire_unread(self, ctx: PassContext, reason: str) -> Stop:
+    def retire_unread(self, ctx: PassContext[PtahSchema], reason: str) -> Stop:
         return retire_schema_claim(
             ctx,
             reason,
@@ -287,37 +252,41 @@ class SchemaFamily:
     def resolved(self, source: OCIArtifactAccessBinding) -> dict[str, Any]:
         return {"source": source, "observation": None}
 
-    def policy_selector(self, ctx: PassContext) -> ConfigMapKeySelector | None:
-        return schema_of(ctx).spec.desired.verification_policy_from
+    def policy_selector(self, ctx: PassContext[PtahSchema]) -> ConfigMapKeySelector | None:
+        return ctx.subject.spec.desired.verification_policy_from
 
-    def last_reading(self, ctx: PassContext) -> datetime | None:
+    def last_reading(self, ctx: PassContext[PtahSchema]) -> datetime | None:
         # A drift Observe is the schema's reading above Verify.
         observation = schema_status_of(ctx).observation
         return parse_time(observation.observed_at) if observation else None
 
-    def facts(self, ctx: PassContext) -> Facts:
+    def facts(self, ctx: PassContext[PtahSchema]) -> Facts:
         binding = ctx.binding
         epoch = binding.epoch if binding else None
-        return schema_facts(schema_of(ctx), schema_status_of(ctx), epoch)
+        return schema_facts(ctx.subject, schema_status_of(ctx), epoch)
 
     def own_conditions(self, status: Status) -> list[Condition]:
         return [drift_condition(narrowed(status, PtahSchemaStatus))]
 
     def retire_reading(
-        self, ctx: PassContext, reason: str, disposition: Disposition, update: dict[str, Any]
+        self,
+        ctx: PassContext[PtahSchema],
+        reason: str,
+        disposition: Disposition,
+        update: dict[str, Any],
     ) -> Stop:
         return retire_schema_claim(ctx, reason, disposition=disposition, record=None, update=update)
 
-    def keeps_reading(self, ctx: PassContext, harvested: Harvest) -> bool:
+    def keeps_reading(self, ctx: PassContext[PtahSchema], harvested: Harvest) -> bool:
         return False  # a proof's reading is the pending observation's, asked before
 
-    def settle_record(self, ctx: PassContext) -> Stop | None:
+    def settle_record(self, ctx: PassContext[PtahSchema]) -> Stop | None:
         return prove(ctx)
 
-    def rotate_binding(self, ctx: PassContext) -> Stop:
+    def rotate_binding(self, ctx: PassContext[PtahSchema]) -> Stop:
         return rotate_schema_binding(ctx)
 
-    def restart_proof(self, ctx: PassContext, why: str) -> Stop:
+    def restart_proof(self, ctx: PassContext[PtahSchema], why: str) -> Stop:
         return restart_proof(ctx, why)
 
 
@@ -331,19 +300,18 @@ def _records(schema: PtahSchema) -> FamilyRecords:
     )
 
 
-def _status(schema: PtahSchema) -> PtahSchemaStatus:
-    """The status of a schema a claim stands on (there is one: the claim is in it)."""
-    return narrowed(schema.status, PtahSchemaStatus)
-
-
-def _held_approval(ctx: PassContext, plan: CurrentPlanStatus | None) -> ObjectReference | None:
+def _held_approval(
+    ctx: PassContext[PtahSchema], plan: CurrentPlanStatus | None
+) -> ObjectReference | None:
     """The approval an Apply's claim holds by reference, from its recorded plan."""
     if ctx.operation.type != _APPLY or plan is None or plan.approval is None:
         return None
     return ObjectReference(name=plan.approval.name, uid=plan.approval.uid)
 
 
-def _policy_problem(ctx: PassContext, schema: PtahSchema, plan: CurrentPlanStatus) -> str | None:
+def _policy_problem(
+    ctx: PassContext[PtahSchema], schema: PtahSchema, plan: CurrentPlanStatus
+) -> str | None:
     if plan.verification_policy_uid is None:
         return None
     selector = schema.spec.desired.verification_policy_from

@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from controller.context.passcontext import (
     PassContext,
-    schema_of,
     schema_operation_of,
     schema_status_of,
 )
@@ -54,6 +53,7 @@ from jobclaim.api import (
     ManagerRecord,
     ObjectReference,
     PendingObservationStatus,
+    PtahSchema,
     PtahSchemaProofSettlement,
     PtahSchemaStatus,
     SettledProofStatus,
@@ -68,7 +68,7 @@ MAX_POD_UIDS: Final = 8
 
 
 def pending_observation_for(
-    ctx: PassContext,
+    ctx: PassContext[PtahSchema],
     *,
     succeeded: bool,
     pod_uids: tuple[str, ...],
@@ -98,7 +98,7 @@ def pending_observation_for(
         admission_snapshot=operation.admission_snapshot,
         apply_pod_uids=list(pod_uids[:MAX_POD_UIDS]),
         apply_pod_count=len(pod_uids),
-        apply_generation=schema_of(ctx).metadata.generation,
+        apply_generation=ctx.subject.metadata.generation,
         observe_after=observe_after,
         plan=status.plan,
         dispatched_by=dispatched_by,
@@ -110,7 +110,7 @@ def pending_observation_for(
 
 
 def record_schema_apply(
-    ctx: PassContext,
+    ctx: PassContext[PtahSchema],
     reason: str,
     *,
     succeeded: bool,
@@ -131,7 +131,7 @@ def record_schema_apply(
     )
 
 
-def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
+def schema_outcome(ctx: PassContext[PtahSchema], harvest: Harvest) -> Stop:
     """What a schema claim's terminal Job accounts for."""
     info = ctx.info
     account = harvest.account
@@ -165,7 +165,7 @@ def schema_outcome(ctx: PassContext, harvest: Harvest) -> Stop:
 
 
 def _retry_unless_settled(
-    ctx: PassContext, pending: PendingObservationStatus | None, reason: str
+    ctx: PassContext[PtahSchema], pending: PendingObservationStatus | None, reason: str
 ) -> Stop:
     """A proof's reading that failed runs again, unless a person has settled the proof:
     then the claim is retired (its Job is terminal, the record kept), and ``prove``
@@ -181,7 +181,7 @@ def _retry_unless_settled(
     return write_retry(ctx, reason)
 
 
-def restart_proof(ctx: PassContext, why: str) -> Stop:
+def restart_proof(ctx: PassContext[PtahSchema], why: str) -> Stop:
     """Retire a proof's reading unread and restart the proof as an unknown outcome under
     the tenure the claim now names: someone else may have written since the Apply."""
     pending = schema_status_of(ctx).pending_observation
@@ -197,7 +197,9 @@ def restart_proof(ctx: PassContext, why: str) -> Stop:
     )
 
 
-def _proof_reading(ctx: PassContext, pending: PendingObservationStatus, result: Any) -> Stop:
+def _proof_reading(
+    ctx: PassContext[PtahSchema], pending: PendingObservationStatus, result: Any
+) -> Stop:
     operation = ctx.operation
     if result.error is not None:
         reason = f"the proof's {operation.type} failed: {result.error.code}"
@@ -250,7 +252,7 @@ def _proof_reading(ctx: PassContext, pending: PendingObservationStatus, result: 
 # -- the proof, first in every pass without a claim -----------------------------------
 
 
-def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str | None:
+def _apply_may_run(ctx: PassContext[PtahSchema], pending: PendingObservationStatus) -> str | None:
     """Why an Apply Pod may still run, or None. Merges Pods first seen now."""
     try:
         job: Object | None = ctx.api.get(JOBS, ctx.namespace, pending.apply_job_name)
@@ -261,7 +263,7 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
         job = None
     if job is not None and not uid:
         # A UID is adopted only for the Job the record's claim would recognize.
-        claim = pending_apply_claim(schema_of(ctx), pending)
+        claim = pending_apply_claim(ctx.subject, pending)
         if claim is None or not match(job, claim):
             job = None
     if job is not None:
@@ -290,7 +292,7 @@ def _apply_may_run(ctx: PassContext, pending: PendingObservationStatus) -> str |
     return None
 
 
-def renew_proof(ctx: PassContext, pending: PendingObservationStatus) -> Stop | None:
+def renew_proof(ctx: PassContext[PtahSchema], pending: PendingObservationStatus) -> Stop | None:
     """Renew the realm under the Apply's own holder and tenure; a Stop when the proof
     cannot go on in this pass (the realm is elsewhere, or the tenure changed hands)."""
     status = schema_status_of(ctx)
@@ -316,7 +318,7 @@ def renew_proof(ctx: PassContext, pending: PendingObservationStatus) -> Stop | N
     return None
 
 
-def prove(ctx: PassContext) -> Stop | None:
+def prove(ctx: PassContext[PtahSchema]) -> Stop | None:
     """Work the pending observation toward its proof; None when there is none."""
     status = ctx.status
     if not isinstance(status, PtahSchemaStatus) or status.pending_observation is None:
@@ -330,9 +332,9 @@ def prove(ctx: PassContext) -> Stop | None:
     if waiting is not None:
         return Stop(f"the proof waits: {waiting}", requeue_after=interval)
     pending = schema_status_of(ctx).pending_observation or pending
-    if schema_of(ctx).metadata.deletion_timestamp:
+    if ctx.subject.metadata.deletion_timestamp:
         return _release_on_deletion(ctx, pending)
-    settlement, skipped = find_settlement(ctx.api, schema_of(ctx), pending)
+    settlement, skipped = find_settlement(ctx.api, ctx.subject, pending)
     for name, problem in skipped:
         ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
     if settlement is not None:
@@ -341,18 +343,20 @@ def prove(ctx: PassContext) -> Stop | None:
 
 
 def _settlement(
-    ctx: PassContext, pending: PendingObservationStatus
+    ctx: PassContext[PtahSchema], pending: PendingObservationStatus
 ) -> PtahSchemaProofSettlement | None:
     """The settlement that ends this proof, if any; a Warning Event for each one
     naming it that is skipped for its stamp."""
-    settlement, skipped = find_settlement(ctx.api, schema_of(ctx), pending)
+    settlement, skipped = find_settlement(ctx.api, ctx.subject, pending)
     for name, problem in skipped:
         ctx.crossed("SettlementUnstamped", f"settlement {name} is skipped: {problem}", warning=True)
     return settlement
 
 
 def _settle_by_person(
-    ctx: PassContext, pending: PendingObservationStatus, settlement: PtahSchemaProofSettlement
+    ctx: PassContext[PtahSchema],
+    pending: PendingObservationStatus,
+    settlement: PtahSchemaProofSettlement,
 ) -> Stop:
     """A person ends a proof no read can finish, in the name admission stamped.
 
@@ -406,7 +410,7 @@ def _proof_release(pending: PendingObservationStatus) -> TargetLockReleaseStatus
     )
 
 
-def _release_on_deletion(ctx: PassContext, pending: PendingObservationStatus) -> Stop:
+def _release_on_deletion(ctx: PassContext[PtahSchema], pending: PendingObservationStatus) -> Stop:
     """Deletion ends a proof no read will finish: the record goes, the release staged."""
     release = _proof_release(pending)
     ctx.write_status(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.context.passcontext import PassContext, schema_of, schema_status_of
+from controller.context.passcontext import PassContext, schema_status_of
 from controller.families.schema.records import pending_observation_for, renew_proof
 from controller.mutationlifecycle import Stop
 from controller.stages.approvalstaleness import mark_plan_approvals_stale
@@ -28,6 +28,7 @@ from controller.stages.jobaccount import pods_of, set_cleanup_ttl
 from jobclaim import finished, match, pending_apply_claim, pod_stopped, schema_claim
 from jobclaim.api import (
     BindingRetirementStatus,
+    PtahSchema,
     RetiredJobStatus,
     RetiredPlanReference,
 )
@@ -35,7 +36,7 @@ from jobclaim.apiserver import JOBS, NotFound, Object
 from jobclaim.times import parse_time
 
 
-def rotate_schema_binding(ctx: PassContext) -> Stop:
+def rotate_schema_binding(ctx: PassContext[PtahSchema]) -> Stop:
     """Work off what the last rotation still owes, or move the schema to the binding
     now in force (``SchemaFamily.rotate_binding``)."""
     retiring = ctx.binding_retirement
@@ -44,7 +45,7 @@ def rotate_schema_binding(ctx: PassContext) -> Stop:
     return _rotate(ctx)
 
 
-def _rotate(ctx: PassContext) -> Stop:
+def _rotate(ctx: PassContext[PtahSchema]) -> Stop:
     """The schema moves to the new binding and records what the old one still owes."""
     status = schema_status_of(ctx)
     update: dict[str, Any] = {}
@@ -90,13 +91,15 @@ def _rotate(ctx: PassContext) -> Stop:
 # -- working off a schema's retirement ------------------------------------------------
 
 
-def _write_record(ctx: PassContext, record: BindingRetirementStatus, **extra: Any) -> None:
+def _write_record(
+    ctx: PassContext[PtahSchema], record: BindingRetirementStatus, **extra: Any
+) -> None:
     remaining = record if (record.plan is not None or record.job is not None) else None
     status = schema_status_of(ctx)
     ctx.write_status(status.model_copy(update={"pending_binding_retirement": remaining, **extra}))
 
 
-def work_off(ctx: PassContext, record: BindingRetirementStatus) -> Stop:
+def work_off(ctx: PassContext[PtahSchema], record: BindingRetirementStatus) -> Stop:
     """Meet the record's next obligation; every pass comes here first until it is gone."""
     if record.plan is not None:
         marked = mark_plan_approvals_stale(ctx, record.plan.uid)
@@ -112,14 +115,14 @@ def work_off(ctx: PassContext, record: BindingRetirementStatus) -> Stop:
     return _read_only_job(ctx, record, job)
 
 
-def _get(ctx: PassContext, name: str) -> Object | None:
+def _get(ctx: PassContext[PtahSchema], name: str) -> Object | None:
     try:
         return ctx.api.get(JOBS, ctx.namespace, name)
     except NotFound:
         return None
 
 
-def _still_running(ctx: PassContext, job: Object) -> bool:
+def _still_running(ctx: PassContext[PtahSchema], job: Object) -> bool:
     """Whether the Job or a Pod of it may still reach the database."""
     if finished(job) is None:
         return True
@@ -128,7 +131,7 @@ def _still_running(ctx: PassContext, job: Object) -> bool:
 
 
 def _read_only_job(
-    ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus
+    ctx: PassContext[PtahSchema], record: BindingRetirementStatus, job: RetiredJobStatus
 ) -> Stop:
     status = schema_status_of(ctx)
     found = _get(ctx, job.name)
@@ -140,7 +143,7 @@ def _read_only_job(
             "the retired read-only Job is still running",
             requeue_after=ctx.env.config.renew_interval_seconds,
         )
-    schema = schema_of(ctx)
+    schema = ctx.subject
     if found is not None and active is not None and active.job_name == job.name:
         claim = schema_claim(schema, built=None, stored=True, binding=None)
         if claim is not None and match(found, claim):
@@ -151,9 +154,11 @@ def _read_only_job(
     return finish_rotation(ctx, "the retired read-only claim was retired")
 
 
-def _apply_job(ctx: PassContext, record: BindingRetirementStatus, job: RetiredJobStatus) -> Stop:
+def _apply_job(
+    ctx: PassContext[PtahSchema], record: BindingRetirementStatus, job: RetiredJobStatus
+) -> Stop:
     status = schema_status_of(ctx)
-    schema = schema_of(ctx)
+    schema = ctx.subject
     pending = status.pending_observation
     interval = ctx.env.config.renew_interval_seconds
     if pending is not None:

@@ -151,6 +151,7 @@ from jobclaim.recordpod import (
     RECORD_TOKEN_DIR,
     RECORD_TOKEN_FILE,
 )
+from jobclaim.scratch import SCRATCH_CONTAINER, scratch_images_of
 from jobclaim.semantic import quantity_value
 from jobclaim.stamps import (
     REQUEST_UID_FIELD,
@@ -215,6 +216,7 @@ __all__ = [
     "RESOLVE",
     "RUNNER_CONTAINER",
     "SCHEMA_OPERATIONS",
+    "SCRATCH_CONTAINER",
     "STALE",
     "STAMPED",
     "STAMP_FUTURE_SKEW_SECONDS",
@@ -311,6 +313,7 @@ __all__ = [
     "schema_job_inputs",
     "schema_operation",
     "schema_plan_problem",
+    "scratch_images_of",
     "seal",
     "selector_matches",
     "sha256_digest",

@@ -45,6 +45,13 @@ from jobclaim.naming import job_name, projection_names
 from jobclaim.operations import operation_info
 from jobclaim.projection import CHUNK_KEY
 from jobclaim.recordpod import identity_env, token_mount, token_volume
+from jobclaim.scratch import (
+    COMPARING_OPERATIONS,
+    scratch_container,
+    scratch_env,
+    scratch_image,
+    scratch_volume,
+)
 
 # The layout (docs/architecture.md, "The operation Job's layout"): the stock ptah
 # image runs the main container; the runner, a self-contained Python with its own
@@ -149,6 +156,9 @@ class JobInputs(NamedTuple):
     # write), never from status: a manager that could name it could point a Job's
     # scratch work at any database whose Secret the namespace holds.
     dev_url_from: SecretKeySelector | None = None
+    # The spec's dev says the operator provides the scratch database (jobclaim.scratch):
+    # from spec too, so only the schema's owner decides that its Pods carry one.
+    dev_provided: bool = False
     # The digest of the registry CA bundle the claim pinned when it was made (status,
     # which the manager writes; the ConfigMap key it names is the spec's).
     registry_ca_digest: str | None = None
@@ -181,6 +191,7 @@ def schema_job_inputs(
         exclude=tuple(policy.exclude),
         protected_tables=tuple(policy.protected_tables),
         dev_url_from=schema.spec.dev.url_from if schema.spec.dev else None,
+        dev_provided=schema.spec.dev is not None and schema.spec.dev.provided is not None,
     )
 
 
@@ -287,6 +298,9 @@ def _refuse_inputs(inputs: JobInputs) -> None:
             raise BuildRefused("an Apply claim cannot build its Job without its plan")
         if plan.execution_binding_id != inputs.epoch:
             raise BuildRefused("the plan was made under another execution epoch than its claim")
+    # A provided dev with no image for its engine is refused here, with the chart value
+    # that is missing, rather than as a Pod that never compares.
+    _scratch_image(inputs)
     declared = inputs.execution.pod_metadata
     if declared is not None:
         for what in (declared.labels, declared.annotations):
@@ -533,6 +547,8 @@ def _env(inputs: JobInputs) -> list[dict[str, Any]]:
         # plan alone (ptah-cli.md), so it holds no second credential it never uses.
         if inputs.dev_url_from is not None:
             env.append(_from_secret("PTAH_DEV_URL", inputs.dev_url_from))
+        elif _scratch_image(inputs) is not None:
+            env.extend(scratch_env(inputs.target.engine))
     if runner == "plan":
         if inputs.exclude:
             env.append(_value("PTAH_EXCLUDE", ",".join(inputs.exclude)))
@@ -592,6 +608,16 @@ def _fetch_container(inputs: JobInputs, resources: dict[str, Any]) -> dict[str, 
     }
 
 
+def _scratch_image(inputs: JobInputs) -> str | None:
+    """The scratch database image this Job runs beside ptah, if it carries one: only a
+    comparison (Observe, Plan) of a schema whose spec.dev is provided; refused with its
+    reason when the binding names no image for the target's engine."""
+    runner = operation_info(inputs.owner.family or "", inputs.operation).runner_operation
+    if not inputs.dev_provided or runner not in COMPARING_OPERATIONS:
+        return None
+    return scratch_image(inputs.binding, inputs.target.engine)
+
+
 def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     runner = operation_info(inputs.owner.family or "", inputs.operation).runner_operation
     volumes: list[dict[str, Any]] = [
@@ -617,6 +643,10 @@ def _volumes_and_mounts(inputs: JobInputs) -> tuple[list[dict[str, Any]], list[d
         config_map = {"name": selector.name, "items": items, "defaultMode": READ_ONLY_MODE}
         volumes.append({"name": "policy", "configMap": config_map})
         mounts.append({"name": "policy", "mountPath": POLICY_DIR, "readOnly": True})
+    if _scratch_image(inputs) is not None:
+        # The sidecar's alone: the runner reaches the database over loopback, never
+        # through its files.
+        volumes.append(scratch_volume())
     registry_volumes, registry_mounts = _registry_volumes(inputs)
     volumes.extend(registry_volumes)
     if runner in REGISTRY_READS:
@@ -724,12 +754,18 @@ def _pod_spec(inputs: JobInputs) -> dict[str, Any]:
         **_container_defaults(),
     }
     fetch = _fetch_container(inputs, resources)
+    init = [install] if fetch is None else [install, fetch]
+    image = _scratch_image(inputs)
+    if image is not None:
+        # Last, so the database starts only once the runner and the artifact are in
+        # place; a native sidecar, so the kubelet starts ptah's container beside it.
+        init.append(scratch_container(image, resources, _container_defaults()))
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "containers": [runner],
         "dnsPolicy": "ClusterFirst",
         "enableServiceLinks": False,
-        "initContainers": [install] if fetch is None else [install, fetch],
+        "initContainers": init,
         "restartPolicy": "Never",
         "schedulerName": "default-scheduler",
         "securityContext": {

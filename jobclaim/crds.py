@@ -75,7 +75,7 @@ from jobclaim.api import (
 )
 from jobclaim.api._values import DURATION_PATTERN_CEL, VALIDATIONS
 from jobclaim.api.common import CA_WITHOUT_TLS, CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
-from jobclaim.api.schema import DEV_IS_TARGET
+from jobclaim.api.schema import DEV_IS_TARGET, DEV_ONE_SOURCE, DevDatabaseSpec
 from jobclaim.apiserver import BY_KIND, Resource
 from jobclaim.errors import PtahError
 
@@ -227,10 +227,17 @@ CROSS_FIELD_RULES: Final[Mapping[type[BaseModel], tuple[ValidationRule, ...]]] =
             message="exactly one of coordinationKey and realmRef names the realm",
         ),
     ),
+    DevDatabaseSpec: (
+        ValidationRule(
+            rule="has(self.urlFrom) != has(self.provided)",
+            message=DEV_ONE_SOURCE,
+        ),
+    ),
     PtahSchemaSpec: (
         ValidationRule(
             rule=(
-                "!has(self.dev) || self.dev.urlFrom.name != self.target.urlFrom.name"
+                "!has(self.dev) || !has(self.dev.urlFrom)"
+                " || self.dev.urlFrom.name != self.target.urlFrom.name"
                 " || self.dev.urlFrom.key != self.target.urlFrom.key"
             ),
             message=DEV_IS_TARGET,

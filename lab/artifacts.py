@@ -7,10 +7,11 @@ wrote, and everything downstream (the chart's values, the Jobs) names the image 
 digest, never by a tag a push could move.
 
 The example artifacts (``examples/artifacts/``) are what ``examples/ptahschema.yaml``,
-``examples/ptahmigration.yaml`` and ``examples/ptahmigration-mysql.yaml`` point at: the
-desired schema of ``orders`` (one layer) and the migrations of ``billing`` and
-``catalog`` (one layer per file, ``ptah.sum`` included), pushed with the lab executor's
-own OCI client as ptah's artifact types.
+``examples/ptahschema-mysql.yaml``, ``examples/ptahmigration.yaml`` and
+``examples/ptahmigration-mysql.yaml`` point at: the desired schemas of ``orders`` and
+``inventory`` (one layer each) and the migrations of ``billing`` and ``catalog`` (one
+layer per file, ``ptah.sum`` included), pushed with the lab executor's own OCI client
+as ptah's artifact types.
 """
 
 from __future__ import annotations
@@ -128,8 +129,14 @@ def push_image(
 
 def example_artifacts(root: Path = ARTIFACTS_DIR) -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
     """Artifact name -> (artifact type, files) for every example artifact."""
-    schema = root / "orders-schema" / "schema.sql"
-    found = {"shop/orders-schema": (SCHEMA_ARTIFACT_TYPE, [(schema.name, schema.read_bytes())])}
+    found: dict[str, tuple[str, list[tuple[str, bytes]]]] = {}
+    # Every schema directory: orders' (PostgreSQL) and inventory's (MySQL).
+    for directory in sorted(root.glob("*-schema")):
+        schema = directory / "schema.sql"
+        found[f"shop/{directory.name}"] = (
+            SCHEMA_ARTIFACT_TYPE,
+            [(schema.name, schema.read_bytes())],
+        )
     # Every migration directory: billing's (PostgreSQL) and catalog's (MySQL).
     for directory in sorted(root.glob("*-migrations")):
         files = sorted(path for path in directory.iterdir() if path.is_file())

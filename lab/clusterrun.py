@@ -86,6 +86,10 @@ MANAGER_IMAGE: Final = "ptah-operator"
 # The manager image plus the lab layer (lab.manager): what the fault scenarios install.
 LAB_MANAGER_IMAGE: Final = "ptah-lab-manager"
 EXECUTOR_IMAGE: Final = "ptah-lab-executor"
+# The scratch database images make images builds, by the chart key of their engine
+# (execution.scratchImages): the examples' schemas say spec.dev provided, so their
+# Observe and Plan Pods run one of these beside ptah.
+SCRATCH_IMAGES: Final = {"postgresql": "ptah-scratch-postgresql", "mysql": "ptah-scratch-mariadb"}
 # The ptah build the chart declares (execution.ptahVersion): the contract version the
 # lab executor speaks, the same the node-less run binds its plans to.
 PTAH_VERSION: Final = LOCAL_BINDING.ptah_version
@@ -114,13 +118,23 @@ class Example:
 
 
 EXAMPLES: Final = (
+    # The schemas name no dev database: the operator provides one (spec.dev.provided).
     Example(
         PTAHSCHEMAS,
         "ptahschema.yaml",
         "shop/orders-schema",
-        (("orders-db", "orders"), ("orders-dev-db", "orders_dev")),
+        (("orders-db", "orders"),),
         ("orders", "customers"),
         "schema",
+    ),
+    Example(
+        PTAHSCHEMAS,
+        "ptahschema-mysql.yaml",
+        "shop/inventory-schema",
+        (("inventory-db", "inventory"),),
+        ("warehouses", "stock"),
+        "schema",
+        engine="MySQL",
     ),
     Example(
         PTAHMIGRATIONS,
@@ -228,7 +242,7 @@ class LabRun:
         t = time.monotonic()
         built = {
             name: artifacts.built_image(name)
-            for name in (MANAGER_IMAGE, EXECUTOR_IMAGE, LAB_MANAGER_IMAGE)
+            for name in (MANAGER_IMAGE, EXECUTOR_IMAGE, LAB_MANAGER_IMAGE, *SCRATCH_IMAGES.values())
         }
         missing = [name for name, image in built.items() if image is None]
         if missing:
@@ -282,6 +296,9 @@ class LabRun:
             # The manager image also supplies the Jobs' runner.
             runner_image=manager.ref,
             ptah_version=PTAH_VERSION,
+            scratch_images=tuple(
+                (key, self.images[name].ref) for key, name in SCRATCH_IMAGES.items()
+            ),
             log_level=self.log_level,
         )
         package = install.package_chart(work / "chart")

@@ -143,6 +143,9 @@ class ChartInstall:
     # One manager: a single node gains nothing from the second replica's spread, and
     # the machine is shared. Leader election stays on, as the chart requires it.
     replicas: int = 1
+    # execution.scratchImages: (engine key, image pinned by digest), what a schema whose
+    # spec.dev is provided runs beside ptah.
+    scratch_images: tuple[tuple[str, str], ...] = ()
     # debug: the manager logs each watch event, pass start and API request too, which
     # the approval benchmark's trace reads (benchmarks/approvaltrace.py).
     log_level: str = "info"
@@ -155,6 +158,7 @@ class ChartInstall:
             f"execution.executorImage={self.executor_image}",
             f"execution.runnerImage={self.runner_image}",
             f"execution.ptahVersion={self.ptah_version}",
+            *(f"execution.scratchImages.{key}={image}" for key, image in self.scratch_images),
             f"replicaCount={self.replicas}",
             # The chart refuses a budget that would forbid evicting the one replica.
             f"podDisruptionBudget.enabled={str(self.replicas > 1).lower()}",

@@ -52,6 +52,15 @@ CHART_DEFAULTS: Final[dict[str, str]] = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
 }
+# The chart's execution.scratchImages as the lab installs them (the default render names
+# none): the examples' schemas say spec.dev provided, and a manager without an image for
+# the engine refuses their Observe and Plan Jobs. No Pod runs off the lab cluster, so
+# these are never pulled; they are pinned only because nothing else is accepted.
+LOCAL_SCRATCH_IMAGES: Final[dict[str, str]] = {
+    "PTAH_SCRATCH_IMAGE_POSTGRESQL": "registry.example.com/ptah/scratch-postgresql@sha256:"
+    + "4" * 64,
+    "PTAH_SCRATCH_IMAGE_MYSQL": "registry.example.com/ptah/scratch-mariadb@sha256:" + "5" * 64,
+}
 # Bounds what a starting manager does on its own time (imports, binding its ports).
 START_DEADLINE: Final = 60.0
 
@@ -79,6 +88,7 @@ def local_environment(
     test, say). Everything the manager reads still comes through ``manager.config``.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PTAH_", "POD_"))}
+    env.update(LOCAL_SCRATCH_IMAGES)
     env.update(chart)
     env.update(
         POD_NAME=identity,

@@ -56,7 +56,13 @@ from controller import (
     input_fingerprint,
     schema_operation,
 )
-from jobclaim import SchemaPlanContent, build_plan_chunk, build_schema_plan, sha256_digest
+from jobclaim import (
+    SchemaPlanContent,
+    build_plan_chunk,
+    build_schema_plan,
+    scratch_images_of,
+    sha256_digest,
+)
 from jobclaim.api import (
     SPEC_WRITER_ANNOTATION,
     CurrentPlanStatus,
@@ -87,7 +93,12 @@ from jobclaim.apiserver import (
 from jobclaim.stamps import STAMPED
 from jobclaim.times import timestamp, utc_now
 from kube.client import KubeApi
-from lab.localmanager import CHART_DEFAULTS, ManagerProcess, local_environment
+from lab.localmanager import (
+    CHART_DEFAULTS,
+    LOCAL_SCRATCH_IMAGES,
+    ManagerProcess,
+    local_environment,
+)
 from lab.localplane import LocalControlPlane
 from lab.polling import DEADLINE, until
 from lab.standin import ON_NODE, resolve_and_verify
@@ -166,6 +177,11 @@ LOCAL_BINDING: Final = BindingInputs(
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah/executor@sha256:" + "1" * 64,
     runner_protocol_version=RUNNER_PROTOCOL_VERSION,
+    # The examples' schemas say spec.dev provided; no Pod runs, so never pulled either.
+    scratch_images=scratch_images_of(
+        LOCAL_SCRATCH_IMAGES["PTAH_SCRATCH_IMAGE_POSTGRESQL"],
+        LOCAL_SCRATCH_IMAGES["PTAH_SCRATCH_IMAGE_MYSQL"],
+    ),
 )
 LOCAL_MANAGER: Final = ManagerRecord(
     controller_image="registry.example.com/ptah/ptah-operator@sha256:" + "2" * 64,
@@ -180,6 +196,7 @@ LOCAL_SETTINGS: Final = Settings(
         runner_image=LOCAL_MANAGER.runner_image,
         manager_image=LOCAL_MANAGER.controller_image,
         ptah_version=LOCAL_BINDING.ptah_version,
+        scratch_images=LOCAL_BINDING.scratch_images,
     ),
     coordination_namespace=MANAGER_NAMESPACE,
 )

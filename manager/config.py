@@ -27,7 +27,7 @@ from controller import (
     WatchScope,
     timing_problem,
 )
-from jobclaim import is_pinned_image
+from jobclaim import is_pinned_image, scratch_images_of
 from jobclaim.api import ManagerRecord, NamespaceSelector
 from runner import RUNNER_PROTOCOL_VERSION
 from webhook.rules import ImagePins, Settings
@@ -73,6 +73,12 @@ def _pinned(raw: str) -> str:
     if not is_pinned_image(raw):
         raise ValueError(f"{raw!r} is not an image pinned by digest (repository@sha256:<64 hex>)")
     return raw
+
+
+def _optional_pinned(raw: str) -> str:
+    # Empty: the chart names no such image (a provided scratch database of that engine
+    # is then refused at its build); anything else must be pinned like every Job image.
+    return _pinned(raw) if raw else ""
 
 
 def _username(raw: str) -> str:
@@ -233,6 +239,20 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "/readyz fails once no API read has succeeded for this long",
         default="60",
     ),
+    Variable(
+        "PTAH_SCRATCH_IMAGE_POSTGRESQL",
+        _optional_pinned,
+        "the PostgreSQL scratch database image a provided spec.dev runs (chart value "
+        "execution.scratchImages.postgresql; empty: none)",
+        default="",
+    ),
+    Variable(
+        "PTAH_SCRATCH_IMAGE_MYSQL",
+        _optional_pinned,
+        "the MySQL-family scratch database image a provided spec.dev runs (chart value "
+        "execution.scratchImages.mysql; empty: none)",
+        default="",
+    ),
     Variable("PTAH_BIND_ADDRESS", _text, "the address both servers listen on", default="0.0.0.0"),
     Variable(
         "PTAH_WATCH_NAMESPACES",
@@ -309,6 +329,7 @@ class Config:
             runner_image=record.runner_image,
             manager_image=record.controller_image,
             ptah_version=binding.ptah_version,
+            scratch_images=binding.scratch_images,
         )
         return Settings(
             manager_username=self.manager_username,
@@ -386,6 +407,9 @@ def load(env: Mapping[str, str]) -> Config:
             ptah_version=values["PTAH_VERSION"],
             executor_image=values["PTAH_EXECUTOR_IMAGE"],
             runner_protocol_version=RUNNER_PROTOCOL_VERSION,
+            scratch_images=scratch_images_of(
+                values["PTAH_SCRATCH_IMAGE_POSTGRESQL"], values["PTAH_SCRATCH_IMAGE_MYSQL"]
+            ),
         ),
         lease_namespace=values["PTAH_COORDINATION_NAMESPACE"],
         identity=values["POD_NAME"],

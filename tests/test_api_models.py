@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobclaim.api import KINDS, PtahMigration, PtahSchema, to_wire_name
-from jobclaim.api.schema import DEV_IS_TARGET
+from jobclaim.api.schema import DEV_IS_TARGET, DEV_ONE_SOURCE
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -78,6 +78,26 @@ def test_the_dev_database_is_never_the_targets_secret_key(
             PtahSchema.model_validate(document)
     else:
         assert PtahSchema.model_validate(document).spec.dev is not None
+
+
+@pytest.mark.parametrize(
+    ("dev", "refused"),
+    [
+        ({"urlFrom": {"name": "orders-dev-db", "key": "url"}}, False),
+        ({"provided": {}}, False),
+        ({"urlFrom": {"name": "orders-dev-db", "key": "url"}, "provided": {}}, True),
+        ({}, True),
+    ],
+    ids=["its own Secret key", "provided", "both", "neither"],
+)
+def test_the_dev_database_has_exactly_one_source(dev: dict[str, object], refused: bool) -> None:
+    document = _schema()
+    document["spec"]["dev"] = dev  # type: ignore[index]
+    if refused:
+        with pytest.raises(ValidationError, match=re.escape(DEV_ONE_SOURCE)):
+            PtahSchema.model_validate(document)
+    else:
+        assert PtahSchema.model_validate(document).spec.to_wire()["dev"] == dev
 
 
 def test_status_records_round_trip_with_their_wire_names() -> None:

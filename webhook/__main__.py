@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from jobclaim import scratch_images_of
 from webhook.docs import render
 from webhook.engine import Engine
 from webhook.explain import explain_files
@@ -81,6 +82,13 @@ PIN_ENV: Final = {
 }
 
 
+# The chart's execution.scratchImages, read like the pins; optional (empty: none named).
+SCRATCH_ENV: Final = {
+    "scratch_postgresql": "PTAH_SCRATCH_IMAGE_POSTGRESQL",
+    "scratch_mysql": "PTAH_SCRATCH_IMAGE_MYSQL",
+}
+
+
 # Four-eyes, the chart's approvals.requireDistinctApprover, read like the pins.
 FOUR_EYES_ENV: Final = "PTAH_REQUIRE_DISTINCT_APPROVER"
 
@@ -97,6 +105,9 @@ def _pin_arguments(parser: argparse.ArgumentParser) -> None:
     for field, env in PIN_ENV.items():
         flag = "--" + field.replace("_", "-")
         parser.add_argument(flag, default=os.environ.get(env), help=f"default: ${env}")
+    for field, env in SCRATCH_ENV.items():
+        flag = "--" + field.replace("_", "-")
+        parser.add_argument(flag, default=os.environ.get(env, ""), help=f"default: ${env}")
     parser.add_argument(
         "--require-distinct-approver",
         action=argparse.BooleanOptionalAction,
@@ -107,7 +118,8 @@ def _pin_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace) -> Settings:
     values = {field: getattr(args, field) for field in PIN_ENV}
-    pins = ImagePins(**values) if all(values.values()) else None
+    scratch = scratch_images_of(args.scratch_postgresql, args.scratch_mysql)
+    pins = ImagePins(**values, scratch_images=scratch) if all(values.values()) else None
     return Settings(
         manager_username=args.manager_username,
         pins=pins,

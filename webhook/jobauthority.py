@@ -63,10 +63,10 @@ AUTHORITY: Final = rule(
     description="""
     Status is the manager's word, so a stolen manager identity could write any claim
     there. A Job create is therefore also held to what the manager cannot write. The
-    webhook's own configuration (the chart's values) pins the executor image and the
-    Ptah version the execution binding names, and the runner and manager images the
-    Job's manager record names; with no pins configured no Job is admitted. The
-    claim's target must be the resource's spec.target (which the manager cannot
+    webhook's own configuration (the chart's values) pins the executor image, the
+    scratch images and the Ptah version the execution binding names, and the runner
+    and manager images the Job's manager record names; with no pins configured no
+    Job is admitted. The claim's target must be the resource's spec.target (which the manager cannot
     change), and its coordination digest the one that target derives. A mutating
     claim runs only when the spec's policy.apply is not Never, one attempt, and none
     while the resource still records an earlier Apply nobody accounted for (a
@@ -96,6 +96,10 @@ EXECUTOR_NOT_PINNED: Final = AUTHORITY.refuses(
 VERSION_NOT_PINNED: Final = AUTHORITY.refuses(
     "the execution binding's ptah version {version} is not the version the webhook's "
     "configuration pins"
+)
+SCRATCH_NOT_PINNED: Final = AUTHORITY.refuses(
+    "the execution binding's scratch images ({images}) are not the images the webhook's "
+    "configuration pins (execution.scratchImages)"
 )
 RUNNER_NOT_PINNED: Final = AUTHORITY.refuses(
     "the Job's runner image {image} is not the image the webhook's configuration pins"
@@ -152,11 +156,19 @@ def hold_pins(
         raise trail.deny(EXECUTOR_NOT_PINNED, image=binding.executor_image)
     if binding.ptah_version != pins.ptah_version:
         raise trail.deny(VERSION_NOT_PINNED, version=binding.ptah_version)
+    if binding.scratch_images != pins.scratch_images:
+        # The rebuild puts the binding's scratch image in the Pod; held here to the
+        # chart's, a manager cannot bind a provided dev to an image of its choosing.
+        named = binding.scratch_images.to_wire() if binding.scratch_images else {}
+        images = ", ".join(f"{engine} {image}" for engine, image in named.items()) or "none"
+        raise trail.deny(SCRATCH_NOT_PINNED, images=images)
     if record.runner_image != pins.runner_image:
         raise trail.deny(RUNNER_NOT_PINNED, image=record.runner_image)
     if record.controller_image != pins.manager_image:
         raise trail.deny(MANAGER_NOT_PINNED, image=record.controller_image)
-    trail.passed("executor, runner and manager images and the ptah version are the pinned ones")
+    trail.passed(
+        "executor, scratch, runner and manager images and the ptah version are the pinned ones"
+    )
 
 
 def hold_target(owner: PtahSchema | PtahMigration, trail: Trail) -> None:

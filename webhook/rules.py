@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, TypeVar, cast
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from jobclaim.api import ScratchImages
 from jobclaim.apiserver import Resource
 
 Endpoint = Literal["controller-write", "manager-state", "stamp", "decisions", "records"]
@@ -259,6 +260,8 @@ class ImagePins:
     runner_image: str
     manager_image: str
     ptah_version: str
+    # The chart's execution.scratchImages (None: it names none), held like the executor.
+    scratch_images: ScratchImages | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from controller.pieces.podintent import AdmissionSettings
-from jobclaim.api import ExecutionBindingStatus, ManagerRecord
+from jobclaim.api import ExecutionBindingStatus, ManagerRecord, ScratchImages
 from jobclaim.errors import InvalidInput
 
 # A minute each: the Job's deadline grace after the window, and the Lease's own grace
@@ -35,6 +35,9 @@ class BindingInputs:
     ptah_version: str
     executor_image: str
     runner_protocol_version: int
+    # The chart's execution.scratchImages: what a provided scratch database runs, so a
+    # changed one retires the plans made beside the old one like a changed executor.
+    scratch_images: ScratchImages | None = None
 
     def matches(self, binding: ExecutionBindingStatus) -> bool:
         return (
@@ -42,6 +45,7 @@ class BindingInputs:
             and binding.ptah_version == self.ptah_version
             and binding.executor_image == self.executor_image
             and binding.runner_protocol_version == self.runner_protocol_version
+            and binding.scratch_images == self.scratch_images
         )
 
     def install(self, epoch: str) -> ExecutionBindingStatus:
@@ -51,6 +55,7 @@ class BindingInputs:
             ptah_version=self.ptah_version,
             executor_image=self.executor_image,
             runner_protocol_version=self.runner_protocol_version,
+            scratch_images=self.scratch_images,
         )
 
 

@@ -21,6 +21,7 @@ from jobclaim.api.common import (
     RegistryAuthReference,
     RegistryTransportSpec,
     ResourceRequirements,
+    ScratchImages,
     TargetLockReleaseStatus,
 )
 from jobclaim.api.meta import (
@@ -183,6 +184,7 @@ __all__ = [
     "RetiredJobStatus",
     "RetiredPlanReference",
     "RuntimeClassBinding",
+    "ScratchImages",
     "ServiceAccountBinding",
     "SettledProofStatus",
     "Severity",

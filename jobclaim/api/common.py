@@ -214,6 +214,16 @@ class ExecutionSpec(WireModel):
         return self
 
 
+class ScratchImages(WireModel):
+    """The scratch database images, one per engine, a PtahSchema whose spec.dev is
+    provided reads in (the chart's execution.scratchImages)."""
+
+    postgresql: PinnedImage | None = None
+    """The PostgreSQL scratch image, pinned by digest."""
+    mysql: PinnedImage | None = None
+    """The MySQL-family (MariaDB) scratch image, pinned by digest."""
+
+
 class ExecutionBindingStatus(WireModel):
     """What the operation Jobs are bound to; a change to any part installs a new epoch."""
 
@@ -227,6 +237,11 @@ class ExecutionBindingStatus(WireModel):
     """The executor image, pinned by digest, every operation Job runs."""
     runner_protocol_version: PositiveInt32
     """The runner protocol the Jobs and the controller speak."""
+    # Absent (not a default object) when the chart names none, so a binding made before
+    # scratch images existed keeps its epoch and every digest over it.
+    scratch_images: ScratchImages | None = None
+    """The scratch database images, pinned by digest, the Observe and Plan Jobs of a schema
+    whose spec.dev is provided run beside ptah."""
 
 
 class ManagerRecord(WireModel):

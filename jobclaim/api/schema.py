@@ -85,16 +85,36 @@ class SchemaPolicy(WireModel):
     that sets approval.requireDistinctApprover is refused."""
 
 
-class DevDatabaseSpec(WireModel):
-    """A scratch database ptah compares in: never the target, and nothing it holds is kept."""
+# Said by the models and by their CEL twins (jobclaim.crds), so a user reads one sentence.
+DEV_ONE_SOURCE: Final = "dev names exactly one of urlFrom and provided"
+DEV_IS_TARGET: Final = "dev.urlFrom must not be the Secret key target.urlFrom names"
 
-    url_from: SecretKeySelector
+
+class ProvidedDevDatabase(WireModel):
+    """The operator provides the scratch database: a container of the chart's scratch image
+    for the target's engine, beside ptah in the Observe and Plan Pods, on an in-memory volume,
+    reachable only inside the Pod and gone with it."""
+
+
+class DevDatabaseSpec(WireModel):
+    """A scratch database ptah compares in: never the target, and nothing it holds is kept.
+    Exactly one of urlFrom and provided."""
+
+    url_from: SecretKeySelector | None = None
     """The Secret key holding the dev database's URL; only the Observe and Plan Pods read it
     (as PTAH_DEV_URL), never the controller, an Apply or a command line."""
+    provided: ProvidedDevDatabase | None = None
+    """The operator provides the scratch database (write provided: {}): a container of the
+    chart's execution.scratchImages image for the target's engine, in the Observe and Plan
+    Pods only, on an in-memory volume, listening on the Pod's loopback only."""
 
-
-# Said by the model and by its CEL twin (jobclaim.crds), so a user reads one sentence.
-DEV_IS_TARGET: Final = "dev.urlFrom must not be the Secret key target.urlFrom names"
+    @model_validator(mode="after")
+    def _one_source(self) -> DevDatabaseSpec:
+        # Both named would leave which database ptah compares in to an order nobody
+        # wrote down; neither is a dev block that says nothing.
+        if (self.url_from is None) == (self.provided is None):
+            raise ValueError(DEV_ONE_SOURCE)
+        return self
 
 
 class PtahSchemaSpec(WireModel):
@@ -119,8 +139,8 @@ class PtahSchemaSpec(WireModel):
     def _dev_is_not_target(self) -> PtahSchemaSpec:
         # ptah creates and drops scratch objects in the dev database: pointed at the
         # target's own Secret key, that work would run in the database it converges.
-        dev = self.dev
-        if dev is not None and (dev.url_from.name, dev.url_from.key) == (
+        url_from = self.dev.url_from if self.dev is not None else None
+        if url_from is not None and (url_from.name, url_from.key) == (
             self.target.url_from.name,
             self.target.url_from.key,
         ):

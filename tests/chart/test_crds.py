@@ -600,7 +600,7 @@ def test_an_unknown_field_is_refused(example: tuple[Path, int], where: tuple[str
 
 def test_fields_of_kubernetes_own_deep_types_are_kept_verbatim() -> None:
     document = example("PtahSchema")
-    document["spec"]["execution"]["affinity"] = {
+    document["spec"].setdefault("execution", {})["affinity"] = {
         "nodeAffinity": {"anything": [{"the": "api server checks it in the Pod"}]}
     }
     assert validate(schema_of("PtahSchema"), document) == []

@@ -88,6 +88,24 @@ def test_the_rendered_environment_configures_a_manager(
     assert election.renew_deadline_seconds < election.duration_seconds
 
 
+def test_the_scratch_images_reach_the_binding_and_the_webhooks_pins(
+    default_render: list[Object], custom_render: list[Object]
+) -> None:
+    # The chart's execution.scratchImages bind the Jobs (a change rotates the binding)
+    # and pin the webhook's rebuild alike; the default names none, and binds none.
+    custom = load(rendered_env(custom_render))
+    images = custom.controller.binding.scratch_images
+    assert images is not None
+    assert images.postgresql == (
+        "registry.internal:5000/platform/scratch-postgresql@sha256:" + "7" * 64
+    )
+    assert images.mysql == "registry.internal:5000/platform/scratch-mariadb@sha256:" + "8" * 64
+    pins = custom.webhook_settings().pins
+    assert pins is not None and pins.scratch_images == images
+    default = load(rendered_env(default_render))
+    assert default.controller.binding.scratch_images is None
+
+
 def test_the_container_runs_the_manager_program(default_render: list[Object]) -> None:
     assert manager_container(default_render)["command"] == ["ptah-manager"]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())

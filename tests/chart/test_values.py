@@ -50,6 +50,28 @@ ROWS: list[tuple[str, dict[str, Any], str | None]] = [
         "at '/execution/executorImage'",
     ),
     (
+        "scratch images pinned by digest",
+        {
+            "execution": {
+                "scratchImages": {
+                    "postgresql": f"registry.example.com/ptah/scratch-postgresql@{DIGEST}",
+                    "mysql": f"registry.example.com/ptah/scratch-mariadb@{DIGEST}",
+                }
+            }
+        },
+        None,
+    ),
+    (
+        "a scratch image by tag",
+        {"execution": {"scratchImages": {"mysql": "registry.example.com/ptah/mariadb:11"}}},
+        "at '/execution/scratchImages/mysql'",
+    ),
+    (
+        "a scratch image for an engine the chart does not know",
+        {"execution": {"scratchImages": {"oracle": f"r.example/oracle@{DIGEST}"}}},
+        "at '/execution/scratchImages': additional properties 'oracle' not allowed",
+    ),
+    (
         "a runner image with an upper-case digest",
         {"execution": {"runnerImage": "registry.example.com/ptah/runner@" + DIGEST.upper()}},
         "at '/execution/runnerImage'",

@@ -19,13 +19,21 @@ import time
 
 import pytest
 
-from jobclaim.apiserver import PODS, PTAHRESULTRECORDS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from jobclaim import SCRATCH_CONTAINER
+from jobclaim.apiserver import (
+    JOBS,
+    PODS,
+    PTAHRESULTRECORDS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+)
 from lab import install
 from lab.clusterrun import (
     EXAMPLES,
     MANAGER_IMAGE,
     MANAGER_NAMESPACE,
     NAMESPACE,
+    SCRATCH_IMAGES,
+    SECRETS,
     Follow,
     LabRun,
 )
@@ -125,6 +133,48 @@ def test_every_example_reaches_in_sync_and_the_databases_hold_it(lab_run: LabRun
         " WHERE table_schema = 'catalog' AND table_name = 'products' ORDER BY column_name",
     )
     assert [name for (name,) in products] == ["id", "price", "sku", "stock"]
+
+    # The MySQL schema, compared in the MariaDB the operator provided in its Pods: its
+    # tables are in the target, and no dev database was ever named (no Secret for one).
+    inventory = lab_run.mariadb.query(
+        "inventory",
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = 'inventory' ORDER BY table_name, column_name",
+    )
+    assert inventory == [
+        ("stock", "quantity"),
+        ("stock", "sku"),
+        ("stock", "warehouse_id"),
+        ("warehouses", "code"),
+        ("warehouses", "id"),
+    ]
+    secrets = {s["metadata"]["name"] for s in lab_run.admin.list(SECRETS, NAMESPACE)}
+    assert {"orders-db", "inventory-db"} <= secrets
+    assert not {name for name in secrets if "dev" in name}
+
+
+def test_the_schemas_compared_in_a_scratch_database_of_their_own_pods(lab_run: LabRun) -> None:
+    # Every Observe and Plan Job of a provided dev ran the chart's scratch image beside
+    # ptah, pulled by digest; no Apply Job carried one.
+    jobs = lab_run.admin.list(JOBS, NAMESPACE)
+    engines = {"orders": "postgresql", "inventory": "mysql"}
+    seen: set[tuple[str, str]] = set()
+    for job in jobs:
+        labels = job["metadata"].get("labels", {})
+        owner = job["metadata"]["ownerReferences"][0]
+        if owner["kind"] != "PtahSchema":
+            continue
+        pod = job["spec"]["template"]["spec"]
+        sidecars = [c for c in pod["initContainers"] if c["name"] == SCRATCH_CONTAINER]
+        operation = labels.get("operator.ptah.run/operation", "")
+        if operation in ("observe", "plan"):
+            (sidecar,) = sidecars
+            expected = lab_run.images[SCRATCH_IMAGES[engines[owner["name"]]]].ref
+            assert sidecar["image"] == expected
+            seen.add((owner["name"], operation))
+        else:
+            assert sidecars == [], job["metadata"]["name"]
+    assert {name for name, _ in seen} == set(engines)
 
 
 def test_no_operation_pod_log_holds_sql_and_the_manager_reads_no_log(lab_run: LabRun) -> None:

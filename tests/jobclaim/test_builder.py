@@ -25,6 +25,8 @@ from jobclaim.envelope import ENVELOPE_KEYS, MUTATING_MARKS
 from tests.jobclaim.jobcommands import INSTALL_COMMAND, RUNNER_COMMAND
 from tests.support.claimworld import (
     BINDING,
+    DEV_PROVIDED,
+    DEV_URL_FROM,
     EVERY_OPERATION,
     MANAGER,
     OTHER_EPOCH,
@@ -533,3 +535,105 @@ def test_empty_resource_maps_are_written_as_stored() -> None:
     # No requirement at all is still a resources object: a struct, which Go keeps.
     spec = _built_with({"resources": {"limits": {}}})
     assert spec["containers"][0]["resources"] == {}
+
+
+# -- the scratch database the operator provides (jobclaim.scratch) ---------------------
+
+SCRATCH = BINDING.scratch_images
+assert SCRATCH is not None and SCRATCH.postgresql and SCRATCH.mysql
+NO_MYSQL = BINDING.model_copy(update={"scratch_images": SCRATCH.model_copy(update={"mysql": None})})
+NO_SCRATCH = BINDING.model_copy(update={"scratch_images": None})
+PG_URL = "postgres://scratch@127.0.0.1:5432/scratch?sslmode=disable"
+MY_URL = "mysql://scratch@127.0.0.1:3306/scratch"
+
+# (id, operation, dev, engine, binding, the sidecar's image and PTAH_DEV_URL, or the
+# refusal). The control row carries it; each other row changes one thing.
+SCRATCH_ROWS: list[tuple[str, str, dict[str, Any], str, Any, tuple[str, str] | str | None]] = [
+    (
+        "a provided Plan carries it",
+        "Plan",
+        DEV_PROVIDED,
+        "PostgreSQL",
+        BINDING,
+        (SCRATCH.postgresql, PG_URL),
+    ),
+    (
+        "a provided Observe carries it",
+        "Observe",
+        DEV_PROVIDED,
+        "PostgreSQL",
+        BINDING,
+        (SCRATCH.postgresql, PG_URL),
+    ),
+    (
+        "a MySQL target gets the MySQL image",
+        "Plan",
+        DEV_PROVIDED,
+        "MySQL",
+        BINDING,
+        (SCRATCH.mysql, MY_URL),
+    ),
+    ("an Apply never does", "Apply", DEV_PROVIDED, "PostgreSQL", BINDING, None),
+    ("a Resolve never does", "Resolve", DEV_PROVIDED, "PostgreSQL", BINDING, None),
+    ("a Verify never does", "Verify", DEV_PROVIDED, "PostgreSQL", BINDING, None),
+    ("a dev the schema names gets none", "Plan", DEV_URL_FROM, "PostgreSQL", BINDING, None),
+    (
+        "no image for the engine",
+        "Plan",
+        DEV_PROVIDED,
+        "MySQL",
+        NO_MYSQL,
+        "the schema's spec.dev is provided, and the execution binding names no MySQL scratch "
+        "image (the chart's execution.scratchImages.mysql)",
+    ),
+    (
+        "no scratch images at all",
+        "Observe",
+        DEV_PROVIDED,
+        "PostgreSQL",
+        NO_SCRATCH,
+        "the schema's spec.dev is provided, and the execution binding names no PostgreSQL "
+        "scratch image (the chart's execution.scratchImages.postgresql)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("operation", "dev", "engine", "binding", "expected"),
+    [r[1:] for r in SCRATCH_ROWS],
+    ids=[r[0] for r in SCRATCH_ROWS],
+)
+def test_only_a_provided_comparison_carries_the_scratch_database(
+    operation: str,
+    dev: dict[str, Any],
+    engine: str,
+    binding: Any,
+    expected: tuple[str, str] | str | None,
+) -> None:
+    inputs = job_inputs(schema_world(operation, dev=dev, engine=engine))
+    inputs = inputs._replace(binding=binding)
+    if isinstance(expected, str):
+        with pytest.raises(BuildRefused) as refused:
+            build_job(inputs)
+        assert str(refused.value) == expected
+        return
+    spec = pod(build_job(inputs))
+    sidecars = [c for c in spec["initContainers"] if c["name"] == "scratch-db"]
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    scratch_volumes = [v for v in spec["volumes"] if v["name"] == "scratch"]
+    if expected is None:
+        assert sidecars == [] and scratch_volumes == [] and "PTAH_DEV_PROVIDED" not in env
+        assert "value" not in env.get("PTAH_DEV_URL", {})
+        return
+    image, url = expected
+    (sidecar,) = sidecars
+    # Last, a native sidecar, alone on its in-memory volume; the runner only has the URL.
+    assert spec["initContainers"][-1] is sidecar and sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"] == image
+    assert scratch_volumes == [
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}
+    ]
+    assert sidecar["volumeMounts"] == [{"name": "scratch", "mountPath": "/var/lib/scratch"}]
+    assert all(m["name"] != "scratch" for m in spec["containers"][0]["volumeMounts"])
+    assert env["PTAH_DEV_URL"] == {"name": "PTAH_DEV_URL", "value": url}
+    assert env["PTAH_DEV_PROVIDED"] == {"name": "PTAH_DEV_PROVIDED", "value": "1"}

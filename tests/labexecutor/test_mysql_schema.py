@@ -103,6 +103,25 @@ def test_plan_apply_converges_and_leaves_the_dev_database_empty(lab: MyLab) -> N
     assert (code, drift["drift"], drift["dialect"]) == (0, False, "mysql")
 
 
+# examples/ptahschema-mysql.yaml's desired schema, which make run converges on the lab
+# cluster: planned from nothing, applied, and nothing left to plan or to drift.
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples/artifacts/inventory-schema/schema.sql"
+
+
+def test_the_mysql_schema_example_converges(lab: MyLab) -> None:
+    ddl = EXAMPLE.read_text()
+    code, report = lab.plan(ddl)
+    assert (code, report["outcome"]) == (0, "changes")
+    code, applied = lab.apply()
+    assert (code, applied["outcome"]) == (0, "applied")
+    assert sorted(lab.tables(lab.database)) == ["stock", "warehouses"]
+    assert lab.tables(lab.dev_database) == []
+    code, again = lab.plan(ddl)
+    assert (code, again["outcome"]) == (0, "no-changes")
+    code, drift = lab.drift(ddl)
+    assert (code, drift["drift"]) == (0, False)
+
+
 CONVERGES = {
     "a foreign key with no index of its own": (
         "create table users (id bigint primary key);\n"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from jobclaim import CLEANUP_TTL_SECONDS
+from jobclaim.api import ScratchImages
 from jobclaim.apiserver import JOBS, PTAHSCHEMAAPPROVALS, Unavailable
 from kube.fake.inmemory import matching
 from tests.support.claimworld import EPOCH
@@ -240,6 +241,16 @@ COMPONENT_ROWS: list[tuple[str, dict[str, Any], bool]] = [
     ("the Ptah version", {"ptah_version": "v9.9.9"}, True),
     ("the runner protocol", {"runner_protocol_version": 99}, True),
     ("the controller-state version", {"controller_state_version": 99}, True),
+    (
+        "a scratch image",
+        {
+            "scratch_images": ScratchImages(
+                postgresql="registry.example/scratch-postgresql@sha256:" + "d" * 64
+            )
+        },
+        True,
+    ),
+    ("the scratch images dropped", {"scratch_images": None}, True),
 ]
 
 

@@ -138,6 +138,7 @@ class Forged:
             ptah_version=self.ptah_version or base.ptah_version,
             executor_image=self.executor or base.executor_image,
             runner_protocol_version=base.runner_protocol_version,
+            scratch_images=base.scratch_images,
         )
 
     def record(self) -> ManagerRecord:

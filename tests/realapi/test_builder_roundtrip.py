@@ -56,6 +56,7 @@ def _world(
     *,
     source: dict[str, Any] | None = None,
     registry_ca_digest: str | None = None,
+    **knobs: Any,
 ) -> world.World:
     example = world.example
 
@@ -68,7 +69,7 @@ def _world(
 
     monkeypatch.setattr(world, "example", moved_here)
     if family == "schema":
-        return world.schema_world(operation, registry_ca_digest=registry_ca_digest)
+        return world.schema_world(operation, registry_ca_digest=registry_ca_digest, **knobs)
     return world.migration_world(operation, registry_ca_digest=registry_ca_digest)
 
 
@@ -188,6 +189,31 @@ def test_a_job_reaching_a_private_registry_is_stored_as_built(
     assert _differences(_rebuild(made), _as_built(stored)) == []
     verdict = match(stored, made.claim("rebuild-stored"))
     assert verdict.matched, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("operation", "engine"), [("Plan", "PostgreSQL"), ("Observe", "PostgreSQL"), ("Plan", "MySQL")]
+)
+def test_a_job_with_the_provided_scratch_database_is_stored_as_built(
+    admin: KubeApi,
+    namespace: str,
+    operation: str,
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The native sidecar (an init container with restartPolicy Always) and its
+    # size-limited in-memory emptyDir: a default the server added to either would make
+    # every provided reading's Job foreign to its claim.
+    made = _world(
+        "schema", operation, namespace, monkeypatch, dev=world.DEV_PROVIDED, engine=engine
+    )
+    init = made.built["spec"]["template"]["spec"]["initContainers"]
+    assert init[-1]["name"] == "scratch-db" and init[-1]["restartPolicy"] == "Always"
+    stored = _stored(admin, namespace, made.built)
+    assert _differences(_rebuild(made), _as_built(stored)) == []
+    for mode in ("rebuild-stored", "envelope"):
+        verdict = match(stored, made.claim(mode))
+        assert verdict.matched, f"{mode}: {verdict.reason}"
 
 
 def test_a_server_default_the_builder_left_out_is_named(

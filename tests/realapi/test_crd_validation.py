@@ -31,6 +31,7 @@ import yaml
 
 from jobclaim.api import KINDS
 from jobclaim.api.common import CA_WITHOUT_TLS, CONNECT_OUTLASTS_DEADLINE, CREDENTIAL_IN_CLEAR
+from jobclaim.api.schema import DEV_ONE_SOURCE
 from jobclaim.apiserver import (
     PTAHMIGRATIONS,
     PTAHSCHEMAAPPROVALS,
@@ -70,6 +71,9 @@ def _example(kind: str) -> Object:
     name = {"PtahSchema": "ptahschema.yaml", "PtahMigration": "ptahmigration.yaml"}[kind]
     loaded: Object = yaml.safe_load((localrun.EXAMPLES / name).read_text())
     loaded.pop("status", None)
+    if kind == "PtahSchema":
+        # A dev of its own Secret key, so the rows below change one thing of it.
+        loaded["spec"]["dev"] = {"urlFrom": {"name": "orders-dev-db", "key": "url"}}
     return loaded
 
 
@@ -191,6 +195,16 @@ INVALID = [
         "spec.artifact.transport.caFrom.key",
         "Required value",
     ),
+    # The operator's scratch database instead of one the schema names: admitted; both,
+    # or a dev block naming neither, refused with the model's sentence.
+    ("PtahSchema", _set("spec.dev", {"provided": {}}), None, None),
+    (
+        "PtahSchema",
+        _set("spec.dev.provided", {}),
+        "spec.dev",
+        DEV_ONE_SOURCE,
+    ),
+    ("PtahSchema", _set("spec.dev", {}), "spec.dev", DEV_ONE_SOURCE),
     (
         "PtahSchema",
         _set("spec.policy.transactionMode", "some"),

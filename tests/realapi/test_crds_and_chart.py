@@ -152,7 +152,7 @@ def test_the_examples_validate(operator: Operator) -> None:  # noqa: F811
         ("ptahschema.yaml", ("spec", "policy", "apply"), "Sometimes"),
         ("ptahschema.yaml", ("spec", "target", "engine"), "Oracle"),
         ("ptahmigration.yaml", ("spec", "target", "coordinationKey"), ""),
-        ("ptahschema.yaml", ("spec", "dev", "urlFrom"), {"name": "orders-db", "key": "url"}),
+        ("ptahschema.yaml", ("spec", "dev"), {"urlFrom": {"name": "orders-db", "key": "url"}}),
     ],
     ids=["unknown-apply-policy", "unknown-engine", "empty-coordination-key", "dev-is-target"],
 )

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -42,7 +42,7 @@ from jobclaim.api import (
     PtahSchema,
     PtahSchemaStatus,
 )
-from jobclaim.api.common import OCIArtifactAccessBinding
+from jobclaim.api.common import OCIArtifactAccessBinding, ScratchImages
 from jobclaim.api.migration import MigrationHistoryStatus, MigrationSequenceEntry
 from jobclaim.api.snapshot import AdmissionSnapshot, BoundObject, ServiceAccountBinding
 from jobclaim.builder import JobInputs
@@ -57,6 +57,11 @@ BINDING = ExecutionBindingStatus(
     ptah_version="1.9.0",
     executor_image="registry.example.com/ptah@sha256:" + "1" * 64,
     runner_protocol_version=RUNNER_PROTOCOL_VERSION,
+    # Bound by every world; only a schema whose spec.dev is provided runs one.
+    scratch_images=ScratchImages(
+        postgresql="registry.example.com/ptah-scratch-postgresql@sha256:" + "7" * 64,
+        mysql="registry.example.com/ptah-scratch-mariadb@sha256:" + "8" * 64,
+    ),
 )
 MANAGER = ManagerRecord(
     controller_image="registry.example.com/ptah-operator@sha256:" + "2" * 64,
@@ -169,9 +174,23 @@ RESOLVED_MIGRATIONS = OCIArtifactAccessBinding(
 )
 
 
-def schema_world(operation: str = "Apply", *, registry_ca_digest: str | None = None) -> World:
+# The scratch database a schema world names: its own Secret key (the golden Jobs of
+# before provided existed), or the operator's (jobclaim.scratch).
+DEV_URL_FROM: Final = {"urlFrom": {"name": "orders-dev-db", "key": "url"}}
+DEV_PROVIDED: Final = {"provided": {}}
+
+
+def schema_world(
+    operation: str = "Apply",
+    *,
+    registry_ca_digest: str | None = None,
+    dev: dict[str, Any] = DEV_URL_FROM,
+    engine: str = "PostgreSQL",
+) -> World:
     raw = example("ptahschema.yaml")
     raw["metadata"].update(uid="schema-uid-1", generation=1, resourceVersion="10")
+    raw["spec"]["dev"] = dev
+    raw["spec"]["target"]["engine"] = engine
     # A private registry, so the golden Jobs pin where its credential goes.
     raw["spec"]["desired"].setdefault("registryAuthFrom", {"name": "orders-registry"})
     schema = PtahSchema.model_validate(raw)

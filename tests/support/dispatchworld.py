@@ -146,6 +146,7 @@ def manager_environment(
             ptah_version=BINDING.ptah_version,
             executor_image=BINDING.executor_image,
             runner_protocol_version=BINDING.runner_protocol_version,
+            scratch_images=BINDING.scratch_images,
         ),
         lease_namespace=lease_namespace,
     )

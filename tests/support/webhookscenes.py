@@ -89,6 +89,7 @@ from runner import (
 )
 from tests.support.claimworld import (
     BINDING,
+    DEV_URL_FROM,
     EPOCH,
     JOB_UID,
     MANAGER,
@@ -123,12 +124,16 @@ def owner_world(
     name: str | None = None,
     source: Obj | None = None,
     registry_ca_digest: str | None = None,
+    dev: Obj | None = None,
 ) -> World:
     """``tests.support.claimworld``'s schema or migration world, with spec knobs to vary:
     ``source`` is merged into the artifact source, ``registry_ca_digest`` is the CA
-    bundle's digest the claim pinned."""
+    bundle's digest the claim pinned, ``dev`` a schema's spec.dev (default: its own
+    Secret key)."""
     raw = example("ptahschema.yaml" if family == "schema" else "ptahmigration.yaml")
     raw["metadata"].update(uid=OWNER_UIDS[family], generation=1, resourceVersion="10")
+    if family == "schema":
+        raw["spec"]["dev"] = DEV_URL_FROM if dev is None else dev
     if name is not None:
         raw["metadata"]["name"] = name
     if execution is not None:
@@ -768,6 +773,7 @@ PINS = ImagePins(
     runner_image=MANAGER.runner_image,
     manager_image=MANAGER.controller_image,
     ptah_version=BINDING.ptah_version,
+    scratch_images=BINDING.scratch_images,
 )
 SETTINGS = Settings(pins=PINS)
 

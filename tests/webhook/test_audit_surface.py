@@ -170,6 +170,9 @@ PIN_FLAGS = (
     f"--runner-image={PINS.runner_image}",
     f"--manager-image={PINS.manager_image}",
     f"--ptah-version={PINS.ptah_version}",
+    # The chart's execution.scratchImages, which the scenes' binding names.
+    f"--scratch-postgresql={PINS.scratch_images.postgresql if PINS.scratch_images else ''}",
+    f"--scratch-mysql={PINS.scratch_images.mysql if PINS.scratch_images else ''}",
 )
 
 
@@ -194,7 +197,8 @@ def test_explain_prints_the_trail_and_the_verdict(
         "identity: the username is the configured manager identity",
         "owner: PtahSchema shop/orders read directly",
         "job-create: plan PtahSchemaPlan shop/",
-        "job-authority: executor, runner and manager images and the ptah version are the pinned",
+        "job-authority: executor, scratch, runner and manager images and the ptah version are "
+        "the pinned",
         "job-authority: PtahSchemaApproval shop/approve-1: stamped, this plan's fingerprint",
         "job-create: jobclaim.match: the Job is its claim's",
         "verdict: allowed (HTTP 200, code 200)",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobclaim import sha256_digest
-from jobclaim.api import DatabaseTargetSpec
+from jobclaim.api import DatabaseTargetSpec, ScratchImages
 from jobclaim.api.migration import UnresolvedMigrationRunStatus
 from jobclaim.api.schema import PendingObservationStatus
 from tests.support.claimworld import NOW
@@ -139,6 +139,18 @@ SCHEMA_ROWS = [
         "the binding names another ptah version",
         binding(ptah_version="0.0.1"),
         a.VERSION_NOT_PINNED,
+    ),
+    Row(
+        "the binding re-sealed over a scratch image from another registry",
+        binding(scratch_images=ScratchImages(mysql="evil.example.com/db@sha256:" + "6" * 64)),
+        a.SCRATCH_NOT_PINNED,
+        "mysql evil.example.com/db@sha256:",
+    ),
+    Row(
+        "the binding re-sealed without the chart's scratch images",
+        binding(scratch_images=None),
+        a.SCRATCH_NOT_PINNED,
+        "(none)",
     ),
     Row(
         "the Job records another manager image",

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from jobclaim.api import ScratchImages
 from tests.support.webhookscenes import (
     Obj,
     Scene,
+    change_owner,
     job_create,
     owner_world,
+    with_status,
 )
 from tests.webhook.jobcreaterows import (
     MIGRATION_APPLY_ROWS,
@@ -26,7 +29,7 @@ from tests.webhook.jobcreaterows import (
     pod,
 )
 from tests.webhook.tables import Row, expect, unchanged
-from webhook import jobs
+from webhook import jobauthority, jobs
 
 
 @pytest.mark.parametrize("row", SCHEMA_APPLY_ROWS, ids=str)
@@ -69,6 +72,109 @@ def test_every_read_only_operation_creates_its_exact_job(
     family: str, operation: str, knobs: dict[str, Any]
 ) -> None:
     expect(Row("the exact Job", unchanged, None), job_create(family, operation, **knobs))
+
+
+# -- the scratch database the operator provides (jobclaim.scratch) ---------------------
+
+EVIL_SCRATCH = "evil.example.com/scratch@sha256:" + "9" * 64
+
+
+def scratch(scene: Scene) -> Obj:
+    (sidecar,) = [c for c in pod(scene)["initContainers"] if c["name"] == "scratch-db"]
+    return sidecar
+
+
+def runner_env(name: str, value: str) -> Any:
+    def change(scene: Scene) -> None:
+        for item in pod(scene)["containers"][0]["env"]:
+            if item["name"] == name:
+                item.clear()
+                item.update(name=name, value=value)
+
+    return change
+
+
+def drop_scratch(scene: Scene) -> None:
+    pod(scene)["initContainers"] = [
+        c for c in pod(scene)["initContainers"] if c["name"] != "scratch-db"
+    ]
+
+
+def sidecar_on(operation: str) -> Any:
+    """A provided Plan's sidecar, copied into ``operation``'s Job (as a forger would)."""
+    sidecar = scratch(job_create("schema", "Plan", dev=PROVIDED))
+
+    def change(scene: Scene) -> None:
+        pod(scene)["initContainers"].append(sidecar)
+        pod(scene)["volumes"].append(
+            {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}}
+        )
+
+    return change
+
+
+PROVIDED: Obj = {"provided": {}}
+NOT_BUILT = "the Job's spec is not the one its claim builds"
+# A provided Plan is admitted exactly as its claim builds it, scratch database included;
+# each row changes one thing of it, and is refused.
+SCRATCH_ROWS = [
+    Row("the manager's own provided Plan", unchanged, None),
+    Row(
+        "the sidecar runs another scratch image",
+        lambda s: scratch(s).update(image=EVIL_SCRATCH),
+        OUTSIDE,
+        NOT_BUILT,
+    ),
+    Row(
+        "the sidecar keeps its data on the node's disk",
+        lambda s: next(v for v in pod(s)["volumes"] if v["name"] == "scratch").update(emptyDir={}),
+        OUTSIDE,
+        NOT_BUILT,
+    ),
+    Row(
+        "the sidecar runs as root",
+        lambda s: scratch(s)["securityContext"].update(runAsUser=0, runAsNonRoot=False),
+        OUTSIDE,
+        NOT_BUILT,
+    ),
+    Row("the sidecar is left out", drop_scratch, OUTSIDE, NOT_BUILT),
+    Row(
+        "the runner's dev URL names another database",
+        runner_env("PTAH_DEV_URL", "postgres://admin@db.example.com:5432/orders"),
+        OUTSIDE,
+        NOT_BUILT,
+    ),
+    Row(
+        "the binding re-sealed over another scratch image",
+        lambda s: change_owner(
+            s,
+            lambda owner: with_status(
+                owner,
+                execution_binding=owner.status.execution_binding.model_copy(
+                    update={"scratch_images": ScratchImages(postgresql=EVIL_SCRATCH)}
+                ),
+            ),
+        ),
+        jobauthority.SCRATCH_NOT_PINNED,
+        EVIL_SCRATCH,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", SCRATCH_ROWS, ids=str)
+def test_a_provided_plan_runs_only_the_pinned_scratch_database(row: Row) -> None:
+    expect(row, job_create("schema", "Plan", dev=PROVIDED))
+
+
+# Only the comparisons carry it: an Apply, a Resolve, a Verify of a provided schema are
+# admitted without one, and refused with one added.
+@pytest.mark.parametrize("operation", ["Apply", "Resolve", "Verify"])
+def test_no_other_operation_carries_the_scratch_database(operation: str) -> None:
+    expect(Row("as built", unchanged, None), job_create("schema", operation, dev=PROVIDED))
+    expect(
+        Row("a sidecar added", sidecar_on(operation), OUTSIDE, NOT_BUILT),
+        job_create("schema", operation, dev=PROVIDED),
+    )
 
 
 def test_a_dry_run_is_judged_exactly_like_a_real_create() -> None:

@@ -169,7 +169,9 @@ def create_case(run: LabRun, case: Case) -> None:
     source["verificationPolicyFrom"] = {"name": policy, "key": "policy.json"}
     if case.family == "schema":
         dev = create_database(run, f"{case.database}_dev", audit=False)
-        spec["dev"]["urlFrom"] = create_secret(run, f"{case.name}-dev-db", dev)
+        # The whole of spec.dev: the example's is `provided: {}`, and dev names exactly
+        # one of the two (kept beside it, the webhook refuses the create as malformed).
+        spec["dev"] = {"urlFrom": create_secret(run, f"{case.name}-dev-db", dev)}
     run.admin.create(case.resource, NAMESPACE, obj)
 
 

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from lab.executor import IDENTITY
 from runner import config, result
 from runner.summary import parse_summary_for
 from tests.images import runc
-from tests.images.oci import BUILT, Archive, read_built, unpack
+from tests.images.oci import BUILT, Archive
 from tests.images.runc import Mount
 from tests.support.registry import CRANE
 
@@ -40,6 +39,8 @@ pytestmark = pytest.mark.images
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGER, EXECUTOR = "ptah-operator", "ptah-lab-executor"
+# What tests/images/conftest.py reads and unpacks for this module.
+IMAGES = (MANAGER, EXECUTOR)
 SHELLS = ("bin/sh", "bin/bash", "bin/dash", "usr/bin/sh", "usr/bin/bash", "usr/bin/dash")
 PROBE = """
 import errno, os
@@ -50,26 +51,6 @@ except OSError as error:
     refused = errno.errorcode[error.errno]
 print(os.getuid(), os.getgid(), refused)
 """
-
-
-@pytest.fixture(scope="module")
-def archives() -> dict[str, Archive]:
-    return read_built((MANAGER, EXECUTOR))
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with runc.workdir(tmp_path_factory, "images") as path:
-        yield path
-
-
-@pytest.fixture(scope="module")
-def roots(archives: dict[str, Archive], work: Path) -> dict[str, Path]:
-    unpacked = {}
-    for name, archive in archives.items():
-        unpacked[name] = work / "rootfs" / name
-        unpack(archive, unpacked[name])
-    return unpacked
 
 
 def owned_by_runner(path: Path, *, directory: bool) -> Path:

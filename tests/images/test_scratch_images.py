@@ -12,14 +12,13 @@ same check ``make images`` runs) starts the image's entry point, connects as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jobclaim.builder import RUNNER_USER
 from tests.images import runc
-from tests.images.oci import BUILT, Archive, read_built, unpack
+from tests.images.oci import BUILT, Archive
 from tests.images.runc import Mount
 
 pytestmark = pytest.mark.images
@@ -31,27 +30,9 @@ ENGINES = {
     "ptah-scratch-postgresql": ("postgresql", "PostgreSQL 15."),
     "ptah-scratch-mariadb": ("mariadb", "10.11."),
 }
+# What tests/images/conftest.py reads and unpacks for this module.
+IMAGES = tuple(ENGINES)
 DATA = "/var/lib/scratch"
-
-
-@pytest.fixture(scope="module")
-def archives() -> dict[str, Archive]:
-    return read_built(ENGINES)
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with runc.workdir(tmp_path_factory, "scratch-images") as path:
-        yield path
-
-
-@pytest.fixture(scope="module")
-def roots(archives: dict[str, Archive], work: Path) -> dict[str, Path]:
-    unpacked = {}
-    for name, archive in archives.items():
-        unpacked[name] = work / "rootfs" / name
-        unpack(archive, unpacked[name])
-    return unpacked
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
